@@ -1,0 +1,237 @@
+/**
+ * The pure fold: state = fold(state, envelope).
+ *
+ * Invariants (tests cite F1..F6):
+ * F1. Deterministic: the same log gives the same state, byte for byte; no clock, no randomness.
+ * F2. Never throws: a malformed envelope or payload is ignored, the same way every time.
+ * F3. Terminal kinds fold only from kernel-stamped envelopes (`meta.kernel: true`).
+ * F4. Nothing folds after a terminal event.
+ * F5. foldAll(log) equals foldAll(tail, snapshot) for any snapshot of a prefix of log.
+ * F6. Sequence 0 must be EXECUTION_STARTED; a log whose first event is not is ignored whole.
+ *
+ * `fold` updates `state` in place and returns it: the caller owns the state it passes in
+ * (`foldAll` copies a snapshot before folding onto it).
+ */
+import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
+import type { ErrorData } from "../kernel/errors.ts";
+import { isPlainObject, type Json } from "../kernel/json.ts";
+import { initialState, type ExecutionState, type Frame, type Snapshot } from "./state.ts";
+
+type Payload = { [key: string]: Json };
+
+export function fold(state: ExecutionState, envelope: Envelope): ExecutionState {
+  const e = envelope as unknown;
+  if (!isPlainObject(e)) return state;
+  const { seq, kind, at, payload } = e as unknown as Envelope;
+  if (!Number.isSafeInteger(seq) || seq !== state.seq + 1) return state;
+  if (typeof at !== "number" || !Number.isFinite(at)) return state;
+  if (state.seq === -1 && (kind !== "EXECUTION_STARTED" || seq !== 0)) return state;
+  if (state.seq >= 0 && (e as unknown as Envelope).executionId !== state.executionId) return state;
+  if (state.seq >= 0 && isTerminal(state)) return state;
+  const p: Payload = isPlainObject(payload) ? payload : {};
+  const handler = Object.hasOwn(HANDLERS, kind) ? HANDLERS[kind] : undefined;
+  state.seq = seq;
+  state.updatedAt = at;
+  if (handler) handler(state, p, e as unknown as Envelope);
+  if (!isTerminal(state) && kind !== "EXECUTION_STARTED") {
+    state.status = state.parkingWaits > 0 && state.inFlight === 0 ? "parked" : "running";
+  }
+  return state;
+}
+
+export function foldAll(events: Iterable<Envelope>, from?: Snapshot): ExecutionState {
+  let state: ExecutionState | undefined = from
+    ? (JSON.parse(JSON.stringify(from.state)) as ExecutionState)
+    : undefined;
+  for (const e of events) {
+    if (!state) {
+      const id = isPlainObject(e as unknown) ? (e as { executionId?: unknown }).executionId : "";
+      state = initialState(typeof id === "string" ? id : "");
+    }
+    fold(state, e);
+  }
+  return state ?? initialState(from?.state.executionId ?? "");
+}
+
+function isTerminal(s: ExecutionState): boolean {
+  return (
+    s.status === "completed" ||
+    s.status === "failed" ||
+    s.status === "cancelled" ||
+    s.status === "continued"
+  );
+}
+
+const str = (v: Json | undefined): v is string => typeof v === "string";
+
+function errorOf(v: Json | undefined): ErrorData {
+  if (isPlainObject(v) && str(v.message)) {
+    const data: ErrorData = {
+      name: str(v.name) ? v.name : "Error",
+      code: str(v.code) ? v.code : "LOOM_APPLICATION",
+      message: v.message,
+    };
+    if (v.details !== undefined) data.details = v.details;
+    return data;
+  }
+  return { name: "Error", code: "LOOM_APPLICATION", message: "unreadable recorded error" };
+}
+
+/** Registers a new call in its scope's order and returns false when the payload is unusable. */
+function callHead(p: Payload): { callId: string; scope: string; name: string } | undefined {
+  const { callId, scope, name } = p;
+  if (!str(callId) || !safeKey(callId) || !str(scope) || !str(name)) return undefined;
+  if (scope !== "" && !safeKey(scope)) return undefined;
+  return { callId, scope, name };
+}
+
+/** Keys that would touch a prototype are never used as map keys. */
+function safeKey(key: string): boolean {
+  return key !== "" && key !== "__proto__";
+}
+
+function frameOf(s: ExecutionState, callId: Json | undefined): Frame | undefined {
+  return str(callId) && Object.hasOwn(s.frames, callId) ? s.frames[callId] : undefined;
+}
+
+function record(s: ExecutionState, scope: string, entry: string): void {
+  if (Object.hasOwn(s.order, scope)) s.order[scope]?.push(entry);
+  else s.order[scope] = [entry];
+}
+
+function settleStep(s: ExecutionState, p: Payload, apply: (f: Frame) => void): void {
+  const f = frameOf(s, p.callId);
+  if (!f || f.kind !== "step" || f.status !== "started") return;
+  apply(f);
+  s.inFlight--;
+}
+
+function settleWait(s: ExecutionState, f: Frame): void {
+  if (f.scope === "") s.parkingWaits--;
+}
+
+type Handler = (s: ExecutionState, p: Payload, e: Envelope) => void;
+
+const HANDLERS: Partial<Record<string, Handler>> = {
+  EXECUTION_STARTED(s, p, e) {
+    s.executionId = e.executionId;
+    s.flow = str(p.flow) ? p.flow : "";
+    s.flowVersion = str(p.flowVersion) ? p.flowVersion : "";
+    s.fingerprint = str(p.fingerprint) ? p.fingerprint : "";
+    if (p.input !== undefined) s.input = p.input;
+    s.startedAt = e.at;
+    s.status = "pending";
+  },
+  STEP_STARTED(s, p, e) {
+    const head = callHead(p);
+    if (!head) return;
+    const existing = frameOf(s, head.callId);
+    if (existing) {
+      if (existing.kind === "step" && existing.status === "started") existing.attempts++;
+      return;
+    }
+    const f: Frame = { kind: "step", ...head, status: "started", firstStartedAt: e.at, attempts: 1 };
+    if (p.input !== undefined) f.input = p.input;
+    s.frames[head.callId] = f;
+    record(s, head.scope, `step:${head.callId}`);
+    s.inFlight++;
+  },
+  STEP_COMPLETED(s, p) {
+    settleStep(s, p, (f) => {
+      f.status = "completed";
+      if (p.output !== undefined) f.output = p.output;
+    });
+  },
+  STEP_FAILED(s, p) {
+    settleStep(s, p, (f) => {
+      f.status = "failed";
+      f.error = errorOf(p.error);
+    });
+  },
+  STEP_CANCELLED(s, p) {
+    settleStep(s, p, (f) => {
+      f.status = "cancelled";
+      f.error = errorOf(p.error);
+    });
+  },
+  DECISION_RECORDED(s, p) {
+    const head = callHead(p);
+    if (!head || Object.hasOwn(s._decisions, head.callId) || p.value === undefined) return;
+    s._decisions[head.callId] = p.value;
+    record(s, head.scope, `decision:${head.callId}`);
+  },
+  TIMER_SCHEDULED(s, p, e) {
+    const head = callHead(p);
+    const wakeAtMs = p.wakeAtMs;
+    if (!head || frameOf(s, head.callId) || typeof wakeAtMs !== "number") return;
+    if (!Number.isFinite(wakeAtMs)) return;
+    s.frames[head.callId] = {
+      kind: "sleep",
+      ...head,
+      status: "waiting",
+      firstStartedAt: e.at,
+      attempts: 1,
+      wakeAtMs,
+    };
+    record(s, head.scope, `sleep:${head.callId}`);
+    if (head.scope === "") s.parkingWaits++;
+  },
+  TIMER_FIRED(s, p) {
+    const f = frameOf(s, p.callId);
+    if (!f || f.status !== "waiting") return;
+    if (f.kind === "sleep") {
+      f.status = "fired";
+    } else if (f.kind === "suspend" && f.wakeAtMs !== undefined) {
+      f.status = "timedOut";
+      s._openSuspends = s._openSuspends.filter((id) => id !== p.callId);
+    } else return;
+    settleWait(s, f);
+  },
+  SUSPENDED(s, p, e) {
+    const head = callHead(p);
+    if (!head || frameOf(s, head.callId)) return;
+    const f: Frame = { kind: "suspend", ...head, status: "waiting", firstStartedAt: e.at, attempts: 1 };
+    if (typeof p.wakeAtMs === "number" && Number.isFinite(p.wakeAtMs)) f.wakeAtMs = p.wakeAtMs;
+    s.frames[head.callId] = f;
+    record(s, head.scope, `suspend:${head.callId}`);
+    if (s._resumePayloads.length > 0) {
+      f.status = "resumed";
+      const queued = s._resumePayloads.shift();
+      if (queued !== undefined) f.output = queued;
+      return;
+    }
+    s._openSuspends.push(head.callId);
+    if (head.scope === "") s.parkingWaits++;
+  },
+  RESUMED(s, p) {
+    const payload = p.payload === undefined ? null : p.payload;
+    const callId = s._openSuspends.shift();
+    const f = frameOf(s, callId);
+    if (!f) {
+      s._resumePayloads.push(payload);
+      return;
+    }
+    f.status = "resumed";
+    f.output = payload;
+    settleWait(s, f);
+  },
+  EXECUTION_COMPLETED(s, p, e) {
+    if (!isTerminalEvent(e)) return;
+    s.status = "completed";
+    if (p.output !== undefined) s.output = p.output;
+  },
+  EXECUTION_FAILED(s, p, e) {
+    if (!isTerminalEvent(e)) return;
+    s.status = "failed";
+    s.error = errorOf(p.error);
+  },
+  EXECUTION_CANCELLED(s, p, e) {
+    if (!isTerminalEvent(e)) return;
+    s.status = "cancelled";
+    s.error = errorOf(p.error);
+  },
+  EXECUTION_CONTINUED(s, _p, e) {
+    if (!isTerminalEvent(e)) return;
+    s.status = "continued";
+  },
+};

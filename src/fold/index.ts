@@ -1,0 +1,3 @@
+export * from "./state.ts";
+export * from "./fold.ts";
+export * from "./index-changes.ts";

@@ -1,0 +1,84 @@
+/**
+ * Folded state: what a log means. Plain JSON, so a snapshot is `JSON.stringify({ seq, state })`.
+ */
+import type { CallKind, ExecutionStatus } from "../kernel/events.ts";
+import type { ErrorData } from "../kernel/errors.ts";
+import type { Json } from "../kernel/json.ts";
+
+export type FrameStatus =
+  | "started"
+  | "completed"
+  | "failed"
+  | "cancelled"
+  | "waiting"
+  | "fired"
+  | "resumed"
+  | "timedOut";
+
+/** One recorded syscall of the flow body (a step, a sleep or a suspend). */
+export interface Frame {
+  kind: CallKind;
+  name: string;
+  scope: string;
+  status: FrameStatus;
+  firstStartedAt: number;
+  attempts: number;
+  input?: Json;
+  output?: Json;
+  error?: ErrorData;
+  wakeAtMs?: number;
+}
+
+export interface ExecutionState {
+  executionId: string;
+  /** The last sequence number folded; -1 for an empty log. */
+  seq: number;
+  status: ExecutionStatus;
+  flow: string;
+  flowVersion: string;
+  fingerprint: string;
+  input?: Json;
+  startedAt: number;
+  updatedAt: number;
+  output?: Json;
+  error?: ErrorData;
+  /** Call id -> frame, for steps, sleeps and suspends. */
+  frames: Record<string, Frame>;
+  /** Scope -> `kind:callId` in the order the body made the calls; the non-determinism check reads it. */
+  order: Record<string, string[]>;
+  /** Steps started and not yet settled. */
+  inFlight: number;
+  /** Waits at the root scope not yet settled: with nothing in flight, the execution is parked. */
+  parkingWaits: number;
+  /** Call id -> recorded value of `ctx.decide` and `ctx.now`. */
+  _decisions: Record<string, Json>;
+  /** Resume payloads that arrived while no suspend was waiting, oldest first. */
+  _resumePayloads: Json[];
+  /** Suspends waiting for a resume, oldest first. */
+  _openSuspends: string[];
+}
+
+export interface Snapshot {
+  seq: number;
+  state: ExecutionState;
+}
+
+export function initialState(executionId: string): ExecutionState {
+  return {
+    executionId,
+    seq: -1,
+    status: "pending",
+    flow: "",
+    flowVersion: "",
+    fingerprint: "",
+    startedAt: 0,
+    updatedAt: 0,
+    frames: {},
+    order: {},
+    inFlight: 0,
+    parkingWaits: 0,
+    _decisions: {},
+    _resumePayloads: [],
+    _openSuspends: [],
+  };
+}

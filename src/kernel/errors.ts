@@ -1,0 +1,167 @@
+/**
+ * Typed errors with stable codes.
+ *
+ * Errors are classified by what the runtime does with them (STYLE 4):
+ * - refusals (invalid input, unknown flow, fenced, ...) are raised before anything is appended;
+ * - `TerminalError` is recorded and never retried; `RetryableError` carries `retryAfterMs`;
+ * - `NonDeterminismError` and `FlowVersionError` stop the run without recording an outcome, so a
+ *   fixed deploy can pick the execution up again;
+ * - `InvariantViolation` is a bug: crash loudly.
+ *
+ * Errors that cross the log are data (`{ name, code, message, details }`), so `isLoomError`
+ * checks the shape, not the prototype: an error read back from a store is not an instance of
+ * anything.
+ */
+import type { Json } from "./json.ts";
+
+export interface ErrorData {
+  name: string;
+  code: string;
+  message: string;
+  details?: Json;
+}
+
+export class LoomError extends Error {
+  readonly code: string;
+  readonly details: Json | undefined;
+
+  constructor(code: string, message: string, details?: Json) {
+    super(message);
+    this.code = code;
+    this.details = details;
+    this.name = new.target.name;
+  }
+
+  toJSON(): ErrorData {
+    const data: ErrorData = { name: this.name, code: this.code, message: this.message };
+    if (this.details !== undefined) data.details = this.details;
+    return data;
+  }
+}
+
+function defineError(code: string) {
+  return class extends LoomError {
+    static readonly code = code;
+    constructor(message: string, details?: Json) {
+      super(code, message, details);
+    }
+  };
+}
+
+/** A value has no faithful JSON form, or fails a declared shape. */
+export class InvalidInputError extends defineError("LOOM_INVALID_INPUT") {}
+/** An input, output or step payload is over its byte limit. */
+export class PayloadTooLargeError extends defineError("LOOM_PAYLOAD_TOO_LARGE") {}
+/** An execution id is empty, too long, uses a reserved prefix or characters outside the set. */
+export class InvalidIdError extends defineError("LOOM_INVALID_ID") {}
+/** No flow of that name is registered with this runtime. */
+export class UnknownFlowError extends defineError("LOOM_UNKNOWN_FLOW") {}
+/** No execution has that id. */
+export class ExecutionNotFoundError extends defineError("LOOM_NOT_FOUND") {}
+/** A caller-chosen id already names an execution of another flow or with another input. */
+export class ExecutionConflictError extends defineError("LOOM_EXECUTION_CONFLICT") {}
+/** A re-run asked for a different syscall than the log recorded at that point. */
+export class NonDeterminismError extends defineError("LOOM_NON_DETERMINISM") {}
+/** A recorded execution's flow version is not one the registered flow accepts. */
+export class FlowVersionError extends defineError("LOOM_FLOW_VERSION") {}
+/** An append carried a fence that is no longer the execution's: its owner was replaced. */
+export class FencedError extends defineError("LOOM_FENCED") {}
+/** An append expected a sequence number another append already took. */
+export class SequenceConflictError extends defineError("LOOM_SEQUENCE_CONFLICT") {}
+/** Another live owner holds the execution's lease. */
+export class LeaseHeldError extends defineError("LOOM_LEASE_HELD") {}
+/** A resume reached an execution that can no longer take one (it has ended). */
+export class NotResumableError extends defineError("LOOM_NOT_RESUMABLE") {}
+/** `ctx.suspend({ timeoutMs })` was not answered in time. */
+export class SuspendTimeoutError extends defineError("LOOM_SUSPEND_TIMEOUT") {}
+/** The runtime was closed while the call was in progress. */
+export class RuntimeClosedError extends defineError("LOOM_RUNTIME_CLOSED") {}
+/** Something the kernel guarantees did not hold: a bug in Loom. */
+export class InvariantViolation extends defineError("LOOM_INVARIANT") {}
+/** Thrown by user code: record the failure and never retry it. */
+export class TerminalError extends defineError("LOOM_TERMINAL") {}
+
+/** Thrown by user code: the attempt may be retried, no sooner than `retryAfterMs`. */
+export class RetryableError extends LoomError {
+  static readonly code = "LOOM_RETRYABLE";
+  readonly retryAfterMs: number | undefined;
+  constructor(message: string, opts: { retryAfterMs?: number; details?: Json } = {}) {
+    super("LOOM_RETRYABLE", message, opts.details);
+    this.retryAfterMs = opts.retryAfterMs;
+  }
+}
+
+/** An error thrown by application code, as it was recorded in the log. */
+export class ApplicationError extends LoomError {
+  static readonly code = "LOOM_APPLICATION";
+  constructor(message: string, originalName: string, details?: Json) {
+    super("LOOM_APPLICATION", message, details);
+    this.name = originalName;
+  }
+}
+
+const KNOWN: Record<string, new (message: string, details?: Json) => LoomError> = {
+  LOOM_INVALID_INPUT: InvalidInputError,
+  LOOM_PAYLOAD_TOO_LARGE: PayloadTooLargeError,
+  LOOM_INVALID_ID: InvalidIdError,
+  LOOM_UNKNOWN_FLOW: UnknownFlowError,
+  LOOM_NOT_FOUND: ExecutionNotFoundError,
+  LOOM_EXECUTION_CONFLICT: ExecutionConflictError,
+  LOOM_NON_DETERMINISM: NonDeterminismError,
+  LOOM_FLOW_VERSION: FlowVersionError,
+  LOOM_FENCED: FencedError,
+  LOOM_SEQUENCE_CONFLICT: SequenceConflictError,
+  LOOM_LEASE_HELD: LeaseHeldError,
+  LOOM_NOT_RESUMABLE: NotResumableError,
+  LOOM_SUSPEND_TIMEOUT: SuspendTimeoutError,
+  LOOM_RUNTIME_CLOSED: RuntimeClosedError,
+  LOOM_INVARIANT: InvariantViolation,
+  LOOM_TERMINAL: TerminalError,
+};
+
+/** True for a Loom error or its recorded data, optionally of one code. */
+export function isLoomError(e: unknown, code?: string): e is ErrorData {
+  if (e === null || typeof e !== "object") return false;
+  const c = (e as { code?: unknown }).code;
+  const m = (e as { message?: unknown }).message;
+  if (typeof c !== "string" || !c.startsWith("LOOM_") || typeof m !== "string") return false;
+  return code === undefined || c === code;
+}
+
+/** Normalises anything thrown into an Error. */
+export function ensureError(thrown: unknown): Error {
+  if (thrown instanceof Error) return thrown;
+  if (typeof thrown === "string") return new Error(thrown);
+  let text: string;
+  try {
+    text = JSON.stringify(thrown) ?? String(thrown);
+  } catch {
+    text = String(thrown);
+  }
+  return new Error(`non-error thrown: ${text}`);
+}
+
+/** The data form of any thrown value, as it is written into the log. */
+export function errorToData(thrown: unknown): ErrorData {
+  if (thrown instanceof LoomError) return thrown.toJSON();
+  const e = ensureError(thrown);
+  const code = (e as { code?: unknown }).code;
+  return {
+    name: e.name || "Error",
+    code: typeof code === "string" && code.startsWith("LOOM_") ? code : "LOOM_APPLICATION",
+    message: e.message,
+  };
+}
+
+/** Rebuilds a thrown value from its recorded data: a known code gives its class back. */
+export function errorFromData(data: unknown): LoomError {
+  if (data === null || typeof data !== "object") {
+    return new ApplicationError("unreadable recorded error", "Error");
+  }
+  const d = data as Partial<ErrorData>;
+  const message = typeof d.message === "string" ? d.message : "unreadable recorded error";
+  const name = typeof d.name === "string" ? d.name : "Error";
+  const Known = typeof d.code === "string" ? KNOWN[d.code] : undefined;
+  if (Known) return new Known(message, d.details);
+  return new ApplicationError(message, name, d.details);
+}

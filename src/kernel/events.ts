@@ -1,0 +1,120 @@
+/**
+ * The log: envelopes and event kinds.
+ *
+ * Invariants (cited by tests as E1..E4):
+ * E1. Sequence numbers are dense per execution and start at 0.
+ * E2. Sequence 0 is always EXECUTION_STARTED.
+ * E3. Terminal kinds take effect only from a kernel-stamped envelope (`meta.kernel: true`);
+ *     an app event that borrows the name is inert.
+ * E4. Nothing follows a terminal event in a log.
+ */
+import type { Json } from "./json.ts";
+
+/** Bumped whenever what the fold does with an existing kind changes. */
+export const EVENT_SCHEMA_VERSION = "1.0.0";
+
+export const EVENT_KINDS = [
+  "EXECUTION_STARTED",
+  "STEP_STARTED",
+  "STEP_COMPLETED",
+  "STEP_FAILED",
+  "STEP_CANCELLED",
+  "DECISION_RECORDED",
+  "TIMER_SCHEDULED",
+  "TIMER_FIRED",
+  "SUSPENDED",
+  "RESUMED",
+  "MESSAGE_CONSUMED",
+  "RESOURCE_METERED",
+  "QUOTA_EXCEEDED",
+  "CHILD_STARTED",
+  "CHILD_DONE",
+  "EXECUTION_COMPLETED",
+  "EXECUTION_FAILED",
+  "EXECUTION_CANCELLED",
+  "EXECUTION_CONTINUED",
+] as const;
+
+export type EventKind = (typeof EVENT_KINDS)[number];
+
+export const TERMINAL_KINDS: ReadonlySet<string> = new Set<EventKind>([
+  "EXECUTION_COMPLETED",
+  "EXECUTION_FAILED",
+  "EXECUTION_CANCELLED",
+  "EXECUTION_CONTINUED",
+]);
+
+export interface EnvelopeMeta {
+  kernel?: true;
+  fence?: number;
+  [key: string]: Json | undefined;
+}
+
+export interface Envelope {
+  executionId: string;
+  seq: number;
+  kind: EventKind;
+  /** Runtime clock, epoch ms. */
+  at: number;
+  payload: Json;
+  meta?: EnvelopeMeta;
+}
+
+export type ExecutionStatus =
+  | "pending"
+  | "running"
+  | "parked"
+  | "completed"
+  | "failed"
+  | "cancelled"
+  | "continued";
+
+export const EXECUTION_STATUSES: readonly ExecutionStatus[] = [
+  "pending",
+  "running",
+  "parked",
+  "completed",
+  "failed",
+  "cancelled",
+  "continued",
+];
+
+export const TERMINAL_STATUSES: ReadonlySet<ExecutionStatus> = new Set<ExecutionStatus>([
+  "completed",
+  "failed",
+  "cancelled",
+  "continued",
+]);
+
+export function isTerminalStatus(status: ExecutionStatus): boolean {
+  return TERMINAL_STATUSES.has(status);
+}
+
+/** A terminal event that counts: a terminal kind on a kernel-stamped envelope (E3). */
+export function isTerminalEvent(e: Pick<Envelope, "kind" | "meta">): boolean {
+  return TERMINAL_KINDS.has(e.kind) && e.meta?.kernel === true;
+}
+
+export function isEventKind(value: unknown): value is EventKind {
+  return typeof value === "string" && (EVENT_KINDS as readonly string[]).includes(value);
+}
+
+/** The syscall kinds a flow body records; the non-determinism check compares them. */
+export type CallKind = "step" | "decision" | "sleep" | "suspend";
+
+/** Payload shapes the runtime writes. The fold reads them defensively. */
+export interface StartedPayload {
+  flow: string;
+  flowVersion: string;
+  fingerprint: string;
+  input?: Json;
+  schemaVersion: string;
+}
+
+export interface CallPayload {
+  /** The deterministic syscall id, scope included (`p0.1/search#0`). */
+  callId: string;
+  /** The scope the call was made in ("" at the root). */
+  scope: string;
+  name: string;
+}

@@ -1,0 +1,6 @@
+export * from "./events.ts";
+export * from "./json.ts";
+export * from "./errors.ts";
+export * from "./clock.ts";
+export * from "./ids.ts";
+export * from "./limits.ts";

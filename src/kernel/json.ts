@@ -1,0 +1,125 @@
+/**
+ * JSON values: validation, normalisation, canonical form and byte size.
+ *
+ * Everything that enters the log passes `toJson` first, so a value that has no faithful JSON
+ * form (a function, a cycle, a BigInt, NaN) is refused before anything is appended, instead of
+ * being silently changed by `JSON.stringify`.
+ */
+import { InvalidInputError, PayloadTooLargeError } from "./errors.ts";
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/**
+ * Returns the JSON form of `value` (what `JSON.parse(JSON.stringify(value))` would give),
+ * or throws InvalidInputError naming the path of the first value that has none.
+ * `undefined` at the top level stays `undefined`; in an object it drops the key, as JSON does.
+ */
+export function toJson(value: unknown, what: string): Json | undefined {
+  const seen = new Set<object>();
+  const walk = (v: unknown, path: string): Json | undefined => {
+    if (v === null) return null;
+    switch (typeof v) {
+      case "string":
+      case "boolean":
+        return v;
+      case "number":
+        if (!Number.isFinite(v)) throw invalid(what, path, `the number ${String(v)}`);
+        return v;
+      case "undefined":
+        return undefined;
+      case "bigint":
+        throw invalid(what, path, "a BigInt");
+      case "function":
+        throw invalid(what, path, "a function");
+      case "symbol":
+        throw invalid(what, path, "a symbol");
+      case "object":
+        break;
+    }
+    const obj = v as object;
+    const withToJson = obj as { toJSON?: unknown };
+    if (typeof withToJson.toJSON === "function") {
+      return walk((withToJson.toJSON as () => unknown).call(obj), path);
+    }
+    if (seen.has(obj)) throw invalid(what, path, "a cycle");
+    seen.add(obj);
+    try {
+      if (Array.isArray(obj)) {
+        return obj.map((item: unknown, i) => walk(item, `${path}[${i}]`) ?? null);
+      }
+      const proto = Object.getPrototypeOf(obj) as unknown;
+      if (proto !== Object.prototype && proto !== null) {
+        const ctor = (obj as { constructor?: { name?: string } }).constructor?.name ?? "object";
+        throw invalid(what, path, `a ${ctor} (only plain objects and arrays have a JSON form)`);
+      }
+      const out: { [key: string]: Json } = {};
+      for (const [k, item] of Object.entries(obj)) {
+        const j = walk(item, `${path}.${k}`);
+        if (j !== undefined) out[k] = j;
+      }
+      return out;
+    } finally {
+      seen.delete(obj);
+    }
+  };
+  return walk(value, "$");
+}
+
+function invalid(what: string, path: string, found: string): InvalidInputError {
+  return new InvalidInputError(`${what} is not JSON: ${path} is ${found}`, { what, path });
+}
+
+/** UTF-8 byte length of a string, without touching Node's Buffer. */
+export function utf8Bytes(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      n += 4;
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
+
+/** Bytes of the JSON text of a JSON value (0 for undefined). */
+export function jsonBytes(value: Json | undefined): number {
+  return value === undefined ? 0 : utf8Bytes(JSON.stringify(value));
+}
+
+/** `toJson` plus a size bound; PayloadTooLargeError names the limit and the size. */
+export function boundedJson(value: unknown, what: string, maxBytes: number): Json | undefined {
+  const json = toJson(value, what);
+  const bytes = jsonBytes(json);
+  if (bytes > maxBytes) {
+    throw new PayloadTooLargeError(`${what} is ${bytes} bytes, over the limit of ${maxBytes}`, {
+      what,
+      bytes,
+      maxBytes,
+    });
+  }
+  return json;
+}
+
+/** JSON text with object keys sorted: equal values give equal text. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(sortKeys(value));
+}
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(value).sort()) {
+      out[k] = sortKeys((value as Record<string, unknown>)[k]);
+    }
+    return out;
+  }
+  return value;
+}
+
+export function isPlainObject(value: unknown): value is { [key: string]: Json } {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}

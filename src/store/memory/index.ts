@@ -1,0 +1,1 @@
+export { memoryStore, type MemoryStore } from "./memory-store.ts";

@@ -1,0 +1,247 @@
+/**
+ * The memory store: every SPI on Maps, for tests, simulation and benchmarks.
+ *
+ * Stored events and snapshots are copies (JSON text for snapshots), so a caller that mutates what
+ * it passed in or read back cannot change the log. `reopen()` gives a new store over the same
+ * data, as a process restart would see it.
+ */
+import type { Envelope } from "../../kernel/events.ts";
+import { ensureError, LoomError, InvariantViolation } from "../../kernel/errors.ts";
+import type { Snapshot } from "../../fold/state.ts";
+import { checkBatch, leaseAvailable } from "../append-check.ts";
+import type {
+  AcquireOptions,
+  AppendBatch,
+  AppendOutcome,
+  DueTimer,
+  ExecutionSummary,
+  Lease,
+  ListQuery,
+  Store,
+  StoreHooks,
+} from "../spi.ts";
+
+interface Data {
+  events: Map<string, Envelope[]>;
+  executions: Map<string, ExecutionSummary>;
+  snapshots: Map<string, string>;
+  leases: Map<string, Lease>;
+  timers: Map<string, DueTimer>;
+}
+
+export interface MemoryStore extends Store {
+  /** A new store over the same data: what a restarted process would see. */
+  reopen(): MemoryStore;
+}
+
+export function memoryStore(hooks: StoreHooks = {}): MemoryStore {
+  return open(
+    {
+      events: new Map(),
+      executions: new Map(),
+      snapshots: new Map(),
+      leases: new Map(),
+      timers: new Map(),
+    },
+    hooks,
+  );
+}
+
+const timerKey = (id: string, timerId: string) => `${id}\u0000${timerId}`;
+const copy = <T>(v: T): T => structuredClone(v);
+
+function open(data: Data, hooks: StoreHooks): MemoryStore {
+  let closed = false;
+  const live = () => {
+    if (closed) throw new InvariantViolation("memory store used after close");
+  };
+
+  function applyBatch(b: AppendBatch, undo: (() => void)[]): void {
+    const log = data.events.get(b.executionId);
+    checkBatch(b, log ? log.length - 1 : -1, data.leases.get(b.executionId)?.fence);
+    const events = log ?? [];
+    if (!log) {
+      data.events.set(b.executionId, events);
+      undo.push(() => data.events.delete(b.executionId));
+    }
+    const before = events.length;
+    for (const e of b.events) events.push(copy(e));
+    undo.push(() => (events.length = before));
+    const prev = data.executions.get(b.executionId);
+    const last = b.events[b.events.length - 1] as Envelope;
+    data.executions.set(b.executionId, {
+      executionId: b.executionId,
+      flow: prev?.flow ?? b.flow ?? "",
+      status: b.status,
+      head: last.seq,
+      createdAtMs: prev?.createdAtMs ?? (b.events[0] as Envelope).at,
+      updatedAtMs: last.at,
+    });
+    undo.push(() =>
+      prev ? data.executions.set(b.executionId, prev) : data.executions.delete(b.executionId),
+    );
+    const ix = b.index;
+    if (!ix) return;
+    const saved = new Map<string, DueTimer | undefined>();
+    const touch = (key: string) => {
+      if (!saved.has(key)) saved.set(key, data.timers.get(key));
+    };
+    if (ix.clearAllTimers) {
+      for (const [key, t] of data.timers) {
+        if (t.executionId === b.executionId) {
+          touch(key);
+          data.timers.delete(key);
+        }
+      }
+    }
+    for (const id of ix.timersCleared) {
+      touch(timerKey(b.executionId, id));
+      data.timers.delete(timerKey(b.executionId, id));
+    }
+    if (!ix.clearAllTimers) {
+      for (const t of ix.timersSet) {
+        const key = timerKey(b.executionId, t.timerId);
+        touch(key);
+        data.timers.set(key, { executionId: b.executionId, ...t });
+      }
+    }
+    undo.push(() => {
+      for (const [key, t] of saved) {
+        if (t) data.timers.set(key, t);
+        else data.timers.delete(key);
+      }
+    });
+  }
+
+  const store: MemoryStore = {
+    kind: "memory",
+
+    async appendMany(batches) {
+      live();
+      const outcomes: AppendOutcome[] = [];
+      const undo: (() => void)[] = [];
+      try {
+        for (const b of batches) {
+          const mark = undo.length;
+          try {
+            applyBatch(b, undo);
+            outcomes.push({ ok: true });
+          } catch (e) {
+            if (!(e instanceof LoomError)) throw e;
+            for (const u of undo.splice(mark).reverse()) u();
+            outcomes.push({ ok: false, error: e });
+          }
+        }
+        hooks.beforeCommit?.(batches);
+      } catch (e) {
+        for (const u of undo.reverse()) u();
+        throw ensureError(e);
+      }
+      return outcomes;
+    },
+
+    async read(id, fromSeq = 0) {
+      live();
+      return copy((data.events.get(id) ?? []).slice(Math.max(0, fromSeq)));
+    },
+
+    async head(id) {
+      live();
+      return (data.events.get(id)?.length ?? 0) - 1;
+    },
+
+    async list(query: ListQuery = {}) {
+      live();
+      const out: ExecutionSummary[] = [];
+      const ids = [...data.executions.keys()].sort();
+      for (const id of ids) {
+        const x = data.executions.get(id) as ExecutionSummary;
+        if (query.afterId !== undefined && id <= query.afterId) continue;
+        if (query.status && !query.status.includes(x.status)) continue;
+        if (query.flow !== undefined && x.flow !== query.flow) continue;
+        out.push({ ...x });
+        if (query.limit !== undefined && out.length >= query.limit) break;
+      }
+      return out;
+    },
+
+    async saveSnapshot(id, snapshot) {
+      live();
+      const prev = data.snapshots.get(id);
+      if (prev !== undefined && (JSON.parse(prev) as Snapshot).seq > snapshot.seq) return;
+      data.snapshots.set(id, JSON.stringify(snapshot));
+    },
+
+    async loadSnapshot(id) {
+      live();
+      const text = data.snapshots.get(id);
+      return text === undefined ? undefined : (JSON.parse(text) as Snapshot);
+    },
+
+    async acquireLease(id, owner, opts: AcquireOptions) {
+      live();
+      const current = data.leases.get(id);
+      if (!leaseAvailable(current, owner, opts)) return undefined;
+      const lease: Lease = {
+        executionId: id,
+        owner,
+        fence: (current?.fence ?? 0) + 1,
+        expiresAtMs: opts.nowMs + opts.ttlMs,
+      };
+      data.leases.set(id, lease);
+      return { ...lease };
+    },
+
+    async renewLease(id, owner, fence, opts) {
+      live();
+      const current = data.leases.get(id);
+      if (!current || current.owner !== owner || current.fence !== fence) return false;
+      current.expiresAtMs = opts.nowMs + opts.ttlMs;
+      return true;
+    },
+
+    async releaseLease(id, owner, fence) {
+      live();
+      const current = data.leases.get(id);
+      if (current && current.owner === owner && current.fence === fence) {
+        current.owner = undefined;
+      }
+    },
+
+    async getLease(id) {
+      live();
+      const current = data.leases.get(id);
+      return current ? { ...current } : undefined;
+    },
+
+    async dueTimers(nowMs, limit) {
+      live();
+      return [...data.timers.values()]
+        .filter((t) => t.wakeAtMs <= nowMs)
+        .sort((a, b) => a.wakeAtMs - b.wakeAtMs)
+        .slice(0, limit)
+        .map((t) => ({ ...t }));
+    },
+
+    async nextWakeAt() {
+      live();
+      let min: number | undefined;
+      for (const t of data.timers.values()) if (min === undefined || t.wakeAtMs < min) min = t.wakeAtMs;
+      return min;
+    },
+
+    async deleteTimer(id, timerId) {
+      live();
+      data.timers.delete(timerKey(id, timerId));
+    },
+
+    async close() {
+      closed = true;
+    },
+
+    reopen() {
+      return open(data, hooks);
+    },
+  };
+  return store;
+}

@@ -1,0 +1,122 @@
+/**
+ * The store SPIs. Every store (memory, SQLite, PostgreSQL) implements `Store` and passes the one
+ * conformance suite, `runStoreConformance`.
+ *
+ * Contract (the suite checks S1..S8):
+ * S1. A batch is atomic: all of its events are appended, or none (also across a crash).
+ * S2. A batch is appended only if `expectedSeq` is the execution's next sequence number, so of
+ *     concurrent appends at one sequence number exactly one wins; the others get
+ *     SequenceConflictError and write nothing.
+ * S3. A batch is appended only if `fence` equals the fence of the execution's lease; otherwise
+ *     FencedError and nothing is written. The first batch (sequence 0) needs a lease too.
+ * S4. `appendMany` commits several executions' batches in one transaction (group commit); each
+ *     batch succeeds or fails on its own, and a promise resolves only after its commit.
+ * S5. Reads return what was committed, also after the store is closed and reopened.
+ * S6. Lease acquire is a compare-and-set: it succeeds on a free, released or expired lease (judged
+ *     with the caller's clock, the one that stamped it) or with the current fence named as
+ *     `takeoverFence`, and every successful acquire increments the fence.
+ * S7. Timer rows are written in the same transaction as the events they derive from, and
+ *     `dueTimers(now)` returns those with `wakeAtMs <= now`, earliest first.
+ * S8. `loadSnapshot` returns the saved snapshot with the highest `seq` (an older one never
+ *     replaces a newer one).
+ */
+import type { Envelope, ExecutionStatus } from "../kernel/events.ts";
+import type { LoomError } from "../kernel/errors.ts";
+import type { Snapshot } from "../fold/state.ts";
+import type { IndexChanges } from "../fold/index-changes.ts";
+
+export interface AppendBatch {
+  executionId: string;
+  /** Dense, starting at `expectedSeq`. */
+  events: Envelope[];
+  expectedSeq: number;
+  fence: number;
+  /** The execution's status after these events (the runtime folds before it appends). */
+  status: ExecutionStatus;
+  /** The flow's name; read from the batch that holds sequence 0. */
+  flow?: string;
+  index?: IndexChanges;
+}
+
+export type AppendOutcome = { ok: true } | { ok: false; error: LoomError };
+
+export interface ExecutionSummary {
+  executionId: string;
+  flow: string;
+  status: ExecutionStatus;
+  /** The last sequence number. */
+  head: number;
+  createdAtMs: number;
+  updatedAtMs: number;
+}
+
+export interface ListQuery {
+  status?: readonly ExecutionStatus[];
+  flow?: string;
+  /** Ids greater than this (paging). */
+  afterId?: string;
+  limit?: number;
+}
+
+export interface EventStore {
+  appendMany(batches: readonly AppendBatch[]): Promise<AppendOutcome[]>;
+  /** Events with `seq >= fromSeq`, in order. */
+  read(executionId: string, fromSeq?: number): Promise<Envelope[]>;
+  /** The last sequence number, or -1 when there is no log. */
+  head(executionId: string): Promise<number>;
+  list(query?: ListQuery): Promise<ExecutionSummary[]>;
+}
+
+export interface SnapshotStore {
+  saveSnapshot(executionId: string, snapshot: Snapshot): Promise<void>;
+  loadSnapshot(executionId: string): Promise<Snapshot | undefined>;
+}
+
+export interface Lease {
+  executionId: string;
+  /** Undefined when released. */
+  owner: string | undefined;
+  fence: number;
+  expiresAtMs: number;
+}
+
+export interface AcquireOptions {
+  ttlMs: number;
+  nowMs: number;
+  /** Take the lease from a live-looking owner known to be dead: succeeds only at this fence. */
+  takeoverFence?: number;
+}
+
+export interface LeaseStore {
+  /** The new lease, or undefined when another owner holds an unexpired one. */
+  acquireLease(executionId: string, owner: string, opts: AcquireOptions): Promise<Lease | undefined>;
+  /** False when the lease is no longer this owner's at this fence. */
+  renewLease(executionId: string, owner: string, fence: number, opts: AcquireOptions): Promise<boolean>;
+  releaseLease(executionId: string, owner: string, fence: number): Promise<void>;
+  getLease(executionId: string): Promise<Lease | undefined>;
+}
+
+export interface DueTimer {
+  executionId: string;
+  timerId: string;
+  wakeAtMs: number;
+}
+
+export interface TimerStore {
+  dueTimers(nowMs: number, limit: number): Promise<DueTimer[]>;
+  /** The earliest wake time of any timer row, or undefined when there is none. */
+  nextWakeAt(): Promise<number | undefined>;
+  deleteTimer(executionId: string, timerId: string): Promise<void>;
+}
+
+export interface Store extends EventStore, SnapshotStore, LeaseStore, TimerStore {
+  /** A short name for messages and benchmarks ("memory", "sqlite"). */
+  readonly kind: string;
+  close(): Promise<void>;
+}
+
+/** Test hooks a store may accept so the conformance suite can inject faults. */
+export interface StoreHooks {
+  /** Called inside the append transaction, after the writes and before the commit. */
+  beforeCommit?: (batches: readonly AppendBatch[]) => void;
+}

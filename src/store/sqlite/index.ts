@@ -1,0 +1,1 @@
+export { sqliteStore, type SqliteStoreOptions } from "./sqlite-store.ts";

@@ -1,0 +1,44 @@
+/**
+ * The SQLite schema as an ordered list of migrations. The position in the list is the version
+ * (kept in `PRAGMA user_version`); a migration is never edited once released, only appended.
+ */
+export const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE events (
+    execution_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    meta TEXT,
+    PRIMARY KEY (execution_id, seq)
+  ) WITHOUT ROWID;
+  CREATE TABLE executions (
+    id TEXT PRIMARY KEY,
+    flow TEXT NOT NULL,
+    status TEXT NOT NULL,
+    head INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX executions_by_status ON executions (status, id);
+  CREATE TABLE leases (
+    execution_id TEXT PRIMARY KEY,
+    owner TEXT,
+    fence INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE TABLE timers (
+    execution_id TEXT NOT NULL,
+    timer_id TEXT NOT NULL,
+    wake_at INTEGER NOT NULL,
+    PRIMARY KEY (execution_id, timer_id)
+  ) WITHOUT ROWID;
+  CREATE INDEX timers_by_wake ON timers (wake_at);
+  CREATE TABLE snapshots (
+    execution_id TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL
+  ) WITHOUT ROWID;
+  `,
+];

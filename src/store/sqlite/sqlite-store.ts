@@ -1,0 +1,313 @@
+/**
+ * The embedded store: every SPI on one SQLite file through better-sqlite3, in WAL mode.
+ *
+ * Several processes may open the same file. Every write runs in a `BEGIN IMMEDIATE`
+ * transaction, so writers are serialised by SQLite's lock (waiting up to `busyTimeoutMs`), and
+ * the fence and sequence checks run inside the transaction that appends (S2, S3).
+ * `synchronous` defaults to FULL: a committed append survives a power loss, not only a crash of
+ * the process. NORMAL survives `kill -9` and is faster; choose it knowingly.
+ */
+import Database from "better-sqlite3";
+import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../../kernel/events.ts";
+import { LoomError, ensureError } from "../../kernel/errors.ts";
+import type { Json } from "../../kernel/json.ts";
+import type { Snapshot } from "../../fold/state.ts";
+import { checkBatch, leaseAvailable } from "../append-check.ts";
+import type {
+  AppendBatch,
+  AppendOutcome,
+  DueTimer,
+  ExecutionSummary,
+  Lease,
+  ListQuery,
+  Store,
+  StoreHooks,
+} from "../spi.ts";
+import { MIGRATIONS } from "./migrations.ts";
+
+export interface SqliteStoreOptions {
+  synchronous?: "FULL" | "NORMAL";
+  busyTimeoutMs?: number;
+  hooks?: StoreHooks;
+}
+
+interface EventRow {
+  seq: number;
+  kind: string;
+  at: number;
+  payload: string;
+  meta: string | null;
+}
+
+interface ExecutionRow {
+  id: string;
+  flow: string;
+  status: string;
+  head: number;
+  created_at: number;
+  updated_at: number;
+}
+
+interface LeaseRow {
+  owner: string | null;
+  fence: number;
+  expires_at: number;
+}
+
+export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
+  const db = new Database(path);
+  db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
+  db.pragma("journal_mode = WAL");
+  db.pragma(`synchronous = ${options.synchronous ?? "FULL"}`);
+  migrate(db);
+  const hooks = options.hooks ?? {};
+
+  const q = {
+    head: db.prepare<[string], { head: number }>("SELECT head FROM executions WHERE id = ?"),
+    fence: db.prepare<[string], { fence: number }>("SELECT fence FROM leases WHERE execution_id = ?"),
+    insertEvent: db.prepare(
+      "INSERT INTO events (execution_id, seq, kind, at, payload, meta) VALUES (?, ?, ?, ?, ?, ?)",
+    ),
+    upsertExecution: db.prepare(
+      `INSERT INTO executions (id, flow, status, head, created_at, updated_at)
+       VALUES (@id, @flow, @status, @head, @at0, @at)
+       ON CONFLICT (id) DO UPDATE SET status = excluded.status, head = excluded.head,
+         updated_at = excluded.updated_at`,
+    ),
+    setTimer: db.prepare(
+      "INSERT OR REPLACE INTO timers (execution_id, timer_id, wake_at) VALUES (?, ?, ?)",
+    ),
+    clearTimer: db.prepare("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?"),
+    clearTimers: db.prepare("DELETE FROM timers WHERE execution_id = ?"),
+    read: db.prepare<[string, number], EventRow>(
+      "SELECT seq, kind, at, payload, meta FROM events WHERE execution_id = ? AND seq >= ? ORDER BY seq",
+    ),
+    saveSnapshot: db.prepare(
+      `INSERT INTO snapshots (execution_id, seq, state) VALUES (?, ?, ?)
+       ON CONFLICT (execution_id) DO UPDATE SET seq = excluded.seq, state = excluded.state
+       WHERE excluded.seq >= snapshots.seq`,
+    ),
+    loadSnapshot: db.prepare<[string], { state: string }>(
+      "SELECT state FROM snapshots WHERE execution_id = ?",
+    ),
+    getLease: db.prepare<[string], LeaseRow>(
+      "SELECT owner, fence, expires_at FROM leases WHERE execution_id = ?",
+    ),
+    putLease: db.prepare(
+      `INSERT INTO leases (execution_id, owner, fence, expires_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (execution_id) DO UPDATE SET owner = excluded.owner, fence = excluded.fence,
+         expires_at = excluded.expires_at`,
+    ),
+    renewLease: db.prepare(
+      "UPDATE leases SET expires_at = ? WHERE execution_id = ? AND owner = ? AND fence = ?",
+    ),
+    releaseLease: db.prepare(
+      "UPDATE leases SET owner = NULL WHERE execution_id = ? AND owner = ? AND fence = ?",
+    ),
+    due: db.prepare<[number, number], { execution_id: string; timer_id: string; wake_at: number }>(
+      "SELECT execution_id, timer_id, wake_at FROM timers WHERE wake_at <= ? ORDER BY wake_at LIMIT ?",
+    ),
+    nextWake: db.prepare<[], { w: number | null }>("SELECT MIN(wake_at) AS w FROM timers"),
+  };
+
+  function applyBatch(b: AppendBatch): void {
+    const head = q.head.get(b.executionId)?.head ?? -1;
+    checkBatch(b, head, q.fence.get(b.executionId)?.fence);
+    for (const e of b.events) {
+      q.insertEvent.run(
+        e.executionId,
+        e.seq,
+        e.kind,
+        e.at,
+        JSON.stringify(e.payload ?? null),
+        e.meta === undefined ? null : JSON.stringify(e.meta),
+      );
+    }
+    const first = b.events[0] as Envelope;
+    const last = b.events[b.events.length - 1] as Envelope;
+    q.upsertExecution.run({
+      id: b.executionId,
+      flow: b.flow ?? "",
+      status: b.status,
+      head: last.seq,
+      at0: first.at,
+      at: last.at,
+    });
+    const ix = b.index;
+    if (!ix) return;
+    if (ix.clearAllTimers) {
+      q.clearTimers.run(b.executionId);
+      return;
+    }
+    for (const id of ix.timersCleared) q.clearTimer.run(b.executionId, id);
+    for (const t of ix.timersSet) q.setTimer.run(b.executionId, t.timerId, t.wakeAtMs);
+  }
+
+  const appendTx = db.transaction((batches: readonly AppendBatch[]): AppendOutcome[] => {
+    const outcomes: AppendOutcome[] = [];
+    for (const b of batches) {
+      db.exec("SAVEPOINT batch");
+      try {
+        applyBatch(b);
+        db.exec("RELEASE batch");
+        outcomes.push({ ok: true });
+      } catch (e) {
+        db.exec("ROLLBACK TO batch");
+        db.exec("RELEASE batch");
+        if (!(e instanceof LoomError)) throw e;
+        outcomes.push({ ok: false, error: e });
+      }
+    }
+    hooks.beforeCommit?.(batches);
+    return outcomes;
+  });
+
+  const acquireTx = db.transaction(
+    (id: string, owner: string, ttlMs: number, nowMs: number, takeoverFence?: number) => {
+      const row = q.getLease.get(id);
+      const current = row && {
+        owner: row.owner ?? undefined,
+        fence: row.fence,
+        expiresAtMs: row.expires_at,
+      };
+      const opts = takeoverFence === undefined ? { nowMs } : { nowMs, takeoverFence };
+      if (!leaseAvailable(current, owner, opts)) return undefined;
+      const lease: Lease = {
+        executionId: id,
+        owner,
+        fence: (row?.fence ?? 0) + 1,
+        expiresAtMs: nowMs + ttlMs,
+      };
+      q.putLease.run(id, owner, lease.fence, lease.expiresAtMs);
+      return lease;
+    },
+  );
+
+  return {
+    kind: "sqlite",
+
+    async appendMany(batches) {
+      try {
+        return appendTx.immediate(batches);
+      } catch (e) {
+        throw ensureError(e);
+      }
+    },
+
+    async read(id, fromSeq = 0) {
+      return q.read.all(id, Math.max(0, fromSeq)).map((r) => {
+        const e: Envelope = {
+          executionId: id,
+          seq: r.seq,
+          kind: r.kind as EventKind,
+          at: r.at,
+          payload: JSON.parse(r.payload) as Json,
+        };
+        if (r.meta !== null) e.meta = JSON.parse(r.meta) as EnvelopeMeta;
+        return e;
+      });
+    },
+
+    async head(id) {
+      return q.head.get(id)?.head ?? -1;
+    },
+
+    async list(query: ListQuery = {}) {
+      const where: string[] = [];
+      const args: (string | number)[] = [];
+      if (query.status) {
+        if (query.status.length === 0) return [];
+        where.push(`status IN (${query.status.map(() => "?").join(", ")})`);
+        args.push(...query.status);
+      }
+      if (query.flow !== undefined) {
+        where.push("flow = ?");
+        args.push(query.flow);
+      }
+      if (query.afterId !== undefined) {
+        where.push("id > ?");
+        args.push(query.afterId);
+      }
+      const sql =
+        "SELECT id, flow, status, head, created_at, updated_at FROM executions" +
+        (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
+        " ORDER BY id" +
+        (query.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(query.limit))}` : "");
+      return db
+        .prepare<(string | number)[], ExecutionRow>(sql)
+        .all(...args)
+        .map(
+          (r): ExecutionSummary => ({
+            executionId: r.id,
+            flow: r.flow,
+            status: r.status as ExecutionStatus,
+            head: r.head,
+            createdAtMs: r.created_at,
+            updatedAtMs: r.updated_at,
+          }),
+        );
+    },
+
+    async saveSnapshot(id, snapshot) {
+      q.saveSnapshot.run(id, snapshot.seq, JSON.stringify(snapshot));
+    },
+
+    async loadSnapshot(id) {
+      const row = q.loadSnapshot.get(id);
+      return row ? (JSON.parse(row.state) as Snapshot) : undefined;
+    },
+
+    async acquireLease(id, owner, opts) {
+      return acquireTx.immediate(id, owner, opts.ttlMs, opts.nowMs, opts.takeoverFence);
+    },
+
+    async renewLease(id, owner, fence, opts) {
+      return q.renewLease.run(opts.nowMs + opts.ttlMs, id, owner, fence).changes === 1;
+    },
+
+    async releaseLease(id, owner, fence) {
+      q.releaseLease.run(id, owner, fence);
+    },
+
+    async getLease(id) {
+      const row = q.getLease.get(id);
+      if (!row) return undefined;
+      return {
+        executionId: id,
+        owner: row.owner ?? undefined,
+        fence: row.fence,
+        expiresAtMs: row.expires_at,
+      };
+    },
+
+    async dueTimers(nowMs, limit): Promise<DueTimer[]> {
+      return q.due.all(nowMs, limit).map((r) => ({
+        executionId: r.execution_id,
+        timerId: r.timer_id,
+        wakeAtMs: r.wake_at,
+      }));
+    },
+
+    async nextWakeAt() {
+      return q.nextWake.get()?.w ?? undefined;
+    },
+
+    async deleteTimer(id, timerId) {
+      q.clearTimer.run(id, timerId);
+    },
+
+    async close() {
+      if (db.open) db.close();
+    },
+  };
+}
+
+function migrate(db: Database.Database): void {
+  db.transaction(() => {
+    const version = db.pragma("user_version", { simple: true }) as number;
+    MIGRATIONS.slice(version).forEach((sql, i) => {
+      db.exec(sql);
+      db.pragma(`user_version = ${version + i + 1}`);
+    });
+  }).immediate();
+}
