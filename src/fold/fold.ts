@@ -45,7 +45,7 @@ export function foldAll(events: Iterable<Envelope>, from?: Snapshot): ExecutionS
     : undefined;
   for (const e of events) {
     if (!state) {
-      const id = isPlainObject(e as unknown) ? (e as { executionId?: unknown }).executionId : "";
+      const id = isPlainObject(e) ? (e as { executionId?: unknown }).executionId : "";
       state = initialState(typeof id === "string" ? id : "");
     }
     fold(state, e);
@@ -130,7 +130,13 @@ const HANDLERS: Partial<Record<string, Handler>> = {
       if (existing.kind === "step" && existing.status === "started") existing.attempts++;
       return;
     }
-    const f: Frame = { kind: "step", ...head, status: "started", firstStartedAt: e.at, attempts: 1 };
+    const f: Frame = {
+      kind: "step",
+      ...head,
+      status: "started",
+      firstStartedAt: e.at,
+      attempts: 1,
+    };
     if (p.input !== undefined) f.input = p.input;
     s.frames[head.callId] = f;
     record(s, head.scope, `step:${head.callId}`);
@@ -190,7 +196,13 @@ const HANDLERS: Partial<Record<string, Handler>> = {
   SUSPENDED(s, p, e) {
     const head = callHead(p);
     if (!head || frameOf(s, head.callId)) return;
-    const f: Frame = { kind: "suspend", ...head, status: "waiting", firstStartedAt: e.at, attempts: 1 };
+    const f: Frame = {
+      kind: "suspend",
+      ...head,
+      status: "waiting",
+      firstStartedAt: e.at,
+      attempts: 1,
+    };
     if (typeof p.wakeAtMs === "number" && Number.isFinite(p.wakeAtMs)) f.wakeAtMs = p.wakeAtMs;
     s.frames[head.callId] = f;
     record(s, head.scope, `suspend:${head.callId}`);

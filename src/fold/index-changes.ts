@@ -29,7 +29,10 @@ export function indexChanges(events: readonly Envelope[]): IndexChanges {
     const callId = p.callId;
     if (isTerminalEvent(e)) out.clearAllTimers = true;
     if (typeof callId !== "string") continue;
-    if ((e.kind === "TIMER_SCHEDULED" || e.kind === "SUSPENDED") && typeof p.wakeAtMs === "number") {
+    if (
+      (e.kind === "TIMER_SCHEDULED" || e.kind === "SUSPENDED") &&
+      typeof p.wakeAtMs === "number"
+    ) {
       out.timersSet.push({ timerId: callId, wakeAtMs: p.wakeAtMs });
     } else if (e.kind === "TIMER_FIRED") {
       out.timersCleared.push(callId);

@@ -6,14 +6,7 @@ import type { ErrorData } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 
 export type FrameStatus =
-  | "started"
-  | "completed"
-  | "failed"
-  | "cancelled"
-  | "waiting"
-  | "fired"
-  | "resumed"
-  | "timedOut";
+  "started" | "completed" | "failed" | "cancelled" | "waiting" | "fired" | "resumed" | "timedOut";
 
 /** One recorded syscall of the flow body (a step, a sleep or a suspend). */
 export interface Frame {

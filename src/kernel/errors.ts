@@ -74,6 +74,8 @@ export class LeaseHeldError extends defineError("LOOM_LEASE_HELD") {}
 export class NotResumableError extends defineError("LOOM_NOT_RESUMABLE") {}
 /** `ctx.suspend({ timeoutMs })` was not answered in time. */
 export class SuspendTimeoutError extends defineError("LOOM_SUSPEND_TIMEOUT") {}
+/** `waitForCompletion` gave up before the execution ended. */
+export class WaitTimeoutError extends defineError("LOOM_WAIT_TIMEOUT") {}
 /** The runtime was closed while the call was in progress. */
 export class RuntimeClosedError extends defineError("LOOM_RUNTIME_CLOSED") {}
 /** Something the kernel guarantees did not hold: a bug in Loom. */
@@ -114,6 +116,7 @@ const KNOWN: Record<string, new (message: string, details?: Json) => LoomError> 
   LOOM_LEASE_HELD: LeaseHeldError,
   LOOM_NOT_RESUMABLE: NotResumableError,
   LOOM_SUSPEND_TIMEOUT: SuspendTimeoutError,
+  LOOM_WAIT_TIMEOUT: WaitTimeoutError,
   LOOM_RUNTIME_CLOSED: RuntimeClosedError,
   LOOM_INVARIANT: InvariantViolation,
   LOOM_TERMINAL: TerminalError,

@@ -61,13 +61,7 @@ export interface Envelope {
 }
 
 export type ExecutionStatus =
-  | "pending"
-  | "running"
-  | "parked"
-  | "completed"
-  | "failed"
-  | "cancelled"
-  | "continued";
+  "pending" | "running" | "parked" | "completed" | "failed" | "cancelled" | "continued";
 
 export const EXECUTION_STATUSES: readonly ExecutionStatus[] = [
   "pending",

@@ -36,7 +36,7 @@ export function toJson(value: unknown, what: string): Json | undefined {
       case "object":
         break;
     }
-    const obj = v as object;
+    const obj = v;
     const withToJson = obj as { toJSON?: unknown };
     if (typeof withToJson.toJSON === "function") {
       return walk((withToJson.toJSON as () => unknown).call(obj), path);

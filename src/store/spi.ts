@@ -68,6 +68,7 @@ export interface EventStore {
 }
 
 export interface SnapshotStore {
+  /** Copies `snapshot` before it first yields: the caller goes on changing the state it passed. */
   saveSnapshot(executionId: string, snapshot: Snapshot): Promise<void>;
   loadSnapshot(executionId: string): Promise<Snapshot | undefined>;
 }
@@ -89,9 +90,18 @@ export interface AcquireOptions {
 
 export interface LeaseStore {
   /** The new lease, or undefined when another owner holds an unexpired one. */
-  acquireLease(executionId: string, owner: string, opts: AcquireOptions): Promise<Lease | undefined>;
+  acquireLease(
+    executionId: string,
+    owner: string,
+    opts: AcquireOptions,
+  ): Promise<Lease | undefined>;
   /** False when the lease is no longer this owner's at this fence. */
-  renewLease(executionId: string, owner: string, fence: number, opts: AcquireOptions): Promise<boolean>;
+  renewLease(
+    executionId: string,
+    owner: string,
+    fence: number,
+    opts: AcquireOptions,
+  ): Promise<boolean>;
   releaseLease(executionId: string, owner: string, fence: number): Promise<void>;
   getLease(executionId: string): Promise<Lease | undefined>;
 }

@@ -154,13 +154,15 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
       live();
       const out: ExecutionSummary[] = [];
       const ids = [...data.executions.keys()].sort();
+      // Checked before a row is added, so limit 0 gives none (as SQL's LIMIT does).
+      const max = query.limit === undefined ? Infinity : Math.max(0, Math.floor(query.limit));
       for (const id of ids) {
+        if (out.length >= max) break;
         const x = data.executions.get(id) as ExecutionSummary;
         if (query.afterId !== undefined && id <= query.afterId) continue;
         if (query.status && !query.status.includes(x.status)) continue;
         if (query.flow !== undefined && x.flow !== query.flow) continue;
         out.push({ ...x });
-        if (query.limit !== undefined && out.length >= query.limit) break;
       }
       return out;
     },
@@ -226,7 +228,8 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     async nextWakeAt() {
       live();
       let min: number | undefined;
-      for (const t of data.timers.values()) if (min === undefined || t.wakeAtMs < min) min = t.wakeAtMs;
+      for (const t of data.timers.values())
+        if (min === undefined || t.wakeAtMs < min) min = t.wakeAtMs;
       return min;
     },
 

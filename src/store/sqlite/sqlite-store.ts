@@ -64,7 +64,9 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
 
   const q = {
     head: db.prepare<[string], { head: number }>("SELECT head FROM executions WHERE id = ?"),
-    fence: db.prepare<[string], { fence: number }>("SELECT fence FROM leases WHERE execution_id = ?"),
+    fence: db.prepare<[string], { fence: number }>(
+      "SELECT fence FROM leases WHERE execution_id = ?",
+    ),
     insertEvent: db.prepare(
       "INSERT INTO events (execution_id, seq, kind, at, payload, meta) VALUES (?, ?, ?, ?, ?, ?)",
     ),
@@ -236,16 +238,14 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       return db
         .prepare<(string | number)[], ExecutionRow>(sql)
         .all(...args)
-        .map(
-          (r): ExecutionSummary => ({
-            executionId: r.id,
-            flow: r.flow,
-            status: r.status as ExecutionStatus,
-            head: r.head,
-            createdAtMs: r.created_at,
-            updatedAtMs: r.updated_at,
-          }),
-        );
+        .map((r): ExecutionSummary => ({
+          executionId: r.id,
+          flow: r.flow,
+          status: r.status as ExecutionStatus,
+          head: r.head,
+          createdAtMs: r.created_at,
+          updatedAtMs: r.updated_at,
+        }));
     },
 
     async saveSnapshot(id, snapshot) {

@@ -1,0 +1,65 @@
+/**
+ * A readable timeline of a log: one row per event, with the time since the start and what the
+ * event means in words. A pure projection (no Node, no clock).
+ */
+import type { Envelope } from "../kernel/events.ts";
+import { isPlainObject, type Json } from "../kernel/json.ts";
+
+export interface TimelineRow {
+  seq: number;
+  /** Milliseconds since sequence 0. */
+  offsetMs: number;
+  kind: string;
+  text: string;
+}
+
+export function timeline(events: readonly Envelope[]): TimelineRow[] {
+  const t0 = events[0]?.at ?? 0;
+  return events.map((e) => ({ seq: e.seq, offsetMs: e.at - t0, kind: e.kind, text: describe(e) }));
+}
+
+function describe(e: Envelope): string {
+  const p = isPlainObject(e.payload) ? e.payload : {};
+  const call = typeof p.callId === "string" ? p.callId : "";
+  switch (e.kind) {
+    case "EXECUTION_STARTED":
+      return `flow ${text(p.flow)} v${text(p.flowVersion)} started with ${brief(p.input)}`;
+    case "STEP_STARTED":
+      return `step ${call} started`;
+    case "STEP_COMPLETED":
+      return `step ${call} -> ${brief(p.output)}`;
+    case "STEP_FAILED":
+      return `step ${call} failed: ${errorText(p.error)}`;
+    case "DECISION_RECORDED":
+      return `decision ${call} = ${brief(p.value)}`;
+    case "TIMER_SCHEDULED":
+      return `sleep ${call} until ${text(p.wakeAtMs)}`;
+    case "TIMER_FIRED":
+      return `timer ${call} fired`;
+    case "SUSPENDED":
+      return `suspended at ${call}${typeof p.wakeAtMs === "number" ? ` (times out at ${p.wakeAtMs})` : ""}`;
+    case "RESUMED":
+      return `resumed with ${brief(p.payload)}`;
+    case "EXECUTION_COMPLETED":
+      return `completed -> ${brief(p.output)}`;
+    case "EXECUTION_FAILED":
+      return `failed: ${errorText(p.error)}`;
+    default:
+      return brief(e.payload);
+  }
+}
+
+function text(v: Json | undefined): string {
+  return typeof v === "string" || typeof v === "number" ? String(v) : brief(v);
+}
+
+function errorText(v: Json | undefined): string {
+  if (isPlainObject(v)) return `${text(v.name)}: ${text(v.message)}`;
+  return "unknown error";
+}
+
+function brief(v: Json | undefined, max = 80): string {
+  if (v === undefined) return "nothing";
+  const text = JSON.stringify(v);
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}

@@ -1,0 +1,37 @@
+/**
+ * Loom: a durable-execution kernel for AI agents.
+ *
+ * @example
+ * import { flow$, createRuntime } from "loomwork";
+ * import { sqliteStore } from "loomwork/sqlite";
+ *
+ * const hello = flow$("hello", async (ctx, input: { name: string }) =>
+ *   ctx.run("greet", async () => `hello ${input.name}`));
+ * const runtime = createRuntime({ store: sqliteStore("loom.db") });
+ * const handle = await runtime.start(hello, { name: "tides" });
+ * console.log(await handle.result());
+ */
+export * from "./kernel/index.ts";
+export * from "./fold/index.ts";
+export {
+  flow$,
+  step$,
+  isFlow,
+  type Flow,
+  type FlowOptions,
+  type Effect,
+  type EffectContext,
+} from "./runtime/flow.ts";
+export type { FlowContext, SuspendOptions } from "./runtime/context.ts";
+export type { Outcome } from "./runtime/run.ts";
+export {
+  createRuntime,
+  Runtime,
+  type RuntimeOptions,
+  type StartOptions,
+  type ExecutionHandle,
+} from "./runtime/runtime.ts";
+export { systemClock } from "./runtime/system.ts";
+export { memoryStore, type MemoryStore } from "./store/memory/index.ts";
+export type * from "./store/spi.ts";
+export { timeline, type TimelineRow } from "./analytics/timeline.ts";

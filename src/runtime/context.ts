@@ -1,0 +1,219 @@
+/**
+ * The flow context: the syscalls a flow body makes. Each call gets a deterministic id (its name
+ * and occurrence in its scope) and is answered from the fold when the log already has it.
+ */
+import {
+  InvalidInputError,
+  SuspendTimeoutError,
+  errorFromData,
+  errorToData,
+} from "../kernel/errors.ts";
+import { boundedJson, type Json } from "../kernel/json.ts";
+import type { Limits } from "../kernel/limits.ts";
+import { assertName, type Effect, type EffectContext } from "./flow.ts";
+import type { Run } from "./run.ts";
+
+export interface SuspendOptions {
+  /** Milliseconds to wait for a resume before the suspend throws SuspendTimeoutError. */
+  timeout?: number;
+}
+
+export interface FlowContext {
+  readonly executionId: string;
+  /** Runs `fn` once as a durable step; a re-run returns its recorded result. */
+  run<T>(name: string, fn: (ectx: EffectContext) => Promise<T> | T): Promise<T>;
+  /** Runs an effect (or a `step$`) with a recorded input. */
+  execute<I, O>(effect: Effect<I, O>, input: I): Promise<O>;
+  /** Records the value of a synchronous, non-deterministic choice; a re-run gets the same value. */
+  decide<T>(name: string, fn: () => T): Promise<T>;
+  /** A durable timer: survives restarts; waits above 2^31-1 ms are armed in chunks. */
+  sleep(ms: number): Promise<void>;
+  /** Sleeps until an epoch-ms time on the runtime clock. */
+  sleepUntil(epochMs: number): Promise<void>;
+  /** Parks until `runtime.resume(id, payload)` and returns the payload. */
+  suspend<T = Json>(options?: SuspendOptions): Promise<T>;
+  /** Runs branches concurrently; each is a scope of its own, so its call ids are stable. */
+  parallel<T>(branches: readonly ((ctx: FlowContext) => Promise<T>)[]): Promise<T[]>;
+  /** The runtime clock's time, recorded so a re-run sees the same value. */
+  now(): number;
+}
+
+export interface ContextDeps {
+  limits: Limits;
+  now(): number;
+}
+
+export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContext {
+  const stepBound = (value: unknown, what: string) =>
+    boundedJson(value, what, deps.limits.maxStepPayloadBytes);
+
+  async function step<T>(
+    name: string,
+    input: Json | undefined,
+    hasInput: boolean,
+    fn: (ectx: EffectContext) => Promise<T> | T,
+  ): Promise<T> {
+    const claim = run.claim(scope, "step", name);
+    const frame = claim.recorded ? run.state.frames[claim.callId] : undefined;
+    if (frame?.status === "completed") return frame.output as T;
+    if (frame && frame.status !== "started") throw errorFromData(frame.error);
+    const payload: { [k: string]: Json } = { callId: claim.callId, scope, name };
+    if (hasInput && input !== undefined) payload.input = input;
+    run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
+    claim.take();
+    const attempt = run.state.frames[claim.callId]?.attempts ?? 1;
+    const controller = run.controller();
+    const ectx: EffectContext = {
+      executionId: run.id,
+      stepId: claim.callId,
+      attempt,
+      idempotencyKey: `${run.id}/${claim.callId}`,
+      signal: controller.signal,
+    };
+    let outcome: { output: Json | undefined } | { error: unknown };
+    try {
+      const value = await fn(ectx);
+      outcome = { output: stepBound(value, `output of step "${claim.callId}"`) };
+    } catch (e) {
+      outcome = { error: e };
+    } finally {
+      run.release(controller);
+    }
+    run.assertLive();
+    if ("error" in outcome) {
+      const error = errorToData(outcome.error);
+      await run.enqueue([
+        { kind: "STEP_FAILED", payload: { callId: claim.callId, error: error as unknown as Json } },
+      ]);
+      throw errorFromData(error);
+    }
+    const done: { [k: string]: Json } = { callId: claim.callId };
+    if (outcome.output !== undefined) done.output = outcome.output;
+    await run.enqueue([{ kind: "STEP_COMPLETED", payload: done }]);
+    return outcome.output as T;
+  }
+
+  /** Registers (or finds) a wait and resolves with its call id once it is settled. */
+  async function wait(kind: "sleep" | "suspend", wakeAtMs: number | undefined): Promise<string> {
+    const claim = run.claim(scope, kind, kind);
+    if (!claim.recorded) {
+      const payload: { [k: string]: Json } = { callId: claim.callId, scope, name: kind };
+      if (wakeAtMs !== undefined) payload.wakeAtMs = wakeAtMs;
+      const done = run.enqueue([
+        { kind: kind === "sleep" ? "TIMER_SCHEDULED" : "SUSPENDED", payload },
+      ]);
+      claim.take();
+      await done;
+    }
+    if (run.state.frames[claim.callId]?.status === "waiting") await run.waitFor(claim.callId);
+    return claim.callId;
+  }
+
+  const ctx: FlowContext = {
+    executionId: run.id,
+
+    run(name, fn) {
+      assertName(name, "step name");
+      if (typeof fn !== "function") throw new InvalidInputError(`step "${name}" needs a function`);
+      return step(name, undefined, false, fn);
+    },
+
+    execute<I, O>(effect: Effect<I, O>, input: I): Promise<O> {
+      if (!effect || typeof effect.run !== "function") {
+        throw new InvalidInputError("ctx.execute needs an effect ({ name, run }) or a step$");
+      }
+      assertName(effect.name, "effect name");
+      const json = stepBound(input, `input of step "${effect.name}"`);
+      return step(effect.name, json, true, (ectx) => effect.run(input, ectx));
+    },
+
+    async decide<T>(name: string, fn: () => T): Promise<T> {
+      assertName(name, "decision name");
+      const claim = run.claim(scope, "decision", name);
+      if (claim.recorded) return run.state._decisions[claim.callId] as T;
+      const value = fn();
+      if (value instanceof Promise) {
+        throw new InvalidInputError(
+          `decision "${name}" returned a promise: decide takes a synchronous function (use ctx.run for async work)`,
+        );
+      }
+      const json = stepBound(value, `value of decision "${name}"`) ?? null;
+      const done = run.enqueue([
+        { kind: "DECISION_RECORDED", payload: { callId: claim.callId, scope, name, value: json } },
+      ]);
+      claim.take();
+      await done;
+      return json as T;
+    },
+
+    async sleep(ms) {
+      if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
+        throw new InvalidInputError(
+          `sleep needs a finite number of milliseconds >= 0, got ${String(ms)}`,
+        );
+      }
+      await wait("sleep", deps.now() + ms);
+    },
+
+    async sleepUntil(epochMs) {
+      if (typeof epochMs !== "number" || !Number.isFinite(epochMs)) {
+        throw new InvalidInputError(
+          `sleepUntil needs a finite epoch-ms time, got ${String(epochMs)}`,
+        );
+      }
+      await wait("sleep", epochMs);
+    },
+
+    async suspend<T>(options: SuspendOptions = {}): Promise<T> {
+      const timeout = options.timeout;
+      if (
+        timeout !== undefined &&
+        (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0)
+      ) {
+        throw new InvalidInputError(
+          `suspend timeout must be a finite number > 0, got ${String(timeout)}`,
+        );
+      }
+      const callId = await wait(
+        "suspend",
+        timeout === undefined ? undefined : deps.now() + timeout,
+      );
+      const frame = run.state.frames[callId];
+      if (frame?.status === "timedOut") {
+        throw new SuspendTimeoutError(
+          `suspend ${callId} of execution "${run.id}" timed out after ${timeout} ms`,
+        );
+      }
+      return frame?.output as T;
+    },
+
+    async parallel<T>(branches: readonly ((ctx: FlowContext) => Promise<T>)[]): Promise<T[]> {
+      if (!isFunctionList(branches)) {
+        throw new InvalidInputError("ctx.parallel needs an array of functions");
+      }
+      run.assertLive();
+      const base = run.nextParallelScope(scope);
+      return Promise.all(
+        branches.map(async (branch, i): Promise<T> =>
+          branch(makeContext(run, deps, `${base}${i}/`)),
+        ),
+      );
+    },
+
+    now() {
+      const claim = run.claim(scope, "decision", "now");
+      if (claim.recorded) return run.state._decisions[claim.callId] as number;
+      const value = deps.now();
+      run.enqueueDetached([
+        { kind: "DECISION_RECORDED", payload: { callId: claim.callId, scope, name: "now", value } },
+      ]);
+      claim.take();
+      return value;
+    },
+  };
+  return ctx;
+}
+
+function isFunctionList(value: unknown): boolean {
+  return Array.isArray(value) && value.every((b) => typeof b === "function");
+}

@@ -1,0 +1,106 @@
+/**
+ * Flows and steps: what a user defines.
+ *
+ * A flow's `fingerprint` is a hash of its body's source text. `EXECUTION_STARTED` records the
+ * flow's name, declared version and fingerprint; see docs/decisions/0003-flow-versions.md for what
+ * recovery does when they change.
+ */
+import { createHash } from "node:crypto";
+import { InvalidInputError } from "../kernel/errors.ts";
+import type { FlowContext } from "./context.ts";
+
+export interface EffectContext {
+  executionId: string;
+  /** The step's deterministic call id within the execution. */
+  stepId: string;
+  /** 1 on the first attempt; higher when the step is re-run after a crash. */
+  attempt: number;
+  /** Stable across retries and recovery: pass it to the outside world to deduplicate. */
+  idempotencyKey: string;
+  /** Aborted when the runtime closes or loses the execution; forward it to what you call. */
+  signal: AbortSignal;
+}
+
+export interface Effect<I, O> {
+  readonly name: string;
+  run(input: I, ectx: EffectContext): Promise<O> | O;
+}
+
+export interface FlowOptions {
+  /** Declared version; defaults to "1". Change it when a change is not replay-compatible. */
+  version?: string;
+  /** Older versions this code can replay (their executions recover under it). */
+  compatibleVersions?: readonly string[];
+}
+
+export interface Flow<I = unknown, O = unknown> {
+  readonly kind: "loom.flow";
+  readonly name: string;
+  readonly version: string;
+  readonly compatibleVersions: readonly string[];
+  readonly fingerprint: string;
+  readonly body: (ctx: FlowContext, input: I) => Promise<O>;
+}
+
+const MAX_NAME_LENGTH = 100;
+
+/** Flow names and step names: 1..100 characters, no `/` or `#` (they build call ids). */
+export function assertName(name: unknown, what: string): asserts name is string {
+  if (typeof name !== "string" || name.length === 0 || name.length > MAX_NAME_LENGTH) {
+    throw new InvalidInputError(`${what} must be a string of 1 to ${MAX_NAME_LENGTH} characters`);
+  }
+  if (name.includes("/") || name.includes("#")) {
+    throw new InvalidInputError(`${what} ${JSON.stringify(name)} may not contain "/" or "#"`);
+  }
+}
+
+/**
+ * Defines a flow.
+ *
+ * @example
+ * const greet = flow$("greet", async (ctx, input: { name: string }) => {
+ *   const text = await ctx.run("compose", async () => `hello ${input.name}`);
+ *   return { text };
+ * });
+ */
+export function flow$<I, O>(
+  name: string,
+  body: (ctx: FlowContext, input: I) => Promise<O>,
+  options: FlowOptions = {},
+): Flow<I, O> {
+  assertName(name, "flow name");
+  if (typeof body !== "function") throw new InvalidInputError(`flow "${name}" needs a function`);
+  const version = options.version ?? "1";
+  if (typeof version !== "string" || version.length === 0) {
+    throw new InvalidInputError(`flow "${name}" version must be a non-empty string`);
+  }
+  const compatibleVersions = [...(options.compatibleVersions ?? [])];
+  if (!compatibleVersions.every((v) => typeof v === "string")) {
+    throw new InvalidInputError(`flow "${name}" compatibleVersions must be strings`);
+  }
+  const fingerprint = createHash("sha256").update(body.toString()).digest("hex").slice(0, 16);
+  return { kind: "loom.flow", name, version, compatibleVersions, fingerprint, body };
+}
+
+export function isFlow(value: unknown): value is Flow {
+  return (
+    value !== null &&
+    typeof value === "object" &&
+    (value as { kind?: unknown }).kind === "loom.flow"
+  );
+}
+
+/**
+ * Defines a reusable step, run with `ctx.execute(step, input)`; its input is recorded.
+ *
+ * @example
+ * const search = step$("search", async (q: string, { signal }) => fetchResults(q, signal));
+ * const hits = await ctx.execute(search, "tides");
+ */
+export function step$<I, O>(
+  name: string,
+  run: (input: I, ectx: EffectContext) => Promise<O> | O,
+): Effect<I, O> {
+  assertName(name, "step name");
+  return { name, run };
+}

@@ -1,0 +1,23 @@
+/** What a Run needs from its runtime; the runtime implements it. */
+import type { Clock } from "../kernel/clock.ts";
+import type { Json } from "../kernel/json.ts";
+import type { Journal } from "./journal.ts";
+import type { Run } from "./run.ts";
+
+export interface RunHost {
+  readonly clock: Clock;
+  readonly journal: Journal;
+  readonly leaseTtlMs: number;
+  /** Validates a flow's return value against the output bound. */
+  boundOutput(value: unknown, flowName: string): Json | undefined;
+  maybeSnapshot(run: Run): void;
+  /** The run's body waits on something only the outside world settles. */
+  parked(run: Run): void;
+  /** The run recorded a terminal event. */
+  ended(run: Run): void;
+  /** The run stopped without an outcome (fenced, non-determinism, closing). */
+  stopped(run: Run, error: Error): void;
+  renew(run: Run): void;
+  armTimer(executionId: string, callId: string, wakeAtMs: number): void;
+  disarmTimer(executionId: string, callId: string): void;
+}

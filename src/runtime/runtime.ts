@@ -1,0 +1,662 @@
+/**
+ * The runtime: registers flows, starts and resumes executions, owns them under leases, fires
+ * their timers and recovers abandoned ones.
+ *
+ * Invariants (tests cite W1..W6):
+ * W1. An execution is driven by at most one Run at a time, under a lease whose fence every
+ *     append carries; a runtime drives an execution only while it holds the lease.
+ * W2. A parked run releases its lease and stays cached; before it is driven again its lease is
+ *     re-acquired and the log's tail checked: anything but external input (RESUMED, TIMER_FIRED)
+ *     appended meanwhile means another owner drove it, and the cached body is dropped.
+ * W3. Operations from outside a body on one execution (start, resume, a fired timer, recovery)
+ *     run one at a time in this runtime.
+ * W4. Every refusal (unknown flow, bad id, bad input, too large) is raised before any append.
+ * W5. A caller-chosen id is an idempotent start: the same flow and input return the existing
+ *     execution; anything else is ExecutionConflictError.
+ * W6. recoverAbandoned re-drives every pending or running execution whose owner is gone (its
+ *     lease released, expired, or held by a dead process on this host); it is the only repair.
+ */
+import { EVENT_SCHEMA_VERSION, isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
+import type { Envelope } from "../kernel/events.ts";
+import {
+  ExecutionConflictError,
+  ExecutionNotFoundError,
+  FencedError,
+  FlowVersionError,
+  InvalidInputError,
+  LeaseHeldError,
+  NonDeterminismError,
+  NotResumableError,
+  RuntimeClosedError,
+  SequenceConflictError,
+  UnknownFlowError,
+  WaitTimeoutError,
+  isLoomError,
+} from "../kernel/errors.ts";
+import { boundedJson, canonicalJson, type Json } from "../kernel/json.ts";
+import { assertValidId } from "../kernel/ids.ts";
+import { DEFAULT_LIMITS, type Limits } from "../kernel/limits.ts";
+import type { Clock, IdSource } from "../kernel/clock.ts";
+import { fold, foldAll } from "../fold/fold.ts";
+import { indexChanges } from "../fold/index-changes.ts";
+import { initialState, type ExecutionState } from "../fold/state.ts";
+import type { ExecutionSummary, Lease, ListQuery, Store } from "../store/spi.ts";
+import { makeContext } from "./context.ts";
+import { isFlow, type Flow } from "./flow.ts";
+import { Journal } from "./journal.ts";
+import { newOwnerId, ownerIsDead } from "./owner.ts";
+import { Run, outcomeOf, type EventSpec, type Outcome } from "./run.ts";
+import type { RunHost } from "./run-host.ts";
+import { ParkedCache } from "./parked-cache.ts";
+import { TimerService } from "./timer-service.ts";
+import { delay, randomIds, systemClock } from "./system.ts";
+
+export interface RuntimeOptions {
+  store: Store;
+  clock?: Clock;
+  ids?: IdSource;
+  /** Defaults to `<host>/<pid>/<nonce>`. */
+  ownerId?: string;
+  leaseTtlMs?: number;
+  /** Save a snapshot when this many events were folded since the last one. */
+  snapshotEvery?: number;
+  /** How often the background loop fires due timers and recovers abandoned executions. */
+  pollIntervalMs?: number;
+  /** Run the background loop (default true). Command-line reads turn it off. */
+  background?: boolean;
+  cache?: { maxExecutions?: number; maxBytes?: number };
+  limits?: Partial<Limits>;
+  /** Close the store when the runtime closes (default true). */
+  closeStore?: boolean;
+  /** Errors of background work (a snapshot, a renewal) that no caller awaits. */
+  onError?: (error: Error) => void;
+}
+
+export interface StartOptions {
+  /** A caller-chosen id: starting twice with the same flow and input is one execution. */
+  id?: string;
+}
+
+export interface ExecutionHandle {
+  readonly id: string;
+  /** Waits for the execution's outcome; settlement is by the terminal fact in the log. */
+  result(): Promise<Outcome>;
+}
+
+export function createRuntime(options: RuntimeOptions): Runtime {
+  return new Runtime(options);
+}
+
+export class Runtime implements RunHost {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly journal: Journal;
+  readonly leaseTtlMs: number;
+  readonly ownerId: string;
+  readonly limits: Limits;
+  private readonly ids: IdSource;
+  private readonly snapshotEvery: number;
+  private readonly pollIntervalMs: number;
+  private readonly flows = new Map<string, Flow>();
+  private readonly runs = new Map<string, Run>();
+  private readonly stuck = new Map<string, Error>();
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly pending = new Set<Promise<unknown>>();
+  private readonly cache: ParkedCache;
+  private readonly timers: TimerService;
+  private loop: NodeJS.Timeout | undefined;
+  private ticking = false;
+  private closed = false;
+
+  constructor(private readonly options: RuntimeOptions) {
+    this.store = options.store;
+    this.clock = options.clock ?? systemClock;
+    this.ids = options.ids ?? randomIds;
+    this.ownerId = options.ownerId ?? newOwnerId();
+    this.leaseTtlMs = positive(options.leaseTtlMs, 30_000, "leaseTtlMs");
+    this.snapshotEvery = positive(options.snapshotEvery, 200, "snapshotEvery");
+    this.pollIntervalMs = positive(options.pollIntervalMs, 500, "pollIntervalMs");
+    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
+    this.journal = new Journal(this.store);
+    this.cache = new ParkedCache(
+      options.cache?.maxExecutions ?? 1000,
+      options.cache?.maxBytes ?? 256 * 1024 * 1024,
+      (run) => run.stop(new RuntimeClosedError(`execution "${run.id}" was evicted from the cache`)),
+    );
+    this.timers = new TimerService(this.clock, (id, callId) => this.fireTimer(id, callId));
+    if (options.background !== false) this.scheduleTick(0);
+  }
+
+  registerFlow(flow: Flow): this {
+    if (!isFlow(flow)) throw new InvalidInputError("registerFlow needs a flow made with flow$");
+    const existing = this.flows.get(flow.name);
+    if (existing && existing !== flow) {
+      throw new InvalidInputError(`a different flow named "${flow.name}" is already registered`);
+    }
+    this.flows.set(flow.name, flow);
+    if (this.options.background !== false && !this.closed) this.scheduleTick(0);
+    return this;
+  }
+
+  async start(
+    flow: string | Flow,
+    input?: unknown,
+    options: StartOptions = {},
+  ): Promise<ExecutionHandle> {
+    this.assertOpen();
+    if (isFlow(flow)) this.registerFlow(flow);
+    const name = isFlow(flow) ? flow.name : flow;
+    const registered = this.flows.get(name);
+    if (!registered) {
+      const known = [...this.flows.keys()].map((n) => `"${n}"`).join(", ") || "none";
+      throw new UnknownFlowError(
+        `no flow named ${JSON.stringify(name)} is registered (registered: ${known})`,
+      );
+    }
+    const id = options.id ?? this.ids.newId();
+    assertValidId(id);
+    const json = boundedJson(input, `input of flow "${name}"`, this.limits.maxInputBytes);
+    await this.exclusive(id, () => this.create(registered, id, json));
+    return this.handle(id);
+  }
+
+  handle(id: string): ExecutionHandle {
+    return { id, result: () => this.waitForCompletion(id) };
+  }
+
+  /** Answers the execution's suspend (the oldest waiting one, or the next one it makes). */
+  async resume(id: string, payload?: unknown): Promise<void> {
+    this.assertOpen();
+    assertValidId(id);
+    const json = boundedJson(
+      payload,
+      `resume payload for "${id}"`,
+      this.limits.maxStepPayloadBytes,
+    );
+    await this.exclusive(id, () =>
+      this.deliver(id, (state) => {
+        if (isTerminalStatus(state.status)) {
+          throw new NotResumableError(
+            `execution "${id}" has ended (${state.status}) and cannot be resumed`,
+          );
+        }
+        const payload: Json = json === undefined ? {} : { payload: json };
+        return { kind: "RESUMED", payload };
+      }),
+    );
+  }
+
+  async waitForCompletion(id: string, options: { timeoutMs?: number } = {}): Promise<Outcome> {
+    assertValidId(id);
+    const deadline =
+      options.timeoutMs === undefined ? Infinity : this.clock.now() + options.timeoutMs;
+    let pause = 10;
+    for (;;) {
+      const stuck = this.stuck.get(id);
+      if (stuck) throw stuck;
+      const run = this.runs.get(id);
+      if (run?.live) {
+        try {
+          return await withDeadline(run.done, deadline - this.clock.now());
+        } catch (e) {
+          if (isLoomError(e, "LOOM_WAIT_TIMEOUT") || e instanceof NonDeterminismError) throw e;
+        }
+      }
+      this.assertOpen();
+      const head = await this.store.head(id);
+      if (head < 0) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
+      const last = (await this.store.read(id, head))[0];
+      if (last && isTerminalEvent(last)) return outcomeOf(await this.mustLoad(id));
+      if (this.clock.now() >= deadline) {
+        throw new WaitTimeoutError(`execution "${id}" did not end within ${options.timeoutMs} ms`);
+      }
+      await delay(Math.min(pause, Math.max(1, deadline - this.clock.now())));
+      pause = Math.min(pause * 2, 250);
+    }
+  }
+
+  async getState(id: string): Promise<ExecutionState> {
+    assertValidId(id);
+    const run = this.runs.get(id);
+    if (run?.live && run.committedSeq === run.state.seq) return structuredClone(run.state);
+    return this.mustLoad(id);
+  }
+
+  async readLog(id: string): Promise<Envelope[]> {
+    assertValidId(id);
+    return this.store.read(id);
+  }
+
+  list(query?: ListQuery): Promise<ExecutionSummary[]> {
+    return this.store.list(query);
+  }
+
+  /** Re-drives every pending or running execution whose owner is gone (W6). */
+  async recoverAbandoned(): Promise<string[]> {
+    this.assertOpen();
+    const recovered: string[] = [];
+    let afterId: string | undefined;
+    for (;;) {
+      const page = await this.store.list({
+        status: ["pending", "running"],
+        limit: 200,
+        ...(afterId ? { afterId } : {}),
+      });
+      for (const x of page) {
+        if (this.closed) return recovered;
+        if (!this.flows.has(x.flow) || this.stuck.has(x.executionId)) continue;
+        const run = this.runs.get(x.executionId);
+        if (run?.phase === "active") continue;
+        const lease = await this.store.getLease(x.executionId);
+        const held = lease?.owner !== undefined && lease.expiresAtMs > this.clock.now();
+        const owner = lease?.owner;
+        const takeover =
+          held && owner !== undefined && owner !== this.ownerId && ownerIsDead(owner)
+            ? lease?.fence
+            : undefined;
+        if (held && lease.owner !== this.ownerId && takeover === undefined) continue;
+        const driven = await this.exclusive(x.executionId, () =>
+          this.recoverOne(x.executionId, takeover),
+        );
+        if (driven) recovered.push(x.executionId);
+      }
+      if (page.length < 200) return recovered;
+      afterId = page[page.length - 1]?.executionId;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.loop) clearTimeout(this.loop);
+    this.timers.clear();
+    const error = new RuntimeClosedError("the runtime was closed");
+    for (const run of [...this.runs.values()]) run.stop(error);
+    await this.journal.drain();
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
+    if (this.options.closeStore !== false) await this.store.close();
+  }
+
+  // ---- RunHost -------------------------------------------------------------------------------
+
+  boundOutput(value: unknown, flowName: string): Json | undefined {
+    return boundedJson(value, `output of flow "${flowName}"`, this.limits.maxOutputBytes);
+  }
+
+  maybeSnapshot(run: Run): void {
+    if (run.state.seq - run.lastSnapshotSeq < this.snapshotEvery) return;
+    run.lastSnapshotSeq = run.state.seq;
+    this.background(this.store.saveSnapshot(run.id, { seq: run.state.seq, state: run.state }));
+  }
+
+  parked(run: Run): void {
+    this.background(this.store.releaseLease(run.id, this.ownerId, run.fence));
+    this.cache.add(run);
+  }
+
+  ended(run: Run): void {
+    this.forget(run);
+    this.background(this.store.releaseLease(run.id, this.ownerId, run.fence));
+  }
+
+  stopped(run: Run, error: Error): void {
+    this.forget(run);
+    if (error instanceof NonDeterminismError) this.stuck.set(run.id, error);
+    this.background(this.store.releaseLease(run.id, this.ownerId, run.fence));
+  }
+
+  renew(run: Run): void {
+    const renewal = this.store
+      .renewLease(run.id, this.ownerId, run.fence, {
+        ttlMs: this.leaseTtlMs,
+        nowMs: this.clock.now(),
+      })
+      .then((ok) => {
+        if (!ok && run.phase === "active") {
+          run.stop(
+            new FencedError(`execution "${run.id}": the lease was taken over; this owner stops`),
+          );
+        }
+      });
+    this.background(renewal);
+  }
+
+  armTimer(executionId: string, callId: string, wakeAtMs: number): void {
+    if (!this.closed) this.timers.arm(executionId, callId, wakeAtMs);
+  }
+
+  disarmTimer(executionId: string, callId: string): void {
+    this.timers.disarm(executionId, callId);
+  }
+
+  // ---- internals -----------------------------------------------------------------------------
+
+  private async create(flow: Flow, id: string, input: Json | undefined): Promise<void> {
+    const giveUpAt = this.clock.now() + this.leaseTtlMs * 2;
+    for (;;) {
+      const known = this.runs.get(id)?.state ?? (await this.loadSeqZero(id));
+      if (known) return assertSameStart(id, flow.name, input, known.flow, known.input);
+      const lease = await this.acquire(id);
+      if (lease) {
+        const run = new Run(this, flow, initialState(id), lease.fence);
+        this.runs.set(id, run);
+        const payload: { [k: string]: Json } = {
+          flow: flow.name,
+          flowVersion: flow.version,
+          fingerprint: flow.fingerprint,
+          schemaVersion: EVENT_SCHEMA_VERSION,
+        };
+        if (input !== undefined) payload.input = input;
+        try {
+          await run.enqueue([{ kind: "EXECUTION_STARTED", payload }]);
+        } catch (e) {
+          this.runs.delete(id);
+          if (!(e instanceof SequenceConflictError)) throw e;
+          continue;
+        }
+        run.startBody(makeContext(run, this.contextDeps()));
+        return;
+      }
+      if (this.clock.now() > giveUpAt) {
+        throw new LeaseHeldError(`execution "${id}" is being created by another owner; try again`);
+      }
+      await delay(25);
+    }
+  }
+
+  private async loadSeqZero(id: string): Promise<{ flow: string; input?: Json } | undefined> {
+    const first = (await this.store.read(id, 0))[0];
+    if (!first) return undefined;
+    const state = fold(initialState(id), first);
+    return state.input === undefined
+      ? { flow: state.flow }
+      : { flow: state.flow, input: state.input };
+  }
+
+  /**
+   * Appends one piece of external input (a resume, a fired timer) and keeps the execution going:
+   * through the cached run when there is one, else under a lease taken here, driving the body
+   * if this runtime has its flow.
+   */
+  private async deliver(
+    id: string,
+    make: (state: ExecutionState) => EventSpec | undefined,
+  ): Promise<void> {
+    const run = await this.ownedRun(id);
+    if (run) {
+      const spec = make(run.state);
+      if (spec) await run.enqueue([spec]);
+      else run.parkIfIdle();
+      return;
+    }
+    const lease = await this.acquireWaiting(id);
+    let handedOver = false;
+    try {
+      const state = await this.loadState(id);
+      if (!state) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
+      const spec = make(state);
+      if (spec) await this.appendExternal(state, lease, spec);
+      handedOver = this.drive(state, lease);
+    } finally {
+      if (!handedOver) await this.store.releaseLease(id, this.ownerId, lease.fence);
+    }
+  }
+
+  /** The run of `id` this runtime drives, taking the lease back for a cached one (W2). */
+  private async ownedRun(id: string): Promise<Run | undefined> {
+    const run = this.runs.get(id);
+    if (!run?.live) return undefined;
+    if (run.phase === "active") return run;
+    this.cache.remove(run);
+    const lease = await this.acquire(id);
+    if (!lease) {
+      this.forget(run);
+      return undefined;
+    }
+    const tail = await this.store.read(id, run.state.seq + 1);
+    if (tail.some((e) => e.kind !== "RESUMED" && e.kind !== "TIMER_FIRED")) {
+      this.forget(run);
+      await this.store.releaseLease(id, this.ownerId, lease.fence);
+      return undefined;
+    }
+    run.reactivate(lease.fence);
+    run.absorbCommitted(tail);
+    return run.live ? run : undefined;
+  }
+
+  private async appendExternal(
+    state: ExecutionState,
+    lease: Lease,
+    spec: EventSpec,
+  ): Promise<void> {
+    const event: Envelope = {
+      executionId: state.executionId,
+      seq: state.seq + 1,
+      kind: spec.kind,
+      at: this.clock.now(),
+      payload: spec.payload,
+      meta: spec.kernel ? { kernel: true, fence: lease.fence } : { fence: lease.fence },
+    };
+    fold(state, event);
+    await this.journal.append({
+      executionId: state.executionId,
+      events: [event],
+      expectedSeq: event.seq,
+      fence: lease.fence,
+      status: state.status,
+      index: indexChanges([event]),
+    });
+  }
+
+  /** Starts a Run over `state` when this runtime can drive it; false when it cannot. */
+  private drive(state: ExecutionState, lease: Lease): boolean {
+    if (this.closed || (state.status !== "running" && state.status !== "pending")) return false;
+    const flow = this.flows.get(state.flow);
+    if (!flow) return false;
+    if (
+      state.flowVersion !== flow.version &&
+      !flow.compatibleVersions.includes(state.flowVersion)
+    ) {
+      this.stuck.set(
+        state.executionId,
+        new FlowVersionError(
+          `execution "${state.executionId}" was started by flow "${flow.name}" version "${state.flowVersion}" (code ${state.fingerprint}); ` +
+            `the registered flow is version "${flow.version}" (code ${flow.fingerprint}), which does not list "${state.flowVersion}" in compatibleVersions`,
+          {
+            executionId: state.executionId,
+            recordedVersion: state.flowVersion,
+            registeredVersion: flow.version,
+          },
+        ),
+      );
+      return false;
+    }
+    const run = new Run(this, flow, state, lease.fence);
+    run.approxBytes = JSON.stringify(state).length;
+    this.runs.set(state.executionId, run);
+    run.startBody(makeContext(run, this.contextDeps()));
+    return true;
+  }
+
+  private async recoverOne(id: string, takeoverFence: number | undefined): Promise<boolean> {
+    const cached = this.runs.get(id);
+    if (cached?.phase === "parked") {
+      const run = await this.ownedRun(id);
+      run?.parkIfIdle();
+      return run !== undefined;
+    }
+    if (cached?.live) return false;
+    const lease = await this.acquire(id, takeoverFence);
+    if (!lease) return false;
+    const state = await this.loadState(id);
+    const driven = state !== undefined && this.drive(state, lease);
+    if (!driven) await this.store.releaseLease(id, this.ownerId, lease.fence);
+    return driven;
+  }
+
+  private async fireTimer(id: string, callId: string): Promise<void> {
+    if (this.closed) return;
+    try {
+      await this.exclusive(id, () =>
+        this.deliver(id, (state) => {
+          const f = Object.hasOwn(state.frames, callId) ? state.frames[callId] : undefined;
+          if (f?.status !== "waiting" || f.wakeAtMs === undefined) {
+            this.background(this.store.deleteTimer(id, callId));
+            return undefined;
+          }
+          if (f.wakeAtMs > this.clock.now()) return undefined;
+          return { kind: "TIMER_FIRED", payload: { callId } };
+        }),
+      );
+    } catch (e) {
+      if (!(e instanceof LeaseHeldError) && !(e instanceof RuntimeClosedError)) this.report(e);
+    }
+  }
+
+  private async tick(): Promise<void> {
+    if (this.ticking || this.closed) return;
+    this.ticking = true;
+    try {
+      const due = await this.store.dueTimers(this.clock.now(), 200);
+      for (const t of due) {
+        if (this.closed) return;
+        const run = this.runs.get(t.executionId);
+        if (run?.phase === "active" && this.timers.armed(t.executionId, t.timerId)) continue;
+        await this.fireTimer(t.executionId, t.timerId);
+      }
+      if (!this.closed) await this.recoverAbandoned();
+    } catch (e) {
+      this.report(e);
+    } finally {
+      this.ticking = false;
+      this.scheduleTick(this.pollIntervalMs);
+    }
+  }
+
+  private scheduleTick(afterMs: number): void {
+    if (this.closed) return;
+    if (this.loop) clearTimeout(this.loop);
+    this.loop = setTimeout(() => void this.tick(), afterMs);
+    this.loop.unref();
+  }
+
+  private async acquire(id: string, takeoverFence?: number): Promise<Lease | undefined> {
+    const opts = { ttlMs: this.leaseTtlMs, nowMs: this.clock.now() };
+    return this.store.acquireLease(
+      id,
+      this.ownerId,
+      takeoverFence === undefined ? opts : { ...opts, takeoverFence },
+    );
+  }
+
+  /** Waits for a lease another owner holds, up to one TTL (that owner parks or its lease expires). */
+  private async acquireWaiting(id: string): Promise<Lease> {
+    const giveUpAt = this.clock.now() + this.leaseTtlMs;
+    for (let pause = 5; ; pause = Math.min(pause * 2, 200)) {
+      this.assertOpen();
+      const current = await this.store.getLease(id);
+      const dead =
+        current?.owner !== undefined &&
+        current.owner !== this.ownerId &&
+        ownerIsDead(current.owner);
+      const lease = await this.acquire(id, dead ? current?.fence : undefined);
+      if (lease) return lease;
+      if (this.clock.now() > giveUpAt) {
+        throw new LeaseHeldError(
+          `execution "${id}" is being driven by ${current?.owner ?? "another owner"}; try again when it parks`,
+        );
+      }
+      await delay(pause);
+    }
+  }
+
+  private async loadState(id: string): Promise<ExecutionState | undefined> {
+    const snapshot = await this.store.loadSnapshot(id);
+    const events = await this.store.read(id, snapshot ? snapshot.seq + 1 : 0);
+    if (!snapshot && events.length === 0) return undefined;
+    return foldAll(events, snapshot);
+  }
+
+  private async mustLoad(id: string): Promise<ExecutionState> {
+    const state = await this.loadState(id);
+    if (!state) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
+    return state;
+  }
+
+  private forget(run: Run): void {
+    if (this.runs.get(run.id) === run) this.runs.delete(run.id);
+    this.cache.remove(run);
+  }
+
+  private contextDeps() {
+    return { limits: this.limits, now: () => this.clock.now() };
+  }
+
+  private exclusive<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(id) ?? Promise.resolve();
+    const next = previous.then(() => fn());
+    const settled = next.catch(() => undefined);
+    this.locks.set(id, settled);
+    void settled.then(() => {
+      if (this.locks.get(id) === settled) this.locks.delete(id);
+    });
+    return next;
+  }
+
+  private background(p: Promise<unknown>): void {
+    const tracked = p
+      .catch((e: unknown) => this.report(e))
+      .finally(() => this.pending.delete(tracked));
+    this.pending.add(tracked);
+  }
+
+  private report(e: unknown): void {
+    const error = e instanceof Error ? e : new Error(String(e));
+    if (this.options.onError) this.options.onError(error);
+    else if (!(error instanceof RuntimeClosedError)) console.error(`loom: ${error.message}`);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new RuntimeClosedError("the runtime is closed");
+  }
+}
+
+function assertSameStart(
+  id: string,
+  flow: string,
+  input: Json | undefined,
+  recordedFlow: string,
+  recordedInput: Json | undefined,
+): void {
+  if (recordedFlow === flow && canonicalJson(recordedInput) === canonicalJson(input)) return;
+  const what =
+    recordedFlow !== flow ? `flow "${recordedFlow}", not "${flow}"` : "a different input";
+  throw new ExecutionConflictError(
+    `execution "${id}" already exists with ${what}; the same id starts the same execution only with the same flow and input`,
+    { executionId: id, recordedFlow, flow },
+  );
+}
+
+function positive(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidInputError(`${name} must be a finite number > 0, got ${String(value)}`);
+  }
+  return value;
+}
+
+async function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
+  if (ms === Infinity) return p;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new WaitTimeoutError(`wait ended after ${ms} ms`)),
+      Math.max(0, ms),
+    );
+  });
+  try {
+    return await Promise.race([p, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

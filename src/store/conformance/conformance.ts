@@ -1,0 +1,68 @@
+/**
+ * The one store conformance suite (STYLE 3): every store's test file calls
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S8 in `../spi.ts`.
+ *
+ * @example
+ * runStoreConformance({
+ *   name: "memory",
+ *   newStore: (hooks) => memoryStore(hooks),
+ *   reopen: async (store) => {
+ *     await store.close();
+ *     return store.reopen();
+ *   },
+ * });
+ */
+import { afterEach, describe } from "vitest";
+import type { Store, StoreHooks } from "../spi.ts";
+import { appendSuite } from "./appends.ts";
+import { crashAndListSuite } from "./crash-and-list.ts";
+import type { Harness } from "./helpers.ts";
+import { leaseSuite } from "./leases.ts";
+import { snapshotSuite } from "./snapshots-and-reopen.ts";
+import { timerSuite } from "./timers.ts";
+
+export interface StoreConformanceOptions<S extends Store = Store> {
+  name: string;
+  /** A fresh, empty store; `hooks` must reach its append transaction (see `StoreHooks`). */
+  newStore: (hooks?: StoreHooks) => Promise<S> | S;
+  /** Closes `store` and returns a new one over the same data. The S5 tests need it. */
+  reopen?: (store: S) => Promise<S> | S;
+}
+
+export function runStoreConformance<S extends Store>(opts: StoreConformanceOptions<S>): void {
+  describe(`store conformance: ${opts.name}`, () => {
+    let open: S[] = [];
+
+    afterEach(async () => {
+      const stores = open;
+      open = [];
+      await Promise.all(stores.map((s) => s.close()));
+    });
+
+    const reopen = opts.reopen;
+    const h: Harness = {
+      async open(hooks) {
+        const store = await opts.newStore(hooks);
+        open.push(store);
+        return store;
+      },
+      reopen:
+        reopen &&
+        (async (store: Store) => {
+          // Find the store as the caller's own type, so `reopen` needs no cast.
+          const own = open.find((s) => s === store);
+          if (!own) throw new Error("conformance: reopen of a store this suite did not open");
+          open = open.filter((s) => s !== own);
+          const next = await reopen(own);
+          open.push(next);
+          return next;
+        }),
+    };
+
+    appendSuite(h);
+    crashAndListSuite(h);
+    leaseSuite(h);
+    timerSuite(h);
+    snapshotSuite(h);
+  });
+}

@@ -1,0 +1,1 @@
+export { runStoreConformance, type StoreConformanceOptions } from "./conformance.ts";
