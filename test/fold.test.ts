@@ -1,0 +1,154 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  canonicalJson,
+  fold,
+  foldAll,
+  initialState,
+  type Envelope,
+  type Json,
+} from "../src/index.ts";
+
+const start: Envelope = {
+  executionId: "x",
+  seq: 0,
+  kind: "EXECUTION_STARTED",
+  at: 1,
+  payload: { flow: "f", flowVersion: "1", fingerprint: "ab", input: null, schemaVersion: "1.0.0" },
+};
+const ev = (seq: number, kind: Envelope["kind"], payload: Json, kernel = false): Envelope => ({
+  executionId: "x",
+  seq,
+  kind,
+  at: seq + 1,
+  payload,
+  ...(kernel ? { meta: { kernel: true } } : {}),
+});
+
+const kinds = [
+  "EXECUTION_STARTED",
+  "STEP_STARTED",
+  "STEP_COMPLETED",
+  "STEP_FAILED",
+  "DECISION_RECORDED",
+  "TIMER_SCHEDULED",
+  "TIMER_FIRED",
+  "SUSPENDED",
+  "RESUMED",
+  "EXECUTION_COMPLETED",
+  "EXECUTION_FAILED",
+  "__proto__",
+  "toString",
+  "NOT_A_KIND",
+] as const;
+
+const payloadArb = fc.oneof(
+  fc.anything(),
+  fc.record({
+    callId: fc.constantFrom("a#0", "b#0", "__proto__", "", "toString", 7),
+    scope: fc.constantFrom("", "par0.0/", "__proto__", 1),
+    name: fc.constantFrom("a", "sleep", "suspend"),
+    wakeAtMs: fc.oneof(fc.integer(), fc.constant(Number.NaN)),
+    output: fc.jsonValue(),
+    value: fc.jsonValue(),
+    payload: fc.jsonValue(),
+    error: fc.anything(),
+  }),
+);
+
+const envelopeArb = fc.record({
+  executionId: fc.constantFrom("x", "y"),
+  seq: fc.oneof(fc.nat(30), fc.constant(-1), fc.double()),
+  kind: fc.constantFrom(...kinds),
+  at: fc.oneof(fc.nat(), fc.constant(Number.POSITIVE_INFINITY)),
+  payload: payloadArb,
+  meta: fc.option(fc.record({ kernel: fc.constant(true as const) }), { nil: undefined }),
+});
+
+/** Envelopes with dense sequence numbers, so that they are folded, not dropped for order. */
+const logArb = fc
+  .array(envelopeArb, { maxLength: 40 })
+  .map(
+    (es) =>
+      [
+        start,
+        ...es.map((e, i) => ({ ...e, executionId: "x", seq: i + 1, at: i + 2 })),
+      ] as unknown as Envelope[],
+  );
+
+describe("the fold", () => {
+  it("F2: never throws, whatever it is given, and ignores the same things the same way", () => {
+    fc.assert(
+      fc.property(fc.array(fc.oneof(envelopeArb, fc.anything()), { maxLength: 40 }), (es) => {
+        const list = es as unknown as Envelope[];
+        expect(canonicalJson(foldAll(list))).toBe(canonicalJson(foldAll(list)));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("F2: dense logs of random, malformed payloads fold deterministically and keep JSON state", () => {
+    fc.assert(
+      fc.property(logArb, (log) => {
+        const a = foldAll(log);
+        expect(canonicalJson(a)).toBe(canonicalJson(foldAll(log)));
+        expect(Object.getPrototypeOf(a.frames)).toBe(Object.prototype);
+        expect(JSON.parse(JSON.stringify(a))).toEqual(a);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("F5: a snapshot of any prefix plus the tail equals the whole fold", () => {
+    fc.assert(
+      fc.property(logArb, fc.nat(), (log, cut) => {
+        const k = cut % log.length;
+        const snapshot = { seq: k, state: foldAll(log.slice(0, k + 1)) };
+        expect(canonicalJson(foldAll(log.slice(k + 1), snapshot))).toBe(
+          canonicalJson(foldAll(log)),
+        );
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("F3: a terminal kind folds only from a kernel-stamped envelope", () => {
+    const forged = foldAll([start, ev(1, "EXECUTION_COMPLETED", { output: "forged" })]);
+    expect(forged.status).toBe("running");
+    expect(forged.output).toBeUndefined();
+    const real = foldAll([start, ev(1, "EXECUTION_COMPLETED", { output: "real" }, true)]);
+    expect(real.status).toBe("completed");
+    expect(real.output).toBe("real");
+  });
+
+  it("F4 and F6: nothing folds after a terminal event; a log must start with EXECUTION_STARTED", () => {
+    const s = foldAll([
+      start,
+      ev(1, "EXECUTION_FAILED", { error: { name: "E", code: "X", message: "m" } }, true),
+      ev(2, "STEP_STARTED", { callId: "a#0", scope: "", name: "a" }),
+    ]);
+    expect(s.seq).toBe(1);
+    expect(s.frames).toEqual({});
+    expect(foldAll([ev(0, "STEP_STARTED", { callId: "a#0", scope: "", name: "a" })]).seq).toBe(-1);
+  });
+
+  it("parks on a root wait with nothing in flight, and not inside a parallel branch", () => {
+    const s = initialState("x");
+    fold(s, start);
+    fold(
+      s,
+      ev(1, "TIMER_SCHEDULED", {
+        callId: "par0.0/sleep#0",
+        scope: "par0.0/",
+        name: "sleep",
+        wakeAtMs: 9,
+      }),
+    );
+    expect(s.status).toBe("running");
+    fold(s, ev(2, "SUSPENDED", { callId: "suspend#0", scope: "", name: "suspend" }));
+    expect(s.status).toBe("parked");
+    fold(s, ev(3, "RESUMED", { payload: "hi" }));
+    expect(s.status).toBe("running");
+    expect(s.frames["suspend#0"]).toMatchObject({ status: "resumed", output: "hi" });
+  });
+});
