@@ -39,7 +39,8 @@ export interface Flow<I = unknown, O = unknown> {
   readonly version: string;
   readonly compatibleVersions: readonly string[];
   readonly fingerprint: string;
-  readonly body: (ctx: FlowContext, input: I) => Promise<O>;
+  /** A method, so that a Flow<I, O> is usable wherever a Flow<unknown, unknown> is. */
+  body(this: void, ctx: FlowContext, input: I): Promise<O>;
 }
 
 const MAX_NAME_LENGTH = 100;
