@@ -33,11 +33,11 @@ function describe(e: Envelope): string {
     case "DECISION_RECORDED":
       return `decision ${call} = ${brief(p.value)}`;
     case "TIMER_SCHEDULED":
-      return `sleep ${call} until ${text(p.wakeAtMs)}`;
+      return `sleep ${call} for ${inMs(p.wakeAtMs, e.at)}`;
     case "TIMER_FIRED":
       return `timer ${call} fired`;
     case "SUSPENDED":
-      return `suspended at ${call}${typeof p.wakeAtMs === "number" ? ` (times out at ${p.wakeAtMs})` : ""}`;
+      return `suspended at ${call}${typeof p.wakeAtMs === "number" ? ` (times out in ${inMs(p.wakeAtMs, e.at)})` : ""}`;
     case "RESUMED":
       return `resumed with ${brief(p.payload)}`;
     case "EXECUTION_COMPLETED":
@@ -51,6 +51,10 @@ function describe(e: Envelope): string {
 
 function text(v: Json | undefined): string {
   return typeof v === "string" || typeof v === "number" ? String(v) : brief(v);
+}
+
+function inMs(wakeAtMs: Json | undefined, at: number): string {
+  return typeof wakeAtMs === "number" ? `${wakeAtMs - at} ms` : "an unknown time";
 }
 
 function errorText(v: Json | undefined): string {

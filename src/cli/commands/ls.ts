@@ -1,0 +1,18 @@
+/** `loom ls [--status S[,S]] [--json]`: the executions in the database, by id. */
+import type { Command } from "../args.ts";
+import { formatList } from "../format.ts";
+import type { Io } from "../io.ts";
+import { openRuntime } from "../open-runtime.ts";
+
+type LsCommand = Extract<Command, { name: "ls" }>;
+
+export async function lsCommand(cmd: LsCommand, io: Io): Promise<number> {
+  const runtime = openRuntime(cmd.db, io.cwd, { background: false, mustExist: true });
+  try {
+    const rows = await runtime.list(cmd.status ? { status: cmd.status } : {});
+    io.out(cmd.json ? JSON.stringify(rows, null, 2) : formatList(rows));
+    return 0;
+  } finally {
+    await runtime.close();
+  }
+}

@@ -1,0 +1,107 @@
+/**
+ * `loom run <module> <flow> [--input JSON] [--id ID]`: starts a flow and waits for its outcome.
+ *
+ * The runtime runs its background loop, so when the execution parks on a suspend and another
+ * process appends the resume, this process picks the execution up again (within a poll
+ * interval) and carries it to the end. While it waits it also helps recover abandoned
+ * executions of the module's flows, like a worker.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { isTerminalStatus } from "../../kernel/events.ts";
+import type { Runtime } from "../../runtime/runtime.ts";
+import type { Outcome } from "../../runtime/run.ts";
+import { DEFAULT_DB, type Command } from "../args.ts";
+import { errorLine } from "../cli-error.ts";
+import { errorText, formatOutcome, shellQuote } from "../format.ts";
+import type { Io } from "../io.ts";
+import { loadFlows } from "../load-module.ts";
+import { openRuntime } from "../open-runtime.ts";
+import { watchSignals } from "../signals.ts";
+
+type RunCommand = Extract<Command, { name: "run" }>;
+
+const PARK_POLL_MS = 250;
+
+export async function runCommand(cmd: RunCommand, io: Io): Promise<number> {
+  const { flows } = await loadFlows(cmd.module, io.cwd);
+  const signals = watchSignals();
+  const stopWatching = new AbortController();
+  const runtime = openRuntime(cmd.db, io.cwd, {
+    background: true,
+    mustExist: false,
+    onError: (e) => io.err(`loom: ${errorLine(e)}`),
+  });
+  try {
+    for (const flow of flows) runtime.registerFlow(flow);
+    const options = cmd.id === undefined ? {} : { id: cmd.id };
+    const handle = await runtime.start(cmd.flow, cmd.input, options);
+    const id = handle.id;
+    void announceParking(runtime, id, cmd.db, io, stopWatching.signal);
+    const ended = await Promise.race([
+      handle.result(),
+      signals.received.then((signal) => ({ interrupted: signal })),
+    ]);
+    if ("interrupted" in ended) {
+      const status = await runtime.getState(id).then(
+        (s) => s.status,
+        () => "unknown",
+      );
+      io.err(
+        `loom: ${ended.interrupted} received; execution "${id}" is left ${status} ` +
+          `(loom worker, or this command again with --id ${shellQuote(id)} and the same input, carries it on)`,
+      );
+      return 130;
+    }
+    io.out(formatOutcome(id, ended));
+    return settle(id, ended, io);
+  } finally {
+    stopWatching.abort();
+    try {
+      await runtime.close();
+    } finally {
+      signals.dispose();
+    }
+  }
+}
+
+function settle(id: string, outcome: Outcome, io: Io): number {
+  if (outcome.status === "failed") {
+    const why = outcome.error ? errorText(outcome.error) : "no error recorded";
+    io.err(`loom: execution "${id}" failed: ${why}`);
+    return 1;
+  }
+  if (outcome.status === "cancelled") {
+    io.err(`loom: execution "${id}" was cancelled`);
+    return 1;
+  }
+  return 0;
+}
+
+/** Tells the user, once for each suspend the execution parks on, how to resume it from elsewhere. */
+async function announceParking(
+  runtime: Runtime,
+  id: string,
+  db: string,
+  io: Io,
+  signal: AbortSignal,
+): Promise<void> {
+  const dbFlag = db === DEFAULT_DB ? "" : ` --db ${shellQuote(db)}`;
+  const announced = new Set<string>();
+  try {
+    for (;;) {
+      await sleep(PARK_POLL_MS, undefined, { signal });
+      const { status, _openSuspends } = await runtime.getState(id);
+      const waiting = status === "parked" ? _openSuspends[0] : undefined;
+      if (waiting !== undefined && !announced.has(waiting)) {
+        announced.add(waiting);
+        io.err(
+          `loom: execution "${id}" is parked on a suspend; still waiting. ` +
+            `Resume it from another terminal: loom resume ${shellQuote(id)} '<JSON>'${dbFlag}`,
+        );
+      }
+      if (isTerminalStatus(status)) return;
+    }
+  } catch {
+    // Aborted (the command is ending) or the runtime closed: nothing left to announce.
+  }
+}

@@ -1,0 +1,47 @@
+/**
+ * `loom worker <module>`: drives the module's flows until SIGINT or SIGTERM.
+ *
+ * It recovers abandoned executions of those flows at once and then on every tick of the
+ * runtime's background loop (W6: recovery is the only repair path), fires their due timers and
+ * carries on executions resumed from other processes. On a signal it closes the runtime, which
+ * stops the bodies it drives and releases their leases, so another process can take them over
+ * without waiting for a lease to expire.
+ */
+import type { Command } from "../args.ts";
+import { errorLine } from "../cli-error.ts";
+import type { Io } from "../io.ts";
+import { loadFlows } from "../load-module.ts";
+import { openRuntime } from "../open-runtime.ts";
+import { watchSignals } from "../signals.ts";
+
+type WorkerCommand = Extract<Command, { name: "worker" }>;
+
+export async function workerCommand(cmd: WorkerCommand, io: Io): Promise<number> {
+  const { path, flows } = await loadFlows(cmd.module, io.cwd);
+  const signals = watchSignals();
+  const runtime = openRuntime(cmd.db, io.cwd, {
+    background: true,
+    mustExist: false,
+    onError: (e) => io.err(`loom: ${errorLine(e)}`),
+  });
+  try {
+    for (const flow of flows) runtime.registerFlow(flow);
+    const names = flows.map((f) => f.name).join(", ");
+    io.err(`loom: worker ${runtime.ownerId} drives ${names} (from ${path}, db ${cmd.db})`);
+    const recovered = await runtime.recoverAbandoned();
+    if (recovered.length > 0) {
+      io.err(`loom: recovered ${recovered.length} abandoned execution(s): ${recovered.join(", ")}`);
+    }
+    io.err("loom: running; stop with Ctrl-C (SIGINT) or SIGTERM");
+    const signal = await signals.received;
+    io.err(`loom: ${signal} received; closing the runtime`);
+  } finally {
+    try {
+      await runtime.close();
+    } finally {
+      signals.dispose();
+    }
+  }
+  io.err("loom: worker stopped");
+  return 0;
+}

@@ -1,0 +1,80 @@
+/**
+ * What the commands print. Machine-readable output (`run`, `--json`) is JSON on stdout; the rest
+ * is for people: aligned columns, times in ISO 8601 UTC, long values cut short.
+ */
+import type { Envelope } from "../kernel/events.ts";
+import type { ErrorData } from "../kernel/errors.ts";
+import type { ExecutionState } from "../fold/state.ts";
+import type { Outcome } from "../runtime/run.ts";
+import type { ExecutionSummary } from "../store/spi.ts";
+import { timeline } from "../analytics/timeline.ts";
+
+/** `loom run`'s result: the outcome, with the execution's id first. */
+export function formatOutcome(id: string, outcome: Outcome): string {
+  return JSON.stringify({ id, ...outcome }, null, 2);
+}
+
+export function formatList(rows: readonly ExecutionSummary[]): string {
+  if (rows.length === 0) return "no executions";
+  const table = [
+    ["ID", "FLOW", "STATUS", "EVENTS", "UPDATED"],
+    ...rows.map((r) => [r.executionId, r.flow, r.status, String(r.head + 1), iso(r.updatedAtMs)]),
+  ];
+  return columns(table);
+}
+
+export function formatShow(state: ExecutionState, events: readonly Envelope[]): string {
+  const summary: [string, string][] = [
+    ["id", state.executionId],
+    ["flow", `${state.flow} (version ${state.flowVersion}, code ${state.fingerprint})`],
+    ["status", state.status],
+    ["started", iso(state.startedAt)],
+    ["updated", iso(state.updatedAt)],
+    ["input", brief(state.input)],
+  ];
+  if (state.output !== undefined) summary.push(["output", brief(state.output)]);
+  if (state.error) summary.push(["error", errorText(state.error)]);
+  const steps = Object.entries(state.frames);
+  if (steps.length > 0) {
+    summary.push(["calls", steps.map(([id, f]) => `${id} ${f.status}`).join(", ")]);
+  }
+  if (state._openSuspends.length > 0) {
+    summary.push(["waiting", `${state._openSuspends.join(", ")} (answer with loom resume)`]);
+  }
+  const rows = timeline(events).map((r) => [String(r.seq), `+${r.offsetMs}ms`, r.kind, r.text]);
+  return [
+    columns(summary),
+    "",
+    `timeline (${events.length} events)`,
+    columns([["SEQ", "AT", "KIND", "WHAT"], ...rows], "  "),
+  ].join("\n");
+}
+
+export function errorText(error: ErrorData): string {
+  return `${error.code} ${error.name}: ${error.message}`;
+}
+
+/** Quotes a word for a POSIX shell only when it needs it, so a printed command can be pasted. */
+export function shellQuote(word: string): string {
+  return /^[A-Za-z0-9._:/@+=,%-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+function columns(rows: readonly (readonly string[])[], indent = ""): string {
+  const widths: number[] = [];
+  for (const row of rows) {
+    row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  }
+  const line = (row: readonly string[]): string =>
+    row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join("  ");
+  return rows.map((row) => `${indent}${line(row)}`.trimEnd()).join("\n");
+}
+
+function iso(ms: number): string {
+  return Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms);
+}
+
+function brief(value: unknown, max = 200): string {
+  if (value === undefined) return "nothing";
+  const text = JSON.stringify(value);
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}

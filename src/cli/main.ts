@@ -1,0 +1,45 @@
+/**
+ * The `loom` command: parses the command line, runs one command, and turns what went wrong into
+ * one line on stderr and an exit code.
+ *
+ * Exit codes: 0 success; 1 an error, or a flow that ended failed or cancelled; 2 a usage error
+ * (unknown command or flag, missing argument, JSON that does not parse); 130 interrupted.
+ */
+import { parseCommand, USAGE, type Command } from "./args.ts";
+import { UsageError, errorLine, exitCodeOf } from "./cli-error.ts";
+import { lsCommand } from "./commands/ls.ts";
+import { resumeCommand } from "./commands/resume.ts";
+import { runCommand } from "./commands/run.ts";
+import { showCommand } from "./commands/show.ts";
+import { workerCommand } from "./commands/worker.ts";
+import { processIo, type Io } from "./io.ts";
+
+/** Runs the command `argv` (without `node` and the script) and resolves with its exit code. */
+export async function main(argv: readonly string[], io: Io = processIo()): Promise<number> {
+  try {
+    return await dispatch(parseCommand(argv), io);
+  } catch (e) {
+    io.err(`loom: ${errorLine(e)}`);
+    if (e instanceof UsageError && e.showUsage) io.err(`\n${USAGE}`);
+    else if (io.debug && e instanceof Error && e.stack) io.err(e.stack);
+    return exitCodeOf(e);
+  }
+}
+
+function dispatch(cmd: Command, io: Io): Promise<number> {
+  switch (cmd.name) {
+    case "help":
+      io.out(USAGE);
+      return Promise.resolve(0);
+    case "run":
+      return runCommand(cmd, io);
+    case "worker":
+      return workerCommand(cmd, io);
+    case "ls":
+      return lsCommand(cmd, io);
+    case "show":
+      return showCommand(cmd, io);
+    case "resume":
+      return resumeCommand(cmd, io);
+  }
+}

@@ -1,0 +1,31 @@
+/**
+ * Opens the runtime a command works with, on the SQLite database named by `--db`.
+ */
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { createRuntime, type Runtime } from "../runtime/runtime.ts";
+import { sqliteStore } from "../store/sqlite/index.ts";
+import { CliError } from "./cli-error.ts";
+
+export interface OpenOptions {
+  /** Run the background loop (timers, recovery). Read-only commands turn it off. */
+  background: boolean;
+  /**
+   * Refuse a database file that does not exist yet, rather than create an empty one: a command
+   * that only reads or answers an existing execution has nothing to do in a new database.
+   */
+  mustExist: boolean;
+  onError?: (error: Error) => void;
+}
+
+export function openRuntime(db: string, cwd: string, options: OpenOptions): Runtime {
+  const path = resolve(cwd, db);
+  if (options.mustExist && !existsSync(path)) {
+    throw new CliError(`no database at ${path} (run a flow first, or pass --db PATH)`);
+  }
+  return createRuntime({
+    store: sqliteStore(path),
+    background: options.background,
+    ...(options.onError ? { onError: options.onError } : {}),
+  });
+}

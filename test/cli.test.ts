@@ -1,0 +1,317 @@
+/**
+ * The `loom` command, end to end: every test spawns the real CLI (`node bin/loom.js`) in a temp
+ * directory holding its database, against the flows in test/fixtures/cli/flows.ts. Each spawn
+ * costs about half a second of tsx start-up, so the error cases run concurrently.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+
+const BIN = fileURLToPath(new URL("../bin/loom.js", import.meta.url));
+const fixture = (name: string): string =>
+  fileURLToPath(new URL(`./fixtures/cli/${name}`, import.meta.url));
+const FLOWS = fixture("flows.ts");
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+interface Running {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<Result>;
+}
+
+const dirs: string[] = [];
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "loom-cli-"));
+  dirs.push(dir);
+  return dir;
+}
+
+function start(cwd: string, args: string[]): Running {
+  const env = { ...process.env };
+  delete env.LOOM_DEBUG;
+  const child = spawn(process.execPath, [BIN, ...args], { cwd, env });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (b: Buffer) => (stdout += b.toString()));
+  child.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
+  const exited = new Promise<Result>((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+  return { child, stdout: () => stdout, stderr: () => stderr, exited };
+}
+
+const loom = (cwd: string, ...args: string[]): Promise<Result> => start(cwd, args).exited;
+
+async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const giveUpAt = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > giveUpAt) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface Shown {
+  state: { status: string; output?: unknown };
+  events: { seq: number; kind: string }[];
+}
+
+async function showJson(cwd: string, id: string, ...db: string[]): Promise<Shown> {
+  const shown = await loom(cwd, "show", id, "--json", ...db);
+  expect(shown.code).toBe(0);
+  return JSON.parse(shown.stdout) as Shown;
+}
+
+/** One line on stderr, starting `loom:`. */
+function oneErrorLine(r: Result): string {
+  const lines = r.stderr.trimEnd().split("\n");
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatch(/^loom: /);
+  return lines[0] ?? "";
+}
+
+describe("loom run, ls and show", () => {
+  it("prints the outcome as JSON; the same --id and input is the same execution (W5)", async () => {
+    const cwd = tempDir();
+    const args = ["run", FLOWS, "two-steps", "--input", '{"name":"ada"}', "--id", "greet-1"];
+    const first = await loom(cwd, ...args);
+    expect(first.code).toBe(0);
+    expect(JSON.parse(first.stdout)).toEqual({
+      id: "greet-1",
+      status: "completed",
+      output: { greeting: "hello ada", length: 9 },
+    });
+    const before = await showJson(cwd, "greet-1");
+    expect(before.events.map((e) => e.kind)).toEqual([
+      "EXECUTION_STARTED",
+      "STEP_STARTED",
+      "STEP_COMPLETED",
+      "STEP_STARTED",
+      "STEP_COMPLETED",
+      "EXECUTION_COMPLETED",
+    ]);
+
+    const again = await loom(cwd, ...args);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toBe(first.stdout);
+    const after = await showJson(cwd, "greet-1");
+    expect(after.events).toEqual(before.events);
+    expect(after.state.output).toEqual({ greeting: "hello ada", length: 9 });
+  });
+
+  it("ls lists executions with their status and filters by --status", async () => {
+    const cwd = tempDir();
+    const ok = await loom(
+      cwd,
+      "run",
+      FLOWS,
+      "two-steps",
+      "--input",
+      '{"name":"x"}',
+      "--id",
+      "ok-1",
+    );
+    expect(ok.code).toBe(0);
+    const failed = await loom(cwd, "run", FLOWS, "fails", "--id", "bad-1");
+    expect(failed.code).toBe(1);
+    expect(JSON.parse(failed.stdout)).toMatchObject({
+      status: "failed",
+      error: { message: "boom" },
+    });
+    expect(oneErrorLine(failed)).toBe(
+      'loom: execution "bad-1" failed: LOOM_APPLICATION Error: boom',
+    );
+
+    const all = await loom(cwd, "ls");
+    expect(all.code).toBe(0);
+    expect(all.stdout).toMatch(/^bad-1\s+fails\s+failed\s+4\s/m);
+    expect(all.stdout).toMatch(/^ok-1\s+two-steps\s+completed\s+6\s/m);
+
+    const completed = await loom(cwd, "ls", "--status", "completed");
+    expect(completed.stdout).toContain("ok-1");
+    expect(completed.stdout).not.toContain("bad-1");
+
+    const some = await loom(cwd, "ls", "--status", "parked,failed", "--json");
+    expect(some.code).toBe(0);
+    const rows = JSON.parse(some.stdout) as { executionId: string; status: string }[];
+    expect(rows.map((r) => [r.executionId, r.status])).toEqual([["bad-1", "failed"]]);
+  });
+
+  it("show prints the folded state and a timeline naming the steps", async () => {
+    const cwd = tempDir();
+    const ran = await loom(
+      cwd,
+      "run",
+      FLOWS,
+      "two-steps",
+      "--input",
+      '{"name":"bo"}',
+      "--id",
+      "s-1",
+    );
+    expect(ran.code).toBe(0);
+    const shown = await loom(cwd, "show", "s-1");
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/^status\s+completed$/m);
+    expect(shown.stdout).toMatch(/^flow\s+two-steps \(version 1/m);
+    expect(shown.stdout).toContain("timeline (6 events)");
+    expect(shown.stdout).toMatch(/STEP_COMPLETED\s+step greet#0 -> "hello bo"/);
+    expect(shown.stdout).toMatch(/STEP_COMPLETED\s+step measure#0 -> 8/);
+    expect(shown.stdout).toMatch(/EXECUTION_COMPLETED\s+completed -> /);
+  });
+});
+
+describe("modules", () => {
+  it("loads a JavaScript module's default array of flows, and refuses one with none", async () => {
+    const cwd = tempDir();
+    const [echo, none] = await Promise.all([
+      loom(cwd, "run", fixture("default-export.js"), "echo", "--input", "[1,2]"),
+      loom(cwd, "run", fixture("no-flows.js"), "anything"),
+    ]);
+    expect(echo.code).toBe(0);
+    expect(JSON.parse(echo.stdout)).toMatchObject({ status: "completed", output: [1, 2] });
+    expect(none.code).toBe(1);
+    expect(oneErrorLine(none)).toMatch(/^loom: module ".*no-flows\.js" exports no flows/);
+  });
+});
+
+describe("suspend and resume across processes", () => {
+  it("a parked run says how to resume it and finishes when another process resumes it", async () => {
+    const cwd = tempDir();
+    const db = ["--db", "custom.db"];
+    const run = start(cwd, ["run", FLOWS, "wait-for-text", "--id", "chat-1", ...db]);
+    await until("the parked notice", () => run.stderr().includes("is parked"));
+    expect(run.stderr()).toContain("loom resume chat-1 '<JSON>' --db custom.db");
+
+    const parked = await loom(cwd, "ls", "--status", "parked", ...db);
+    expect(parked.stdout).toMatch(/^chat-1\s+wait-for-text\s+parked/m);
+    const resumed = await loom(cwd, "resume", "chat-1", '{"text":"hi"}', ...db);
+    expect(resumed).toMatchObject({ code: 0, stdout: "resumed chat-1\n", stderr: "" });
+
+    const result = await run.exited;
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({
+      id: "chat-1",
+      status: "completed",
+      output: { heard: "hi" },
+    });
+    const shown = await showJson(cwd, "chat-1", ...db);
+    expect(shown.events.map((e) => e.kind)).toEqual([
+      "EXECUTION_STARTED",
+      "SUSPENDED",
+      "RESUMED",
+      "EXECUTION_COMPLETED",
+    ]);
+  });
+
+  it("a worker recovers an execution whose run process died, and stops on SIGTERM", async () => {
+    const cwd = tempDir();
+    const run = start(cwd, ["run", FLOWS, "wait-for-text", "--id", "orphan-1"]);
+    await until("the parked notice", () => run.stderr().includes("is parked"));
+    run.child.kill("SIGKILL");
+    await run.exited;
+    expect((await loom(cwd, "resume", "orphan-1", '{"text":"later"}')).code).toBe(0);
+
+    const worker = start(cwd, ["worker", FLOWS]);
+    await until("the worker to recover it", () => worker.stderr().includes("orphan-1"));
+    expect(worker.stderr()).toContain("recovered 1 abandoned execution(s): orphan-1");
+    let shown = await showJson(cwd, "orphan-1");
+    for (let i = 0; i < 10 && shown.state.status !== "completed"; i++) {
+      shown = await showJson(cwd, "orphan-1");
+    }
+    expect(shown.state).toMatchObject({ status: "completed", output: { heard: "later" } });
+
+    worker.child.kill("SIGTERM");
+    const stopped = await worker.exited;
+    expect(stopped.code).toBe(0);
+    expect(stopped.stderr).toContain("loom: SIGTERM received; closing the runtime");
+    expect(stopped.stderr.trimEnd().endsWith("loom: worker stopped")).toBe(true);
+  });
+});
+
+describe.concurrent("errors: one line, a non-zero exit, nothing appended", () => {
+  it("an unknown flow name is LOOM_UNKNOWN_FLOW", async ({ expect }) => {
+    const cwd = tempDir();
+    const r = await loom(cwd, "run", FLOWS, "nope", "--id", "x-1");
+    expect(r.code).toBe(1);
+    expect(oneErrorLine(r)).toMatch(/^loom: LOOM_UNKNOWN_FLOW no flow named "nope"/);
+    expect(r.stdout).toBe("");
+    expect((await loom(cwd, "ls")).stdout.trim()).toBe("no executions");
+  });
+
+  it("a malformed id is LOOM_INVALID_ID (W4)", async ({ expect }) => {
+    const cwd = tempDir();
+    const r = await loom(
+      cwd,
+      "run",
+      FLOWS,
+      "two-steps",
+      "--input",
+      '{"name":"a"}',
+      "--id",
+      "bad id!",
+    );
+    expect(r.code).toBe(1);
+    expect(oneErrorLine(r)).toMatch(/^loom: LOOM_INVALID_ID execution id "bad id!"/);
+    expect((await loom(cwd, "ls")).stdout.trim()).toBe("no executions");
+  });
+
+  it("malformed --input JSON is a usage error before the database is opened", async ({
+    expect,
+  }) => {
+    const cwd = tempDir();
+    const r = await loom(cwd, "run", FLOWS, "two-steps", "--input", "{bad");
+    expect(r.code).toBe(2);
+    expect(oneErrorLine(r)).toMatch(/^loom: --input is not valid JSON/);
+    expect(existsSync(join(cwd, "loom.db"))).toBe(false);
+  });
+
+  it("a missing module names the path it looked at", async ({ expect }) => {
+    const cwd = tempDir();
+    const r = await loom(cwd, "run", "./missing.ts", "two-steps");
+    expect(r.code).toBe(1);
+    expect(oneErrorLine(r)).toBe(
+      `loom: cannot find module "./missing.ts" (no file at ${join(cwd, "missing.ts")})`,
+    );
+    expect(existsSync(join(cwd, "loom.db"))).toBe(false);
+  });
+
+  it("an unknown command prints the usage and exits 2; --help exits 0", async ({ expect }) => {
+    const cwd = tempDir();
+    const [bad, help] = await Promise.all([loom(cwd, "frob"), loom(cwd, "--help")]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^loom: unknown command "frob"\n/);
+    expect(bad.stderr).toContain("usage: loom <command>");
+    expect(help).toMatchObject({ code: 0, stderr: "" });
+    expect(help.stdout).toMatch(/^usage: loom <command>/);
+    expect(existsSync(join(cwd, "loom.db"))).toBe(false);
+  });
+
+  it("read commands refuse a missing database and an unknown id", async ({ expect }) => {
+    const cwd = tempDir();
+    const noDb = await loom(cwd, "ls");
+    expect(noDb.code).toBe(1);
+    expect(oneErrorLine(noDb)).toMatch(/^loom: no database at /);
+    expect(existsSync(join(cwd, "loom.db"))).toBe(false);
+    expect((await loom(cwd, "run", FLOWS, "fails", "--id", "f-1")).code).toBe(1);
+    const [show, resume] = await Promise.all([
+      loom(cwd, "show", "nope"),
+      loom(cwd, "resume", "f-1", "{}"),
+    ]);
+    expect(show.code).toBe(1);
+    expect(oneErrorLine(show)).toBe('loom: LOOM_NOT_FOUND no execution has the id "nope"');
+    expect(resume.code).toBe(1);
+    expect(oneErrorLine(resume)).toMatch(/^loom: LOOM_NOT_RESUMABLE execution "f-1" has ended/);
+  });
+});
