@@ -4,7 +4,11 @@ import tseslint from "typescript-eslint";
 const impure = {
   "no-restricted-imports": [
     "error",
-    { patterns: [{ group: ["node:*"], message: "kernel, fold and analytics stay pure: no Node modules." }] },
+    {
+      patterns: [
+        { group: ["node:*"], message: "kernel, fold and analytics stay pure: no Node modules." },
+      ],
+    },
   ],
   "no-restricted-globals": [
     "error",
@@ -14,9 +18,15 @@ const impure = {
   ],
   "no-restricted-syntax": [
     "error",
-    { selector: "MemberExpression[object.name='Date'][property.name='now']", message: "use the injected clock" },
+    {
+      selector: "MemberExpression[object.name='Date'][property.name='now']",
+      message: "use the injected clock",
+    },
     { selector: "NewExpression[callee.name='Date']", message: "use the injected clock" },
-    { selector: "MemberExpression[object.name='Math'][property.name='random']", message: "randomness is an input" },
+    {
+      selector: "MemberExpression[object.name='Math'][property.name='random']",
+      message: "randomness is an input",
+    },
   ],
 };
 
@@ -32,7 +42,10 @@ export default tseslint.config(
       "@typescript-eslint/no-floating-promises": "error",
       "@typescript-eslint/no-misused-promises": "error",
       "@typescript-eslint/no-explicit-any": "error",
-      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "@typescript-eslint/no-unused-vars": [
+        "error",
+        { argsIgnorePattern: "^_", varsIgnorePattern: "^_" },
+      ],
       "@typescript-eslint/require-await": "off",
     },
   },

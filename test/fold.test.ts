@@ -132,12 +132,13 @@ describe("the fold", () => {
     expect(foldAll([ev(0, "STEP_STARTED", { callId: "a#0", scope: "", name: "a" })]).seq).toBe(-1);
   });
 
-  it("parks on a root wait with nothing in flight, and not inside a parallel branch", () => {
+  it("F7: parks while a wait is open and no step is in flight, in any scope", () => {
     const s = initialState("x");
     fold(s, start);
+    fold(s, ev(1, "STEP_STARTED", { callId: "par0.1/a#0", scope: "par0.1/", name: "a" }));
     fold(
       s,
-      ev(1, "TIMER_SCHEDULED", {
+      ev(2, "TIMER_SCHEDULED", {
         callId: "par0.0/sleep#0",
         scope: "par0.0/",
         name: "sleep",
@@ -145,10 +146,25 @@ describe("the fold", () => {
       }),
     );
     expect(s.status).toBe("running");
-    fold(s, ev(2, "SUSPENDED", { callId: "suspend#0", scope: "", name: "suspend" }));
+    fold(s, ev(3, "STEP_COMPLETED", { callId: "par0.1/a#0", output: 1 }));
     expect(s.status).toBe("parked");
-    fold(s, ev(3, "RESUMED", { payload: "hi" }));
+    fold(s, ev(4, "TIMER_FIRED", { callId: "par0.0/sleep#0" }));
+    expect(s.status).toBe("running");
+    fold(s, ev(5, "SUSPENDED", { callId: "suspend#0", scope: "", name: "suspend" }));
+    expect(s.status).toBe("parked");
+    fold(s, ev(6, "RESUMED", { payload: "hi" }));
     expect(s.status).toBe("running");
     expect(s.frames["suspend#0"]).toMatchObject({ status: "resumed", output: "hi" });
+  });
+
+  it("F6: a later EXECUTION_STARTED is ignored without stopping the log", () => {
+    const s = foldAll([
+      start,
+      ev(1, "EXECUTION_STARTED", { flow: "other" }),
+      ev(2, "STEP_STARTED", { callId: "a#0", scope: "", name: "a" }),
+    ]);
+    expect(s.flow).toBe("f");
+    expect(s.status).toBe("running");
+    expect(s.seq).toBe(2);
   });
 });

@@ -13,7 +13,7 @@ describe("README", () => {
     const readme = readFileSync(join(root, "README.md"), "utf8");
     const code = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
     expect(code).toBeDefined();
-    expect((code ?? "").trim().split("\n").length).toBeLessThanOrEqual(22);
+    expect((code ?? "").trim().split("\n").length).toBeLessThanOrEqual(20);
     const scratch = join(root, ".tmp");
     mkdirSync(scratch, { recursive: true });
     const file = join(scratch, `readme-${process.pid}.ts`);
@@ -27,7 +27,7 @@ describe("README", () => {
       });
       expect(run.stderr).toBe("");
       expect(run.stdout).toContain("status: 'completed'");
-      expect(run.stdout).toContain("angle: 'physics'");
+      expect(run.stdout).toContain("tides physics: 3 sources");
     } finally {
       rmSync(file, { force: true });
       rmSync(cwd, { recursive: true, force: true });

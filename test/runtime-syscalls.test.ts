@@ -84,7 +84,7 @@ describe("syscalls", () => {
     const out = (await h.result()).output as { pick: number; t: number };
     expect(draws).toBe(1);
     const state = await runtime.getState("d1");
-    expect(state._decisions).toEqual({ "pick#0": out.pick, "now#0": out.t });
+    expect(state._decisions).toEqual({ "pick#0": out.pick, "$now#0": out.t });
     await expectReplayEquality(runtime, "d1");
   });
 

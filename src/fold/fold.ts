@@ -7,7 +7,10 @@
  * F3. Terminal kinds fold only from kernel-stamped envelopes (`meta.kernel: true`).
  * F4. Nothing folds after a terminal event.
  * F5. foldAll(log) equals foldAll(tail, snapshot) for any snapshot of a prefix of log.
- * F6. Sequence 0 must be EXECUTION_STARTED; a log whose first event is not is ignored whole.
+ * F6. Sequence 0 must be EXECUTION_STARTED, and only sequence 0 may be: a log whose first event
+ *     is not is ignored whole, and a later EXECUTION_STARTED is ignored.
+ * F7. Status: terminal after a terminal event; else `parked` while a wait (sleep or suspend, in
+ *     any scope) is open and no step is in flight; else `running` (`pending` before any call).
  *
  * `fold` updates `state` in place and returns it: the caller owns the state it passes in
  * (`foldAll` copies a snapshot before folding onto it).
@@ -25,16 +28,17 @@ export function fold(state: ExecutionState, envelope: Envelope): ExecutionState 
   const { seq, kind, at, payload } = e as unknown as Envelope;
   if (!Number.isSafeInteger(seq) || seq !== state.seq + 1) return state;
   if (typeof at !== "number" || !Number.isFinite(at)) return state;
-  if (state.seq === -1 && (kind !== "EXECUTION_STARTED" || seq !== 0)) return state;
+  if (seq === 0 && kind !== "EXECUTION_STARTED") return state;
   if (state.seq >= 0 && (e as unknown as Envelope).executionId !== state.executionId) return state;
   if (state.seq >= 0 && isTerminal(state)) return state;
   const p: Payload = isPlainObject(payload) ? payload : {};
-  const handler = Object.hasOwn(HANDLERS, kind) ? HANDLERS[kind] : undefined;
+  const restart = seq > 0 && kind === "EXECUTION_STARTED";
+  const handler = !restart && Object.hasOwn(HANDLERS, kind) ? HANDLERS[kind] : undefined;
   state.seq = seq;
   state.updatedAt = at;
   if (handler) handler(state, p, e as unknown as Envelope);
   if (!isTerminal(state) && kind !== "EXECUTION_STARTED") {
-    state.status = state.parkingWaits > 0 && state.inFlight === 0 ? "parked" : "running";
+    state.status = state.openWaits > 0 && state.inFlight === 0 ? "parked" : "running";
   }
   return state;
 }
@@ -106,8 +110,8 @@ function settleStep(s: ExecutionState, p: Payload, apply: (f: Frame) => void): v
   s.inFlight--;
 }
 
-function settleWait(s: ExecutionState, f: Frame): void {
-  if (f.scope === "") s.parkingWaits--;
+function settleWait(s: ExecutionState): void {
+  s.openWaits--;
 }
 
 type Handler = (s: ExecutionState, p: Payload, e: Envelope) => void;
@@ -180,7 +184,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
       wakeAtMs,
     };
     record(s, head.scope, `sleep:${head.callId}`);
-    if (head.scope === "") s.parkingWaits++;
+    s.openWaits++;
   },
   TIMER_FIRED(s, p) {
     const f = frameOf(s, p.callId);
@@ -191,7 +195,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
       f.status = "timedOut";
       s._openSuspends = s._openSuspends.filter((id) => id !== p.callId);
     } else return;
-    settleWait(s, f);
+    settleWait(s);
   },
   SUSPENDED(s, p, e) {
     const head = callHead(p);
@@ -213,7 +217,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
       return;
     }
     s._openSuspends.push(head.callId);
-    if (head.scope === "") s.parkingWaits++;
+    s.openWaits++;
   },
   RESUMED(s, p) {
     const payload = p.payload === undefined ? null : p.payload;
@@ -225,7 +229,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     }
     f.status = "resumed";
     f.output = payload;
-    settleWait(s, f);
+    settleWait(s);
   },
   EXECUTION_COMPLETED(s, p, e) {
     if (!isTerminalEvent(e)) return;

@@ -41,8 +41,8 @@ export interface ExecutionState {
   order: Record<string, string[]>;
   /** Steps started and not yet settled. */
   inFlight: number;
-  /** Waits at the root scope not yet settled: with nothing in flight, the execution is parked. */
-  parkingWaits: number;
+  /** Waits (sleeps, suspends) not yet settled: with nothing in flight, the execution is parked. */
+  openWaits: number;
   /** Call id -> recorded value of `ctx.decide` and `ctx.now`. */
   _decisions: Record<string, Json>;
   /** Resume payloads that arrived while no suspend was waiting, oldest first. */
@@ -69,7 +69,7 @@ export function initialState(executionId: string): ExecutionState {
     frames: {},
     order: {},
     inFlight: 0,
-    parkingWaits: 0,
+    openWaits: 0,
     _decisions: {},
     _resumePayloads: [],
     _openSuspends: [],

@@ -70,6 +70,8 @@ export class FencedError extends defineError("LOOM_FENCED") {}
 export class SequenceConflictError extends defineError("LOOM_SEQUENCE_CONFLICT") {}
 /** Another live owner holds the execution's lease. */
 export class LeaseHeldError extends defineError("LOOM_LEASE_HELD") {}
+/** An append reached an execution whose log already ended (E4). */
+export class ExecutionEndedError extends defineError("LOOM_EXECUTION_ENDED") {}
 /** A resume reached an execution that can no longer take one (it has ended). */
 export class NotResumableError extends defineError("LOOM_NOT_RESUMABLE") {}
 /** `ctx.suspend({ timeoutMs })` was not answered in time. */
@@ -114,6 +116,7 @@ const KNOWN: Record<string, new (message: string, details?: Json) => LoomError> 
   LOOM_FENCED: FencedError,
   LOOM_SEQUENCE_CONFLICT: SequenceConflictError,
   LOOM_LEASE_HELD: LeaseHeldError,
+  LOOM_EXECUTION_ENDED: ExecutionEndedError,
   LOOM_NOT_RESUMABLE: NotResumableError,
   LOOM_SUSPEND_TIMEOUT: SuspendTimeoutError,
   LOOM_WAIT_TIMEOUT: WaitTimeoutError,

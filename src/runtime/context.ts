@@ -1,9 +1,12 @@
 /**
  * The flow context: the syscalls a flow body makes. Each call gets a deterministic id (its name
  * and occurrence in its scope) and is answered from the fold when the log already has it.
+ * Every call goes through `call`, which enforces R7 (one outstanding call per scope) and halts
+ * the body when its run has stopped (R6).
  */
 import {
   InvalidInputError,
+  NonDeterminismError,
   SuspendTimeoutError,
   errorFromData,
   errorToData,
@@ -11,7 +14,7 @@ import {
 import { boundedJson, type Json } from "../kernel/json.ts";
 import type { Limits } from "../kernel/limits.ts";
 import { assertName, type Effect, type EffectContext } from "./flow.ts";
-import type { Run } from "./run.ts";
+import { halted, type Run } from "./run.ts";
 
 export interface SuspendOptions {
   /** Milliseconds to wait for a resume before the suspend throws SuspendTimeoutError. */
@@ -43,9 +46,35 @@ export interface ContextDeps {
   now(): number;
 }
 
+/** Names the kernel records decisions under; a user's decision may not start with "$". */
+const NOW = "$now";
+const PARALLEL = "$parallel";
+
 export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContext {
   const stepBound = (value: unknown, what: string) =>
     boundedJson(value, what, deps.limits.maxStepPayloadBytes);
+
+  /** One syscall of this scope: R7 on the way in, R6 on the way out. */
+  function call<T>(what: string, body: () => Promise<T>): Promise<T> {
+    if (!run.live) return halted();
+    try {
+      run.begin(scope, what);
+    } catch (e) {
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+    return body().then(
+      (value) => {
+        run.end(scope);
+        return run.live ? value : halted<T>();
+      },
+      (error: unknown) => {
+        run.end(scope);
+        return run.live
+          ? Promise.reject(error instanceof Error ? error : new Error(String(error)))
+          : halted<T>();
+      },
+    );
+  }
 
   async function step<T>(
     name: string,
@@ -61,12 +90,11 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
     if (hasInput && input !== undefined) payload.input = input;
     run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
     claim.take();
-    const attempt = run.state.frames[claim.callId]?.attempts ?? 1;
     const controller = run.controller();
     const ectx: EffectContext = {
       executionId: run.id,
       stepId: claim.callId,
-      attempt,
+      attempt: run.state.frames[claim.callId]?.attempts ?? 1,
       idempotencyKey: `${run.id}/${claim.callId}`,
       signal: controller.signal,
     };
@@ -79,7 +107,7 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
     } finally {
       run.release(controller);
     }
-    run.assertLive();
+    if (!run.live) return halted();
     if ("error" in outcome) {
       const error = errorToData(outcome.error);
       await run.enqueue([
@@ -105,45 +133,68 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
       claim.take();
       await done;
     }
-    if (run.state.frames[claim.callId]?.status === "waiting") await run.waitFor(claim.callId);
+    await run.waitFor(scope, claim.callId);
     return claim.callId;
+  }
+
+  /** Records a kernel decision without waiting (its commit precedes anything that follows). */
+  function record(name: string, value: Json): Json {
+    const claim = run.claim(scope, "decision", name);
+    if (claim.recorded) return run.state._decisions[claim.callId] ?? null;
+    run.enqueueDetached([
+      { kind: "DECISION_RECORDED", payload: { callId: claim.callId, scope, name, value } },
+    ]);
+    claim.take();
+    return value;
   }
 
   const ctx: FlowContext = {
     executionId: run.id,
 
     run(name, fn) {
-      assertName(name, "step name");
-      if (typeof fn !== "function") throw new InvalidInputError(`step "${name}" needs a function`);
-      return step(name, undefined, false, fn);
+      return call(`step "${String(name)}"`, async () => {
+        assertName(name, "step name");
+        if (typeof fn !== "function")
+          throw new InvalidInputError(`step "${name}" needs a function`);
+        return step(name, undefined, false, fn);
+      });
     },
 
-    execute<I, O>(effect: Effect<I, O>, input: I): Promise<O> {
+    async execute<I, O>(effect: Effect<I, O>, input: I): Promise<O> {
       if (!effect || typeof effect.run !== "function") {
         throw new InvalidInputError("ctx.execute needs an effect ({ name, run }) or a step$");
       }
       assertName(effect.name, "effect name");
       const json = stepBound(input, `input of step "${effect.name}"`);
-      return step(effect.name, json, true, (ectx) => effect.run(input, ectx));
+      return call(`step "${effect.name}"`, () =>
+        step(effect.name, json, true, (ectx) => effect.run(input, ectx)),
+      );
     },
 
     async decide<T>(name: string, fn: () => T): Promise<T> {
       assertName(name, "decision name");
-      const claim = run.claim(scope, "decision", name);
-      if (claim.recorded) return run.state._decisions[claim.callId] as T;
-      const value = fn();
-      if (value instanceof Promise) {
-        throw new InvalidInputError(
-          `decision "${name}" returned a promise: decide takes a synchronous function (use ctx.run for async work)`,
-        );
-      }
-      const json = stepBound(value, `value of decision "${name}"`) ?? null;
-      const done = run.enqueue([
-        { kind: "DECISION_RECORDED", payload: { callId: claim.callId, scope, name, value: json } },
-      ]);
-      claim.take();
-      await done;
-      return json as T;
+      if (name.startsWith("$"))
+        throw new InvalidInputError(`decision name ${JSON.stringify(name)} may not start with "$"`);
+      return call(`decision "${name}"`, async () => {
+        const claim = run.claim(scope, "decision", name);
+        if (claim.recorded) return run.state._decisions[claim.callId] as T;
+        const value = fn();
+        if (value instanceof Promise) {
+          throw new InvalidInputError(
+            `decision "${name}" returned a promise: decide takes a synchronous function (use ctx.run for async work)`,
+          );
+        }
+        const json = stepBound(value, `value of decision "${name}"`) ?? null;
+        const done = run.enqueue([
+          {
+            kind: "DECISION_RECORDED",
+            payload: { callId: claim.callId, scope, name, value: json },
+          },
+        ]);
+        claim.take();
+        await done;
+        return json as T;
+      });
     },
 
     async sleep(ms) {
@@ -152,7 +203,7 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
           `sleep needs a finite number of milliseconds >= 0, got ${String(ms)}`,
         );
       }
-      await wait("sleep", deps.now() + ms);
+      return call("sleep", async () => void (await wait("sleep", deps.now() + ms)));
     },
 
     async sleepUntil(epochMs) {
@@ -161,7 +212,7 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
           `sleepUntil needs a finite epoch-ms time, got ${String(epochMs)}`,
         );
       }
-      await wait("sleep", epochMs);
+      return call("sleep", async () => void (await wait("sleep", epochMs)));
     },
 
     async suspend<T>(options: SuspendOptions = {}): Promise<T> {
@@ -174,41 +225,63 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
           `suspend timeout must be a finite number > 0, got ${String(timeout)}`,
         );
       }
-      const callId = await wait(
-        "suspend",
-        timeout === undefined ? undefined : deps.now() + timeout,
-      );
-      const frame = run.state.frames[callId];
-      if (frame?.status === "timedOut") {
-        throw new SuspendTimeoutError(
-          `suspend ${callId} of execution "${run.id}" timed out after ${timeout} ms`,
+      return call("suspend", async () => {
+        const callId = await wait(
+          "suspend",
+          timeout === undefined ? undefined : deps.now() + timeout,
         );
-      }
-      return frame?.output as T;
+        const frame = run.state.frames[callId];
+        if (frame?.status === "timedOut") {
+          throw new SuspendTimeoutError(
+            `suspend ${callId} of execution "${run.id}" timed out after ${timeout} ms`,
+          );
+        }
+        return frame?.output as T;
+      });
     },
 
     async parallel<T>(branches: readonly ((ctx: FlowContext) => Promise<T>)[]): Promise<T[]> {
-      if (!isFunctionList(branches)) {
+      if (!isFunctionList(branches))
         throw new InvalidInputError("ctx.parallel needs an array of functions");
-      }
-      run.assertLive();
-      const base = run.nextParallelScope(scope);
-      return Promise.all(
-        branches.map(async (branch, i): Promise<T> =>
-          branch(makeContext(run, deps, `${base}${i}/`)),
-        ),
-      );
+      return call("parallel", async () => {
+        const recorded = record(PARALLEL, branches.length);
+        if (recorded !== branches.length) {
+          run.stop(
+            new NonDeterminismError(
+              `execution "${run.id}": a ctx.parallel recorded with ${JSON.stringify(recorded)} branches now has ${branches.length}`,
+            ),
+          );
+          return halted<T[]>();
+        }
+        const scopes = run.branchScopes(scope, branches.length);
+        const results = Promise.all(
+          branches.map(async (branch, i): Promise<T> => {
+            const branchScope = scopes[i] ?? "";
+            try {
+              return await branch(makeContext(run, deps, branchScope));
+            } finally {
+              run.branchDone(branchScope);
+            }
+          }),
+        );
+        run.setBlocked(scope, true);
+        try {
+          return await results;
+        } finally {
+          run.setBlocked(scope, false);
+        }
+      });
     },
 
     now() {
-      const claim = run.claim(scope, "decision", "now");
-      if (claim.recorded) return run.state._decisions[claim.callId] as number;
-      const value = deps.now();
-      run.enqueueDetached([
-        { kind: "DECISION_RECORDED", payload: { callId: claim.callId, scope, name: "now", value } },
-      ]);
-      claim.take();
-      return value;
+      if (!run.live) throw run.stopError ?? new InvalidInputError("ctx.now after the run ended");
+      run.begin(scope, "now");
+      try {
+        const t = deps.now();
+        return record(NOW, t) as number;
+      } finally {
+        run.end(scope);
+      }
     },
   };
   return ctx;

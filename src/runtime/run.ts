@@ -1,24 +1,29 @@
 /**
  * A Run drives one execution's flow body in this process.
  *
- * Invariants (tests cite R1..R7):
- * R1. Every event is folded into `state` when it is queued, and the state a caller observes
- *     (a step's result, a resume's payload) is released only after the event that made it is
- *     committed: waiters wake, and the run parks, only when `committedSeq === state.seq`.
+ * Invariants (tests cite R1..R8):
+ * R1. Every event is folded into `state` when it is queued, and what the body observes (a step's
+ *     result, a resume's payload, a fired timer) is released only after the event that made it
+ *     committed: a waiter wakes when its settling sequence number is committed.
  * R2. A call the log already answers is answered from the fold, never re-executed.
  * R3. A re-run that asks for a different call than the log recorded at the same position of the
- *     same scope stops with NonDeterminismError naming both; nothing is appended.
+ *     same scope stops the run with NonDeterminismError naming both; nothing is appended.
  * R4. Nothing is appended after a terminal event, and nothing after the run stopped.
  * R5. Every append carries the run's fence; a refused append stops the run (a zombie writes
  *     nothing).
- * R6. A run that stopped settles its body's outstanding calls with the stop error and ignores
- *     whatever the body does afterwards.
- * R7. Calls in one scope are sequential: the body awaits each before making the next. Concurrent
- *     work goes through ctx.parallel, whose branches are scopes of their own.
+ * R6. A run that stopped (fenced, evicted, closed, non-deterministic) never settles its body's
+ *     outstanding calls: the body halts where it is, and no catch block of the flow runs for a
+ *     reason that is not a fact in the log.
+ * R7. Calls in one scope are sequential: a call made while another of the same scope is
+ *     outstanding is refused (InvalidInputError) before anything is appended. Concurrency goes
+ *     through ctx.parallel, whose branches are scopes of their own.
+ * R8. A run parks (releases its lease, joins the cache) only when the fold says `parked`, every
+ *     append is committed, and every live scope of the body is blocked in a wait.
  */
 import type { CallKind, Envelope, EventKind } from "../kernel/events.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import {
+  InvalidInputError,
   InvariantViolation,
   NonDeterminismError,
   errorToData,
@@ -44,10 +49,22 @@ export interface EventSpec {
   kernel?: true;
 }
 
-interface Cursor {
+interface Scope {
   pos: number;
   names: Map<string, number>;
   parallels: number;
+  /** The call this scope is making, if any (R7). */
+  busy: string | undefined;
+  /** Waiting on a wait or on its parallel branches. */
+  blocked: boolean;
+  live: boolean;
+}
+
+interface Waiter {
+  scope: string;
+  resolve: () => void;
+  /** The sequence number whose commit releases the waiter. */
+  settleSeq: number | undefined;
 }
 
 export interface Claim {
@@ -59,6 +76,11 @@ export interface Claim {
 }
 
 export type RunPhase = "active" | "parked" | "done" | "stopped";
+
+/** A promise that never settles: what a halted body waits on (R6). */
+export function halted<T>(): Promise<T> {
+  return new Promise<T>(() => undefined);
+}
 
 export class Run {
   readonly id: string;
@@ -72,10 +94,11 @@ export class Run {
   approxBytes = 0;
   readonly done: Promise<Outcome>;
   private settle!: { resolve: (o: Outcome) => void; reject: (e: Error) => void };
-  private cursors = new Map<string, Cursor>();
-  private waiters = new Map<string, { resolve: () => void; reject: (e: Error) => void }>();
-  private controllers = new Set<AbortController>();
+  private readonly scopes = new Map<string, Scope>();
+  private readonly waiters = new Map<string, Waiter>();
+  private readonly controllers = new Set<AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
+  private parkWatchers: (() => void)[] = [];
 
   constructor(
     private readonly host: RunHost,
@@ -90,6 +113,11 @@ export class Run {
     this.lastSnapshotSeq = state.seq;
     this.done = new Promise<Outcome>((resolve, reject) => (this.settle = { resolve, reject }));
     this.done.catch(() => undefined);
+    this.scope("");
+  }
+
+  get active(): boolean {
+    return this.phase === "active";
   }
 
   get live(): boolean {
@@ -129,25 +157,68 @@ export class Run {
 
   private async finishFailed(thrown: unknown): Promise<void> {
     if (!this.live) return;
-    if (thrown instanceof NonDeterminismError) {
-      this.stop(thrown);
-      return;
-    }
     const payload: Json = { error: errorToData(thrown) as unknown as Json };
     await this.enqueue([{ kind: "EXECUTION_FAILED", payload, kernel: true }]).catch(
       () => undefined,
     );
   }
 
+  // ---- scopes ----------------------------------------------------------------------------------
+
+  private scope(name: string): Scope {
+    let s = this.scopes.get(name);
+    if (!s) {
+      s = { pos: 0, names: new Map(), parallels: 0, busy: undefined, blocked: false, live: true };
+      this.scopes.set(name, s);
+    }
+    return s;
+  }
+
+  /** Marks `scope` as making call `what`; refuses a second outstanding call (R7). */
+  begin(scope: string, what: string): void {
+    const s = this.scope(scope);
+    if (s.busy !== undefined) {
+      throw new InvalidInputError(
+        `${what} was called while ${s.busy} of the same scope is still running: calls in one scope must be awaited one at a time ` +
+          "(use ctx.parallel for concurrency; a step's function cannot make ctx calls)",
+      );
+    }
+    s.busy = what;
+  }
+
+  end(scope: string): void {
+    this.scope(scope).busy = undefined;
+  }
+
+  /** A new branch scope of a ctx.parallel in `parent`. */
+  branchScopes(parent: string, count: number): string[] {
+    const p = this.scope(parent);
+    const base = `${parent}par${p.parallels++}.`;
+    return Array.from({ length: count }, (_, i) => {
+      const name = `${base}${i}/`;
+      this.scope(name).live = true;
+      return name;
+    });
+  }
+
+  branchDone(scope: string): void {
+    this.scope(scope).live = false;
+    this.maybePark();
+  }
+
+  setBlocked(scope: string, blocked: boolean): void {
+    this.scope(scope).blocked = blocked;
+    if (blocked) this.maybePark();
+  }
+
+  private quiescent(): boolean {
+    for (const s of this.scopes.values()) if (s.live && !s.blocked) return false;
+    return true;
+  }
+
   /** The deterministic id of the next call of `name` in `scope`, checked against the log (R3). */
   claim(scope: string, kind: CallKind, name: string): Claim {
-    this.assertLive();
-    let c = this.cursors.get(scope);
-    if (!c) {
-      c = { pos: 0, names: new Map(), parallels: 0 };
-      this.cursors.set(scope, c);
-    }
-    const cursor = c;
+    const cursor = this.scope(scope);
     const occurrence = cursor.names.get(name) ?? 0;
     const callId = `${scope}${name}#${occurrence}`;
     const entry = `${kind}:${callId}`;
@@ -168,16 +239,6 @@ export class Run {
     return { callId, recorded: false, take };
   }
 
-  /** The scope of the next ctx.parallel in `scope`. */
-  nextParallelScope(scope: string): string {
-    let c = this.cursors.get(scope);
-    if (!c) {
-      c = { pos: 0, names: new Map(), parallels: 0 };
-      this.cursors.set(scope, c);
-    }
-    return `${scope}par${c.parallels++}.`;
-  }
-
   private diverged(scope: string, pos: number, recorded: string, asked: string): Error {
     const where = scope === "" ? "the flow body" : `scope "${scope}"`;
     const error = new NonDeterminismError(
@@ -188,25 +249,25 @@ export class Run {
     return error;
   }
 
+  // ---- appends -----------------------------------------------------------------------------------
+
   /** Folds and queues events; resolves when they are committed (R1, R4, R5). */
   enqueue(specs: readonly EventSpec[]): Promise<void> {
     if (!this.live) return Promise.reject(this.stopError ?? this.endedError());
     if (isTerminalStatus(this.state.status)) return Promise.reject(this.endedError());
     const at = this.host.clock.now();
-    const events: Envelope[] = specs.map((s, i) => {
-      const e: Envelope = {
-        executionId: this.id,
-        seq: this.state.seq + 1 + i,
-        kind: s.kind,
-        at,
-        payload: s.payload,
-        meta: s.kernel ? { kernel: true, fence: this.fence } : { fence: this.fence },
-      };
-      return e;
-    });
     const expectedSeq = this.state.seq + 1;
+    const events: Envelope[] = specs.map((s, i) => ({
+      executionId: this.id,
+      seq: expectedSeq + i,
+      kind: s.kind,
+      at,
+      payload: s.payload,
+      meta: s.kernel ? { kernel: true, fence: this.fence } : { fence: this.fence },
+    }));
     for (const e of events) {
       fold(this.state, e);
+      this.noteSettled(e.seq);
       this.approxBytes += jsonBytes(e.payload) + 64;
     }
     if (this.state.seq !== expectedSeq + events.length - 1) {
@@ -233,70 +294,93 @@ export class Run {
       );
   }
 
-  /** Queues events without waiting; a failure stops the run (the body sees it at its next call). */
+  /** Queues events without waiting; a failure stops the run. */
   enqueueDetached(specs: readonly EventSpec[]): void {
     this.enqueue(specs).catch(() => undefined);
   }
 
   private afterCommit(seq: number): void {
     if (seq > this.committedSeq) this.committedSeq = seq;
-    if (!this.live || this.committedSeq !== this.state.seq) return;
-    this.host.maybeSnapshot(this);
-    if (isTerminalStatus(this.state.status)) {
-      this.end();
-      return;
-    }
+    if (!this.live) return;
     this.wakeSettled();
-    if (this.state.status === "parked" && this.phase === "active") {
-      this.phase = "parked";
-      this.stopBeat();
-      this.host.parked(this);
-    }
+    if (this.committedSeq !== this.state.seq) return;
+    this.host.maybeSnapshot(this);
+    if (isTerminalStatus(this.state.status)) this.terminate();
+    else this.maybePark();
   }
 
   /** Folds events another process committed (a resume, a fired timer) into a re-activated run. */
   absorbCommitted(events: readonly Envelope[]): void {
-    if (events.length === 0) return;
-    for (const e of events) fold(this.state, e);
+    for (const e of events) {
+      fold(this.state, e);
+      this.noteSettled(e.seq);
+    }
     this.committedSeq = this.state.seq;
-    if (isTerminalStatus(this.state.status)) this.afterCommit(this.state.seq);
-    else this.wakeSettled();
+    this.wakeSettled();
+    // No park here: the caller is about to deliver, and parks the run after it if idle.
+    if (isTerminalStatus(this.state.status)) this.terminate();
   }
 
-  /** Parks an active run that has nothing to do (after a delivery that appended nothing). */
-  parkIfIdle(): void {
-    if (this.phase === "active" && this.committedSeq === this.state.seq)
-      this.afterCommit(this.state.seq);
+  /** Parks an active run that has nothing to do (R8). */
+  maybePark(): void {
+    if (this.phase !== "active" || this.committedSeq !== this.state.seq) return;
+    if (this.state.status !== "parked" || !this.quiescent()) return;
+    this.phase = "parked";
+    this.stopBeat();
+    this.host.parked(this);
+    for (const w of this.parkWatchers.splice(0)) w();
   }
 
-  /** Back to active under a new fence (the lease was re-acquired). */
-  reactivate(fence: number): void {
+  /** Resolves the next time the run parks or leaves this process. */
+  whenParked(): Promise<void> {
+    if (!this.live || this.phase === "parked") return Promise.resolve();
+    return new Promise((r) => this.parkWatchers.push(r));
+  }
+
+  /** Back to active under a new fence; false unless the run was parked. */
+  reactivate(fence: number): boolean {
+    if (this.phase !== "parked") return false;
     this.fence = fence;
     this.phase = "active";
     this.beat();
+    return true;
   }
 
-  /** Resolves when the wait `callId` is no longer waiting, after its settling event committed. */
-  waitFor(callId: string): Promise<void> {
-    this.assertLive();
-    return new Promise<void>((resolve, reject) => {
-      this.waiters.set(callId, { resolve, reject });
+  // ---- waits ---------------------------------------------------------------------------------------
+
+  /** Resolves once the wait `callId` is settled and its settling event committed (R1). */
+  waitFor(scope: string, callId: string): Promise<void> {
+    if (!this.live) return halted();
+    return new Promise<void>((resolve) => {
       const f = this.state.frames[callId];
-      if (f?.wakeAtMs !== undefined) this.host.armTimer(this.id, callId, f.wakeAtMs);
-      if (this.committedSeq === this.state.seq) this.wakeSettled();
+      const waiting = f?.status === "waiting";
+      this.waiters.set(callId, { scope, resolve, settleSeq: waiting ? undefined : this.state.seq });
+      const wakeAtMs = f?.wakeAtMs;
+      if (waiting && wakeAtMs !== undefined) this.host.armTimer(this.id, callId, wakeAtMs);
+      this.scope(scope).blocked = true;
+      this.wakeSettled();
+      this.maybePark();
     });
+  }
+
+  private noteSettled(seq: number): void {
+    for (const [callId, w] of this.waiters) {
+      if (w.settleSeq === undefined && this.state.frames[callId]?.status !== "waiting")
+        w.settleSeq = seq;
+    }
   }
 
   private wakeSettled(): void {
     for (const [callId, w] of this.waiters) {
-      const f = this.state.frames[callId];
-      if (f && f.status !== "waiting") {
-        this.waiters.delete(callId);
-        this.host.disarmTimer(this.id, callId);
-        w.resolve();
-      }
+      if (w.settleSeq === undefined || w.settleSeq > this.committedSeq) continue;
+      this.waiters.delete(callId);
+      this.host.disarmTimer(this.id, callId);
+      this.scope(w.scope).blocked = false;
+      w.resolve();
     }
   }
+
+  // ---- lifecycle -----------------------------------------------------------------------------------
 
   /** An AbortController for one step attempt, aborted if the run stops. */
   controller(): AbortController {
@@ -310,7 +394,7 @@ export class Run {
     this.controllers.delete(c);
   }
 
-  /** Stops the run without recording anything (R6): fenced, non-determinism, closing. */
+  /** Stops the run without recording anything (R6). */
   stop(error: Error): void {
     if (!this.live) return;
     this.phase = "stopped";
@@ -318,27 +402,23 @@ export class Run {
     this.stopBeat();
     for (const c of this.controllers) c.abort(error);
     this.controllers.clear();
-    for (const [callId, w] of this.waiters) {
-      this.host.disarmTimer(this.id, callId);
-      w.reject(error);
-    }
-    this.waiters.clear();
+    this.dropWaiters();
     this.settle.reject(error);
     this.host.stopped(this, error);
   }
 
-  private end(): void {
+  private terminate(): void {
     this.phase = "done";
     this.stopBeat();
-    for (const [callId] of this.waiters) this.host.disarmTimer(this.id, callId);
-    this.waiters.clear();
+    this.dropWaiters();
     this.settle.resolve(outcomeOf(this.state));
     this.host.ended(this);
   }
 
-  assertLive(): void {
-    if (this.phase === "stopped") throw this.stopError ?? this.endedError();
-    if (this.phase === "done") throw this.endedError();
+  private dropWaiters(): void {
+    for (const callId of this.waiters.keys()) this.host.disarmTimer(this.id, callId);
+    this.waiters.clear();
+    for (const w of this.parkWatchers.splice(0)) w();
   }
 
   private endedError(): Error {

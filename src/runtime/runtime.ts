@@ -174,43 +174,54 @@ export class Runtime implements RunHost {
       this.limits.maxStepPayloadBytes,
     );
     await this.exclusive(id, () =>
-      this.deliver(id, (state) => {
-        if (isTerminalStatus(state.status)) {
-          throw new NotResumableError(
-            `execution "${id}" has ended (${state.status}) and cannot be resumed`,
-          );
-        }
-        const payload: Json = json === undefined ? {} : { payload: json };
-        return { kind: "RESUMED", payload };
-      }),
+      this.deliver(
+        id,
+        (state) => {
+          if (isTerminalStatus(state.status)) {
+            throw new NotResumableError(
+              `execution "${id}" has ended (${state.status}) and cannot be resumed`,
+            );
+          }
+          const payload: Json = json === undefined ? {} : { payload: json };
+          return { kind: "RESUMED", payload };
+        },
+        true,
+      ),
     );
   }
 
   async waitForCompletion(id: string, options: { timeoutMs?: number } = {}): Promise<Outcome> {
     assertValidId(id);
-    const deadline =
-      options.timeoutMs === undefined ? Infinity : this.clock.now() + options.timeoutMs;
+    const giveUpAt =
+      options.timeoutMs === undefined ? Infinity : performance.now() + options.timeoutMs;
+    const remaining = () => giveUpAt - performance.now();
     let pause = 10;
     for (;;) {
       const stuck = this.stuck.get(id);
       if (stuck) throw stuck;
       const run = this.runs.get(id);
-      if (run?.live) {
-        try {
-          return await withDeadline(run.done, deadline - this.clock.now());
-        } catch (e) {
+      if (run?.phase === "active") {
+        // The run settles `done` while this process drives it; once it parks, another process
+        // may finish it, so the log decides from then on.
+        const settled = await withDeadline(
+          Promise.race([run.done.then((o) => ({ o })), run.whenParked().then(() => undefined)]),
+          remaining(),
+        ).catch((e: unknown) => {
           if (isLoomError(e, "LOOM_WAIT_TIMEOUT") || e instanceof NonDeterminismError) throw e;
-        }
+          return undefined;
+        });
+        if (settled) return settled.o;
+        continue;
       }
       this.assertOpen();
       const head = await this.store.head(id);
       if (head < 0) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
       const last = (await this.store.read(id, head))[0];
       if (last && isTerminalEvent(last)) return outcomeOf(await this.mustLoad(id));
-      if (this.clock.now() >= deadline) {
+      if (remaining() <= 0) {
         throw new WaitTimeoutError(`execution "${id}" did not end within ${options.timeoutMs} ms`);
       }
-      await delay(Math.min(pause, Math.max(1, deadline - this.clock.now())));
+      await delay(Math.min(pause, Math.max(1, remaining())));
       pause = Math.min(pause * 2, 250);
     }
   }
@@ -218,7 +229,8 @@ export class Runtime implements RunHost {
   async getState(id: string): Promise<ExecutionState> {
     assertValidId(id);
     const run = this.runs.get(id);
-    if (run?.live && run.committedSeq === run.state.seq) return structuredClone(run.state);
+    if (run?.phase === "active" && run.committedSeq === run.state.seq)
+      return structuredClone(run.state);
     return this.mustLoad(id);
   }
 
@@ -306,13 +318,15 @@ export class Runtime implements RunHost {
   }
 
   renew(run: Run): void {
+    const fence = run.fence;
     const renewal = this.store
-      .renewLease(run.id, this.ownerId, run.fence, {
+      .renewLease(run.id, this.ownerId, fence, {
         ttlMs: this.leaseTtlMs,
         nowMs: this.clock.now(),
       })
       .then((ok) => {
-        if (!ok && run.phase === "active") {
+        // A renewal that lands after the run parked and took a new fence says nothing about it.
+        if (!ok && run.active && run.fence === fence) {
           run.stop(
             new FencedError(`execution "${run.id}": the lease was taken over; this owner stops`),
           );
@@ -381,19 +395,25 @@ export class Runtime implements RunHost {
   private async deliver(
     id: string,
     make: (state: ExecutionState) => EventSpec | undefined,
+    waitForLease: boolean,
   ): Promise<void> {
     const run = await this.ownedRun(id);
+    this.assertOpen();
     if (run) {
       const spec = make(run.state);
       if (spec) await run.enqueue([spec]);
-      else run.parkIfIdle();
+      else run.maybePark();
       return;
     }
-    const lease = await this.acquireWaiting(id);
+    if ((await this.store.head(id)) < 0) {
+      throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
+    }
+    const lease = waitForLease ? await this.acquireWaiting(id) : await this.acquireIfDead(id);
+    if (!lease) return;
     let handedOver = false;
     try {
-      const state = await this.loadState(id);
-      if (!state) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
+      this.assertOpen();
+      const state = await this.mustLoad(id);
       const spec = make(state);
       if (spec) await this.appendExternal(state, lease, spec);
       handedOver = this.drive(state, lease);
@@ -402,26 +422,35 @@ export class Runtime implements RunHost {
     }
   }
 
-  /** The run of `id` this runtime drives, taking the lease back for a cached one (W2). */
+  /**
+   * The run of `id` this runtime drives, taking the lease back for a cached one (W2). A cached
+   * run that another owner drove meanwhile is stopped, so nothing waits on it in vain.
+   */
   private async ownedRun(id: string): Promise<Run | undefined> {
     const run = this.runs.get(id);
     if (!run?.live) return undefined;
     if (run.phase === "active") return run;
     this.cache.remove(run);
     const lease = await this.acquire(id);
+    const stale = () =>
+      run.stop(
+        new FencedError(
+          `execution "${id}" was driven by another owner; the cached body is dropped`,
+        ),
+      );
     if (!lease) {
-      this.forget(run);
+      stale();
       return undefined;
     }
     const tail = await this.store.read(id, run.state.seq + 1);
-    if (tail.some((e) => e.kind !== "RESUMED" && e.kind !== "TIMER_FIRED")) {
-      this.forget(run);
+    const external = tail.every((e) => e.kind === "RESUMED" || e.kind === "TIMER_FIRED");
+    if (this.closed || !external || !run.reactivate(lease.fence)) {
+      if (!external) stale();
       await this.store.releaseLease(id, this.ownerId, lease.fence);
       return undefined;
     }
-    run.reactivate(lease.fence);
     run.absorbCommitted(tail);
-    return run.live ? run : undefined;
+    return run.active ? run : undefined;
   }
 
   private async appendExternal(
@@ -482,7 +511,7 @@ export class Runtime implements RunHost {
     const cached = this.runs.get(id);
     if (cached?.phase === "parked") {
       const run = await this.ownedRun(id);
-      run?.parkIfIdle();
+      run?.maybePark();
       return run !== undefined;
     }
     if (cached?.live) return false;
@@ -496,20 +525,21 @@ export class Runtime implements RunHost {
 
   private async fireTimer(id: string, callId: string): Promise<void> {
     if (this.closed) return;
+    const make = (state: ExecutionState): EventSpec | undefined => {
+      const f = Object.hasOwn(state.frames, callId) ? state.frames[callId] : undefined;
+      if (isTerminalStatus(state.status) || f?.status !== "waiting" || f.wakeAtMs === undefined) {
+        this.background(this.store.deleteTimer(id, callId));
+        return undefined;
+      }
+      if (f.wakeAtMs > this.clock.now()) return undefined;
+      return { kind: "TIMER_FIRED", payload: { callId } };
+    };
     try {
-      await this.exclusive(id, () =>
-        this.deliver(id, (state) => {
-          const f = Object.hasOwn(state.frames, callId) ? state.frames[callId] : undefined;
-          if (f?.status !== "waiting" || f.wakeAtMs === undefined) {
-            this.background(this.store.deleteTimer(id, callId));
-            return undefined;
-          }
-          if (f.wakeAtMs > this.clock.now()) return undefined;
-          return { kind: "TIMER_FIRED", payload: { callId } };
-        }),
-      );
+      // A timer never waits for a lease: a live owner fires its own timers.
+      await this.exclusive(id, () => this.deliver(id, make, false));
     } catch (e) {
-      if (!(e instanceof LeaseHeldError) && !(e instanceof RuntimeClosedError)) this.report(e);
+      if (!(e instanceof RuntimeClosedError) && !(e instanceof ExecutionNotFoundError))
+        this.report(e);
     }
   }
 
@@ -547,6 +577,14 @@ export class Runtime implements RunHost {
       this.ownerId,
       takeoverFence === undefined ? opts : { ...opts, takeoverFence },
     );
+  }
+
+  /** The lease if it is free, expired, or held by a dead process on this host; else undefined. */
+  private async acquireIfDead(id: string): Promise<Lease | undefined> {
+    const current = await this.store.getLease(id);
+    const owner = current?.owner;
+    const dead = owner !== undefined && owner !== this.ownerId && ownerIsDead(owner);
+    return this.acquire(id, dead ? current?.fence : undefined);
   }
 
   /** Waits for a lease another owner holds, up to one TTL (that owner parks or its lease expires). */
@@ -597,6 +635,7 @@ export class Runtime implements RunHost {
     const next = previous.then(() => fn());
     const settled = next.catch(() => undefined);
     this.locks.set(id, settled);
+    this.background(settled);
     void settled.then(() => {
       if (this.locks.get(id) === settled) this.locks.delete(id);
     });

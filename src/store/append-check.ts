@@ -2,11 +2,22 @@
  * The per-batch checks every store makes inside its append transaction (S2, S3), kept in one
  * place so the stores cannot drift apart.
  */
-import { FencedError, InvalidInputError, SequenceConflictError } from "../kernel/errors.ts";
+import { isTerminalStatus, type ExecutionStatus } from "../kernel/events.ts";
+import {
+  ExecutionEndedError,
+  FencedError,
+  InvalidInputError,
+  SequenceConflictError,
+} from "../kernel/errors.ts";
 import type { AppendBatch } from "./spi.ts";
 
-/** Throws the error that refuses `batch`, given the stored head and lease fence. */
-export function checkBatch(batch: AppendBatch, head: number, leaseFence: number | undefined): void {
+/** Throws the error that refuses `batch`, given the stored head, status and lease fence. */
+export function checkBatch(
+  batch: AppendBatch,
+  head: number,
+  leaseFence: number | undefined,
+  status?: ExecutionStatus,
+): void {
   const { executionId, events, expectedSeq, fence } = batch;
   if (events.length === 0) {
     throw new InvalidInputError(`empty append batch for ${executionId}`);
@@ -22,6 +33,12 @@ export function checkBatch(batch: AppendBatch, head: number, leaseFence: number 
     throw new FencedError(
       `append to ${executionId} with fence ${fence} refused: the lease's fence is ${leaseFence ?? "absent"}`,
       { executionId, fence, leaseFence: leaseFence ?? null },
+    );
+  }
+  if (status !== undefined && isTerminalStatus(status)) {
+    throw new ExecutionEndedError(
+      `append to ${executionId} refused: its log ended (${status}) at sequence ${head}`,
+      { executionId, status },
     );
   }
   if (expectedSeq !== head + 1) {

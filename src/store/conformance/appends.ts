@@ -1,6 +1,7 @@
 /**
  * S1, S2, S4: batches are appended whole, at the expected sequence number only, and a group
- * commit settles each execution's batch on its own.
+ * commit settles each execution's batch on its own. E4: nothing is appended after a terminal
+ * status.
  */
 import { describe, expect, it } from "vitest";
 import type { Envelope } from "../../kernel/events.ts";
@@ -89,6 +90,20 @@ export function appendSuite(h: Harness): void {
       expectRefused(
         await appendOne(store, batch(envelopes("a", 0, 1), fence)),
         "LOOM_SEQUENCE_CONFLICT",
+      );
+      expect(await visible(store, "a")).toEqual(before);
+    });
+
+    it("E4: refuses any append once the log ended, writing nothing", async () => {
+      const store = await h.open();
+      const fence = await start(store, "a", { count: 2 });
+      expectAllOk(
+        await store.appendMany([batch(envelopes("a", 2, 1), fence, { status: "completed" })]),
+      );
+      const before = await visible(store, "a");
+      expectRefused(
+        await appendOne(store, batch(envelopes("a", 3, 1), fence)),
+        "LOOM_EXECUTION_ENDED",
       );
       expect(await visible(store, "a")).toEqual(before);
     });

@@ -58,7 +58,12 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
 
   function applyBatch(b: AppendBatch, undo: (() => void)[]): void {
     const log = data.events.get(b.executionId);
-    checkBatch(b, log ? log.length - 1 : -1, data.leases.get(b.executionId)?.fence);
+    checkBatch(
+      b,
+      log ? log.length - 1 : -1,
+      data.leases.get(b.executionId)?.fence,
+      data.executions.get(b.executionId)?.status,
+    );
     const events = log ?? [];
     if (!log) {
       data.events.set(b.executionId, events);

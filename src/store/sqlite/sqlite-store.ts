@@ -63,7 +63,9 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   const hooks = options.hooks ?? {};
 
   const q = {
-    head: db.prepare<[string], { head: number }>("SELECT head FROM executions WHERE id = ?"),
+    head: db.prepare<[string], { head: number; status: ExecutionStatus }>(
+      "SELECT head, status FROM executions WHERE id = ?",
+    ),
     fence: db.prepare<[string], { fence: number }>(
       "SELECT fence FROM leases WHERE execution_id = ?",
     ),
@@ -113,8 +115,8 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   };
 
   function applyBatch(b: AppendBatch): void {
-    const head = q.head.get(b.executionId)?.head ?? -1;
-    checkBatch(b, head, q.fence.get(b.executionId)?.fence);
+    const row = q.head.get(b.executionId);
+    checkBatch(b, row?.head ?? -1, q.fence.get(b.executionId)?.fence, row?.status);
     for (const e of b.events) {
       q.insertEvent.run(
         e.executionId,
