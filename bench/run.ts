@@ -1,0 +1,43 @@
+/**
+ * The benchmarks' entry point: `npm run bench -- NAME [flags]`.
+ *
+ * Stdout is JSON lines only, the last line of each workload its summary; progress goes to
+ * stderr. An unknown name or flag prints the usage and exits with status 2.
+ */
+import { UsageError } from "./lib.ts";
+import { resumeBench } from "./resume.ts";
+import { stepsBench } from "./steps.ts";
+
+const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
+  steps: stepsBench,
+  resume: resumeBench,
+};
+
+const USAGE = `usage: npm run bench -- NAME [flags]
+
+  steps   [--steps 1000] [--executions 100] [--steps-each 100] [--synchronous FULL|NORMAL]
+          [--rounds 5] [--only seq|concurrent|both]
+          steps-seq: N sequential steps on SQLite vs a raw better-sqlite3 loop
+          steps-concurrent: executions x steps-each at once vs the same flow run alone
+  resume  [--turns 20000] [--store memory|sqlite] [--synchronous FULL|NORMAL] [--mode hot|parked]
+          latency of resume -> step on one long-lived cached execution, turn 1000 vs the last
+`;
+
+async function main(argv: readonly string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  const workload = name === undefined ? undefined : WORKLOADS[name];
+  if (!workload) {
+    process.stderr.write(name === undefined ? USAGE : `unknown benchmark "${name}"\n\n${USAGE}`);
+    return 2;
+  }
+  try {
+    await workload(rest);
+    return 0;
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    process.stderr.write(`${e.message}\n\n${USAGE}`);
+    return 2;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));
