@@ -201,6 +201,17 @@ describe("syscalls", () => {
     await expectReplayEquality(runtime, "m1");
   });
 
+  it("claims the lease with sequence 0 and releases it with the terminal event", async () => {
+    const store = memoryStore();
+    runtime = createRuntime({ store });
+    const f = flow$("short", async (ctx) => ctx.run("a", () => 1));
+    const commits = runtime.journal.commits;
+    const h = await runtime.start(f, null, { id: "l1" });
+    await h.result();
+    expect(await store.getLease("l1")).toMatchObject({ fence: 1, owner: undefined });
+    expect(runtime.journal.commits - commits).toBeLessThanOrEqual(3);
+  });
+
   it("commits appends of many executions together (group commit)", async () => {
     fresh();
     const f = flow$("g", async (ctx) => {

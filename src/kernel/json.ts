@@ -92,7 +92,11 @@ export function jsonBytes(value: Json | undefined): number {
 /** `toJson` plus a size bound; PayloadTooLargeError names the limit and the size. */
 export function boundedJson(value: unknown, what: string, maxBytes: number): Json | undefined {
   const json = toJson(value, what);
-  const bytes = jsonBytes(json);
+  if (json === undefined) return json;
+  const text = JSON.stringify(json);
+  // A UTF-16 unit is at most 3 UTF-8 bytes: count exactly only when the text could be over.
+  if (text.length * 3 <= maxBytes) return json;
+  const bytes = utf8Bytes(text);
   if (bytes > maxBytes) {
     throw new PayloadTooLargeError(`${what} is ${bytes} bytes, over the limit of ${maxBytes}`, {
       what,

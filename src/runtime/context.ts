@@ -90,13 +90,17 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
     if (hasInput && input !== undefined) payload.input = input;
     run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
     claim.take();
-    const controller = run.controller();
+    let controller: AbortController | undefined;
     const ectx: EffectContext = {
       executionId: run.id,
       stepId: claim.callId,
       attempt: run.state.frames[claim.callId]?.attempts ?? 1,
       idempotencyKey: `${run.id}/${claim.callId}`,
-      signal: controller.signal,
+      // Made on first use: most steps never read it, and an AbortController is not free.
+      get signal() {
+        controller ??= run.controller();
+        return controller.signal;
+      },
     };
     let outcome: { output: Json | undefined } | { error: unknown };
     try {
@@ -105,7 +109,7 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
     } catch (e) {
       outcome = { error: e };
     } finally {
-      run.release(controller);
+      if (controller) run.release(controller);
     }
     if (!run.live) return halted();
     if ("error" in outcome) {

@@ -89,12 +89,18 @@ function mergeConsecutive(items: Pending[]): Group[] {
       g.batch.expectedSeq + g.batch.events.length === b.expectedSeq &&
       g.batch.fence === b.fence
     ) {
-      g.batch = {
+      const merged: AppendBatch = {
         ...g.batch,
         events: [...g.batch.events, ...b.events],
         status: b.status,
-        index: mergeIndex(g.batch.index, b.index),
       };
+      const index = mergeIndex(g.batch.index, b.index);
+      if (index) merged.index = index;
+      const snapshot = b.snapshot ?? g.batch.snapshot;
+      if (snapshot) merged.snapshot = snapshot;
+      const release = b.releaseLease ?? g.batch.releaseLease;
+      if (release !== undefined) merged.releaseLease = release;
+      g.batch = merged;
       g.items.push(item);
       continue;
     }

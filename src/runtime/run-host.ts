@@ -8,12 +8,14 @@ export interface RunHost {
   readonly clock: Clock;
   readonly journal: Journal;
   readonly leaseTtlMs: number;
+  readonly ownerId: string;
+  /** The fewest events between snapshots (see Run.snapshotFor). */
+  readonly snapshotEvery: number;
   /** Validates a flow's return value against the output bound. */
   boundOutput(value: unknown, flowName: string): Json | undefined;
-  maybeSnapshot(run: Run): void;
   /** The run's body waits on something only the outside world settles. */
   parked(run: Run): void;
-  /** The run recorded a terminal event. */
+  /** The run recorded a terminal event (whose batch released the lease). */
   ended(run: Run): void;
   /** The run stopped without an outcome (fenced, non-determinism, closing). */
   stopped(run: Run, error: Error): void;

@@ -29,11 +29,12 @@ import {
   errorToData,
   type ErrorData,
 } from "../kernel/errors.ts";
-import { jsonBytes, type Json } from "../kernel/json.ts";
+import type { Json } from "../kernel/json.ts";
 import { fold } from "../fold/fold.ts";
 import { indexChanges } from "../fold/index-changes.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { Flow } from "./flow.ts";
+import type { AppendBatch } from "../store/spi.ts";
 import type { RunHost } from "./run-host.ts";
 
 export interface Outcome {
@@ -92,6 +93,8 @@ export class Run {
   lastSnapshotSeq: number;
   /** Rough size of what the run holds in memory, for the cache's byte bound. */
   approxBytes = 0;
+  private bytesSinceSnapshot = 0;
+  private lastSnapshotBytes = 0;
   readonly done: Promise<Outcome>;
   private settle!: { resolve: (o: Outcome) => void; reject: (e: Error) => void };
   private readonly scopes = new Map<string, Scope>();
@@ -252,7 +255,10 @@ export class Run {
   // ---- appends -----------------------------------------------------------------------------------
 
   /** Folds and queues events; resolves when they are committed (R1, R4, R5). */
-  enqueue(specs: readonly EventSpec[]): Promise<void> {
+  enqueue(
+    specs: readonly EventSpec[],
+    extras: Pick<AppendBatch, "claimLease"> = {},
+  ): Promise<void> {
     if (!this.live) return Promise.reject(this.stopError ?? this.endedError());
     if (isTerminalStatus(this.state.status)) return Promise.reject(this.endedError());
     const at = this.host.clock.now();
@@ -268,30 +274,51 @@ export class Run {
     for (const e of events) {
       fold(this.state, e);
       this.noteSettled(e.seq);
-      this.approxBytes += jsonBytes(e.payload) + 64;
+      // An estimate for the cache's byte bound and the snapshot policy (UTF-16 length).
+      const bytes = (e.payload === undefined ? 0 : JSON.stringify(e.payload).length) + 64;
+      this.approxBytes += bytes;
+      this.bytesSinceSnapshot += bytes;
     }
     if (this.state.seq !== expectedSeq + events.length - 1) {
       throw new InvariantViolation(`fold of ${this.id} did not advance over its own events`);
     }
     const lastSeq = this.state.seq;
-    return this.host.journal
-      .append({
-        executionId: this.id,
-        events,
-        expectedSeq,
-        fence: this.fence,
-        status: this.state.status,
-        flow: this.state.flow,
-        index: indexChanges(events),
-      })
-      .then(
-        () => this.afterCommit(lastSeq),
-        (e: unknown) => {
-          const error = e instanceof Error ? e : new Error(String(e));
-          this.stop(error);
-          throw error;
-        },
-      );
+    const batch: AppendBatch = {
+      executionId: this.id,
+      events,
+      expectedSeq,
+      fence: this.fence,
+      status: this.state.status,
+      flow: this.state.flow,
+      index: indexChanges(events),
+      ...extras,
+    };
+    if (isTerminalStatus(this.state.status)) batch.releaseLease = this.host.ownerId;
+    const snapshot = this.snapshotFor();
+    if (snapshot) batch.snapshot = snapshot;
+    return this.host.journal.append(batch).then(
+      () => this.afterCommit(lastSeq),
+      (e: unknown) => {
+        const error = e instanceof Error ? e : new Error(String(e));
+        this.stop(error);
+        throw error;
+      },
+    );
+  }
+
+  /**
+   * A snapshot rides the batch that crosses the policy: at least `snapshotEvery` events since the
+   * last one, and at least as many bytes appended since as the last snapshot had. The second rule
+   * keeps the cost per appended byte constant however large the state grows.
+   */
+  private snapshotFor(): AppendBatch["snapshot"] {
+    if (this.state.seq - this.lastSnapshotSeq < this.host.snapshotEvery) return undefined;
+    if (this.bytesSinceSnapshot < this.lastSnapshotBytes) return undefined;
+    const stateJson = JSON.stringify(this.state);
+    this.lastSnapshotSeq = this.state.seq;
+    this.lastSnapshotBytes = stateJson.length;
+    this.bytesSinceSnapshot = 0;
+    return { seq: this.state.seq, stateJson };
   }
 
   /** Queues events without waiting; a failure stops the run. */
@@ -304,7 +331,6 @@ export class Run {
     if (!this.live) return;
     this.wakeSettled();
     if (this.committedSeq !== this.state.seq) return;
-    this.host.maybeSnapshot(this);
     if (isTerminalStatus(this.state.status)) this.terminate();
     else this.maybePark();
   }

@@ -95,7 +95,7 @@ export class Runtime implements RunHost {
   readonly ownerId: string;
   readonly limits: Limits;
   private readonly ids: IdSource;
-  private readonly snapshotEvery: number;
+  readonly snapshotEvery: number;
   private readonly pollIntervalMs: number;
   private readonly flows = new Map<string, Flow>();
   private readonly runs = new Map<string, Run>();
@@ -295,20 +295,14 @@ export class Runtime implements RunHost {
     return boundedJson(value, `output of flow "${flowName}"`, this.limits.maxOutputBytes);
   }
 
-  maybeSnapshot(run: Run): void {
-    if (run.state.seq - run.lastSnapshotSeq < this.snapshotEvery) return;
-    run.lastSnapshotSeq = run.state.seq;
-    this.background(this.store.saveSnapshot(run.id, { seq: run.state.seq, state: run.state }));
-  }
-
   parked(run: Run): void {
     this.background(this.store.releaseLease(run.id, this.ownerId, run.fence));
     this.cache.add(run);
   }
 
   ended(run: Run): void {
+    // The terminal batch released the lease in its own transaction.
     this.forget(run);
-    this.background(this.store.releaseLease(run.id, this.ownerId, run.fence));
   }
 
   stopped(run: Run, error: Error): void {
@@ -345,37 +339,61 @@ export class Runtime implements RunHost {
 
   // ---- internals -----------------------------------------------------------------------------
 
+  /**
+   * Writes sequence 0. The first try claims the lease in the same transaction (fence 1, no lease
+   * row yet); when a lease row exists (a creator that crashed, a concurrent start) it takes the
+   * lease first. A conflict on sequence 0 means another start won: adopt it (W5).
+   */
   private async create(flow: Flow, id: string, input: Json | undefined): Promise<void> {
     const giveUpAt = this.clock.now() + this.leaseTtlMs * 2;
+    let fence: number | undefined = 1;
     for (;;) {
       const known = this.runs.get(id)?.state ?? (await this.loadSeqZero(id));
       if (known) return assertSameStart(id, flow.name, input, known.flow, known.input);
-      const lease = await this.acquire(id);
-      if (lease) {
-        const run = new Run(this, flow, initialState(id), lease.fence);
-        this.runs.set(id, run);
-        const payload: { [k: string]: Json } = {
-          flow: flow.name,
-          flowVersion: flow.version,
-          fingerprint: flow.fingerprint,
-          schemaVersion: EVENT_SCHEMA_VERSION,
-        };
-        if (input !== undefined) payload.input = input;
-        try {
-          await run.enqueue([{ kind: "EXECUTION_STARTED", payload }]);
-        } catch (e) {
-          this.runs.delete(id);
-          if (!(e instanceof SequenceConflictError)) throw e;
-          continue;
-        }
-        run.startBody(makeContext(run, this.contextDeps()));
-        return;
+      fence ??= (await this.acquireIfDead(id))?.fence;
+      if (fence !== undefined) {
+        const claim =
+          fence === 1
+            ? { owner: this.ownerId, expiresAtMs: this.clock.now() + this.leaseTtlMs }
+            : undefined;
+        const outcome = await this.writeStart(flow, id, input, fence, claim);
+        if (outcome === "started") return;
+        fence = undefined;
+        if (outcome === "fenced") continue;
       }
       if (this.clock.now() > giveUpAt) {
         throw new LeaseHeldError(`execution "${id}" is being created by another owner; try again`);
       }
       await delay(25);
     }
+  }
+
+  private async writeStart(
+    flow: Flow,
+    id: string,
+    input: Json | undefined,
+    fence: number,
+    claimLease: { owner: string; expiresAtMs: number } | undefined,
+  ): Promise<"started" | "fenced" | "taken"> {
+    const run = new Run(this, flow, initialState(id), fence);
+    this.runs.set(id, run);
+    const payload: { [k: string]: Json } = {
+      flow: flow.name,
+      flowVersion: flow.version,
+      fingerprint: flow.fingerprint,
+      schemaVersion: EVENT_SCHEMA_VERSION,
+    };
+    if (input !== undefined) payload.input = input;
+    try {
+      await run.enqueue([{ kind: "EXECUTION_STARTED", payload }], claimLease ? { claimLease } : {});
+    } catch (e) {
+      this.forget(run);
+      if (e instanceof FencedError) return "fenced";
+      if (e instanceof SequenceConflictError) return "taken";
+      throw e;
+    }
+    run.startBody(makeContext(run, this.contextDeps()));
+    return "started";
   }
 
   private async loadSeqZero(id: string): Promise<{ flow: string; input?: Json } | undefined> {

@@ -49,6 +49,15 @@ export function checkBatch(
   }
 }
 
+/** The fence a batch is checked against: a claimed lease is created at fence 1 (S9). */
+export function effectiveFence(
+  batch: AppendBatch,
+  leaseFence: number | undefined,
+): number | undefined {
+  if (leaseFence === undefined && batch.claimLease && batch.fence === 1) return 1;
+  return leaseFence;
+}
+
 /** Whether a lease may be taken now (S6). */
 export function leaseAvailable(
   current: { owner: string | undefined; fence: number; expiresAtMs: number } | undefined,

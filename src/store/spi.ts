@@ -18,7 +18,9 @@
  * S7. Timer rows are written in the same transaction as the events they derive from, and
  *     `dueTimers(now)` returns those with `wakeAtMs <= now`, earliest first.
  * S8. `loadSnapshot` returns the saved snapshot with the highest `seq` (an older one never
- *     replaces a newer one).
+ *     replaces a newer one), whether it was saved alone or with a batch.
+ * S9. A batch's `claimLease`, `releaseLease` and `snapshot` take effect in its transaction, and
+ *     only if the batch is appended.
  */
 import type { Envelope, ExecutionStatus } from "../kernel/events.ts";
 import type { LoomError } from "../kernel/errors.ts";
@@ -36,6 +38,15 @@ export interface AppendBatch {
   /** The flow's name; read from the batch that holds sequence 0. */
   flow?: string;
   index?: IndexChanges;
+  /**
+   * Creates the execution's lease in the same transaction (a start needs no separate one): only
+   * when no lease row exists and the batch's fence is 1; otherwise the batch is fenced.
+   */
+  claimLease?: { owner: string; expiresAtMs: number };
+  /** Releases the lease after the append, in the same transaction, if `owner` holds it at `fence`. */
+  releaseLease?: string;
+  /** A snapshot of the state after this batch, saved in the same transaction (S8 applies). */
+  snapshot?: { seq: number; stateJson: string };
 }
 
 export type AppendOutcome = { ok: true } | { ok: false; error: LoomError };

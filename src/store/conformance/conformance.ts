@@ -1,6 +1,6 @@
 /**
  * The one store conformance suite (STYLE 3): every store's test file calls
- * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S8 in `../spi.ts`.
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S9 in `../spi.ts`.
  *
  * @example
  * runStoreConformance({
@@ -15,6 +15,7 @@
 import { afterEach, describe } from "vitest";
 import type { Store, StoreHooks } from "../spi.ts";
 import { appendSuite } from "./appends.ts";
+import { batchExtrasSuite } from "./batch-extras.ts";
 import { crashAndListSuite } from "./crash-and-list.ts";
 import type { Harness } from "./helpers.ts";
 import { leaseSuite } from "./leases.ts";
@@ -60,6 +61,7 @@ export function runStoreConformance<S extends Store>(opts: StoreConformanceOptio
     };
 
     appendSuite(h);
+    batchExtrasSuite(h);
     crashAndListSuite(h);
     leaseSuite(h);
     timerSuite(h);

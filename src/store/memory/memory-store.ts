@@ -8,7 +8,7 @@
 import type { Envelope } from "../../kernel/events.ts";
 import { ensureError, LoomError, InvariantViolation } from "../../kernel/errors.ts";
 import type { Snapshot } from "../../fold/state.ts";
-import { checkBatch, leaseAvailable } from "../append-check.ts";
+import { checkBatch, effectiveFence, leaseAvailable } from "../append-check.ts";
 import type {
   AcquireOptions,
   AppendBatch,
@@ -24,7 +24,7 @@ import type {
 interface Data {
   events: Map<string, Envelope[]>;
   executions: Map<string, ExecutionSummary>;
-  snapshots: Map<string, string>;
+  snapshots: Map<string, { seq: number; stateJson: string }>;
   leases: Map<string, Lease>;
   timers: Map<string, DueTimer>;
 }
@@ -58,12 +58,15 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
 
   function applyBatch(b: AppendBatch, undo: (() => void)[]): void {
     const log = data.events.get(b.executionId);
+    const lease = data.leases.get(b.executionId);
     checkBatch(
       b,
       log ? log.length - 1 : -1,
-      data.leases.get(b.executionId)?.fence,
+      effectiveFence(b, lease?.fence),
       data.executions.get(b.executionId)?.status,
     );
+    applyLease(b, lease, undo);
+    applySnapshot(b, undo);
     const events = log ?? [];
     if (!log) {
       data.events.set(b.executionId, events);
@@ -116,6 +119,36 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
         else data.timers.delete(key);
       }
     });
+  }
+
+  function applyLease(b: AppendBatch, lease: Lease | undefined, undo: (() => void)[]): void {
+    const id = b.executionId;
+    if (!lease && b.claimLease) {
+      const { owner, expiresAtMs } = b.claimLease;
+      data.leases.set(id, { executionId: id, owner, fence: b.fence, expiresAtMs });
+      undo.push(() => data.leases.delete(id));
+    }
+    const held = data.leases.get(id);
+    if (
+      held &&
+      b.releaseLease !== undefined &&
+      held.owner === b.releaseLease &&
+      held.fence === b.fence
+    ) {
+      const owner = held.owner;
+      held.owner = undefined;
+      undo.push(() => (held.owner = owner));
+    }
+  }
+
+  function applySnapshot(b: AppendBatch, undo: (() => void)[]): void {
+    const snap = b.snapshot;
+    const prev = data.snapshots.get(b.executionId);
+    if (!snap || (prev && prev.seq > snap.seq)) return;
+    data.snapshots.set(b.executionId, { seq: snap.seq, stateJson: snap.stateJson });
+    undo.push(() =>
+      prev ? data.snapshots.set(b.executionId, prev) : data.snapshots.delete(b.executionId),
+    );
   }
 
   const store: MemoryStore = {
@@ -175,14 +208,15 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     async saveSnapshot(id, snapshot) {
       live();
       const prev = data.snapshots.get(id);
-      if (prev !== undefined && (JSON.parse(prev) as Snapshot).seq > snapshot.seq) return;
-      data.snapshots.set(id, JSON.stringify(snapshot));
+      if (prev !== undefined && prev.seq > snapshot.seq) return;
+      data.snapshots.set(id, { seq: snapshot.seq, stateJson: JSON.stringify(snapshot.state) });
     },
 
     async loadSnapshot(id) {
       live();
-      const text = data.snapshots.get(id);
-      return text === undefined ? undefined : (JSON.parse(text) as Snapshot);
+      const snap = data.snapshots.get(id);
+      if (snap === undefined) return undefined;
+      return { seq: snap.seq, state: JSON.parse(snap.stateJson) as Snapshot["state"] };
     },
 
     async acquireLease(id, owner, opts: AcquireOptions) {

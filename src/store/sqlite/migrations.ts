@@ -1,6 +1,10 @@
 /**
  * The SQLite schema as an ordered list of migrations. The position in the list is the version
  * (kept in `PRAGMA user_version`); a migration is never edited once released, only appended.
+ *
+ * An execution's head and last update are read from its events (the primary key makes both a
+ * B-tree seek), so an append that does not change the status writes the events table alone: a
+ * durable step dirties one page, not three.
  */
 export const MIGRATIONS: readonly string[] = [
   `
@@ -17,9 +21,7 @@ export const MIGRATIONS: readonly string[] = [
     id TEXT PRIMARY KEY,
     flow TEXT NOT NULL,
     status TEXT NOT NULL,
-    head INTEGER NOT NULL,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL
   ) WITHOUT ROWID;
   CREATE INDEX executions_by_status ON executions (status, id);
   CREATE TABLE leases (

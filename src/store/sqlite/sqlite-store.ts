@@ -12,7 +12,7 @@ import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../../k
 import { LoomError, ensureError } from "../../kernel/errors.ts";
 import type { Json } from "../../kernel/json.ts";
 import type { Snapshot } from "../../fold/state.ts";
-import { checkBatch, leaseAvailable } from "../append-check.ts";
+import { checkBatch, effectiveFence, leaseAvailable } from "../append-check.ts";
 import type {
   AppendBatch,
   AppendOutcome,
@@ -63,20 +63,27 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   const hooks = options.hooks ?? {};
 
   const q = {
-    head: db.prepare<[string], { head: number; status: ExecutionStatus }>(
-      "SELECT head, status FROM executions WHERE id = ?",
+    head: db.prepare<[string], { head: number | null }>(
+      "SELECT MAX(seq) AS head FROM events WHERE execution_id = ?",
     ),
+    /** Everything an append checks, in one statement. */
+    check: db.prepare<
+      { id: string },
+      { head: number | null; status: ExecutionStatus | null; fence: number | null }
+    >(
+      `SELECT (SELECT MAX(seq) FROM events WHERE execution_id = @id) AS head,
+              (SELECT status FROM executions WHERE id = @id) AS status,
+              (SELECT fence FROM leases WHERE execution_id = @id) AS fence`,
+    ),
+    insertExecution: db.prepare(
+      "INSERT INTO executions (id, flow, status, created_at) VALUES (@id, @flow, @status, @at0)",
+    ),
+    setStatus: db.prepare("UPDATE executions SET status = @status WHERE id = @id"),
     fence: db.prepare<[string], { fence: number }>(
       "SELECT fence FROM leases WHERE execution_id = ?",
     ),
     insertEvent: db.prepare(
       "INSERT INTO events (execution_id, seq, kind, at, payload, meta) VALUES (?, ?, ?, ?, ?, ?)",
-    ),
-    upsertExecution: db.prepare(
-      `INSERT INTO executions (id, flow, status, head, created_at, updated_at)
-       VALUES (@id, @flow, @status, @head, @at0, @at)
-       ON CONFLICT (id) DO UPDATE SET status = excluded.status, head = excluded.head,
-         updated_at = excluded.updated_at`,
     ),
     setTimer: db.prepare(
       "INSERT OR REPLACE INTO timers (execution_id, timer_id, wake_at) VALUES (?, ?, ?)",
@@ -86,13 +93,16 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     read: db.prepare<[string, number], EventRow>(
       "SELECT seq, kind, at, payload, meta FROM events WHERE execution_id = ? AND seq >= ? ORDER BY seq",
     ),
+    claimLease: db.prepare(
+      "INSERT INTO leases (execution_id, owner, fence, expires_at) VALUES (?, ?, ?, ?)",
+    ),
     saveSnapshot: db.prepare(
       `INSERT INTO snapshots (execution_id, seq, state) VALUES (?, ?, ?)
        ON CONFLICT (execution_id) DO UPDATE SET seq = excluded.seq, state = excluded.state
        WHERE excluded.seq >= snapshots.seq`,
     ),
-    loadSnapshot: db.prepare<[string], { state: string }>(
-      "SELECT state FROM snapshots WHERE execution_id = ?",
+    loadSnapshot: db.prepare<[string], { seq: number; state: string }>(
+      "SELECT seq, state FROM snapshots WHERE execution_id = ?",
     ),
     getLease: db.prepare<[string], LeaseRow>(
       "SELECT owner, fence, expires_at FROM leases WHERE execution_id = ?",
@@ -114,12 +124,18 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     nextWake: db.prepare<[], { w: number | null }>("SELECT MIN(wake_at) AS w FROM timers"),
   };
 
+  /** Checks first, then writes: a refused batch has written nothing, so no savepoint is needed. */
   function applyBatch(b: AppendBatch): void {
-    const row = q.head.get(b.executionId);
-    checkBatch(b, row?.head ?? -1, q.fence.get(b.executionId)?.fence, row?.status);
+    const id = b.executionId;
+    const row = q.check.get({ id });
+    const leaseFence = row?.fence ?? undefined;
+    checkBatch(b, row?.head ?? -1, effectiveFence(b, leaseFence), row?.status ?? undefined);
+    if (leaseFence === undefined && b.claimLease) {
+      q.claimLease.run(id, b.claimLease.owner, b.fence, b.claimLease.expiresAtMs);
+    }
     for (const e of b.events) {
       q.insertEvent.run(
-        e.executionId,
+        id,
         e.seq,
         e.kind,
         e.at,
@@ -128,40 +144,33 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       );
     }
     const first = b.events[0] as Envelope;
-    const last = b.events[b.events.length - 1] as Envelope;
-    q.upsertExecution.run({
-      id: b.executionId,
-      flow: b.flow ?? "",
-      status: b.status,
-      head: last.seq,
-      at0: first.at,
-      at: last.at,
-    });
+    if (row?.status === null || row?.status === undefined) {
+      q.insertExecution.run({ id, flow: b.flow ?? "", status: b.status, at0: first.at });
+    } else if (row.status !== b.status) {
+      q.setStatus.run({ id, status: b.status });
+    }
+    if (b.releaseLease !== undefined) q.releaseLease.run(id, b.releaseLease, b.fence);
+    if (b.snapshot) q.saveSnapshot.run(id, b.snapshot.seq, b.snapshot.stateJson);
     const ix = b.index;
     if (!ix) return;
     if (ix.clearAllTimers) {
-      q.clearTimers.run(b.executionId);
+      q.clearTimers.run(id);
       return;
     }
-    for (const id of ix.timersCleared) q.clearTimer.run(b.executionId, id);
-    for (const t of ix.timersSet) q.setTimer.run(b.executionId, t.timerId, t.wakeAtMs);
+    for (const t of ix.timersCleared) q.clearTimer.run(id, t);
+    for (const t of ix.timersSet) q.setTimer.run(id, t.timerId, t.wakeAtMs);
   }
 
   const appendTx = db.transaction((batches: readonly AppendBatch[]): AppendOutcome[] => {
-    const outcomes: AppendOutcome[] = [];
-    for (const b of batches) {
-      db.exec("SAVEPOINT batch");
+    const outcomes: AppendOutcome[] = batches.map((b) => {
       try {
         applyBatch(b);
-        db.exec("RELEASE batch");
-        outcomes.push({ ok: true });
+        return { ok: true };
       } catch (e) {
-        db.exec("ROLLBACK TO batch");
-        db.exec("RELEASE batch");
         if (!(e instanceof LoomError)) throw e;
-        outcomes.push({ ok: false, error: e });
+        return { ok: false, error: e };
       }
-    }
+    });
     hooks.beforeCommit?.(batches);
     return outcomes;
   });
@@ -233,7 +242,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
         args.push(query.afterId);
       }
       const sql =
-        "SELECT id, flow, status, head, created_at, updated_at FROM executions" +
+        "SELECT id, flow, status, created_at," +
+        " (SELECT MAX(seq) FROM events WHERE execution_id = id) AS head," +
+        " (SELECT at FROM events WHERE execution_id = id ORDER BY seq DESC LIMIT 1) AS updated_at" +
+        " FROM executions" +
         (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
         " ORDER BY id" +
         (query.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(query.limit))}` : "");
@@ -251,12 +263,12 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     },
 
     async saveSnapshot(id, snapshot) {
-      q.saveSnapshot.run(id, snapshot.seq, JSON.stringify(snapshot));
+      q.saveSnapshot.run(id, snapshot.seq, JSON.stringify(snapshot.state));
     },
 
     async loadSnapshot(id) {
       const row = q.loadSnapshot.get(id);
-      return row ? (JSON.parse(row.state) as Snapshot) : undefined;
+      return row ? { seq: row.seq, state: JSON.parse(row.state) as Snapshot["state"] } : undefined;
     },
 
     async acquireLease(id, owner, opts) {
