@@ -163,7 +163,11 @@ export function countingStore(inner: Store): CountingStore {
   out.store = {
     ...inner,
     appendMany(batches) {
-      for (const b of batches) counts.events += b.events.length;
+      for (const b of batches) {
+        counts.events += b.events.length;
+        // Snapshots ride their batch (S9); their time is part of the append's.
+        if (b.snapshot) counts.snapshots++;
+      }
       return timed("appendMs", () => inner.appendMany(batches));
     },
     acquireLease(id, owner, opts) {

@@ -19,7 +19,6 @@
 import { EVENT_SCHEMA_VERSION, isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
 import type { Envelope } from "../kernel/events.ts";
 import {
-  ExecutionConflictError,
   ExecutionNotFoundError,
   FencedError,
   FlowVersionError,
@@ -33,55 +32,27 @@ import {
   WaitTimeoutError,
   isLoomError,
 } from "../kernel/errors.ts";
-import { boundedJson, canonicalJson, type Json } from "../kernel/json.ts";
+import { boundedJson, type Json } from "../kernel/json.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import { DEFAULT_LIMITS, type Limits } from "../kernel/limits.ts";
 import type { Clock, IdSource } from "../kernel/clock.ts";
-import { fold, foldAll } from "../fold/fold.ts";
-import { indexChanges } from "../fold/index-changes.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary, Lease, ListQuery, Store } from "../store/spi.ts";
 import { makeContext } from "./context.ts";
 import { isFlow, type Flow } from "./flow.ts";
 import { Journal } from "./journal.ts";
-import { newOwnerId, ownerIsDead } from "./owner.ts";
+import { newOwnerId } from "./owner.ts";
+import { Leases } from "./leases.ts";
+import { appendOne, loadStart, loadState, mustLoad } from "./load-state.ts";
+import { Tasks, assertSameStart, positive, withDeadline } from "./runtime-support.ts";
+import type { ExecutionHandle, RuntimeOptions, StartOptions } from "./runtime-options.ts";
+
+export type { ExecutionHandle, RuntimeOptions, StartOptions } from "./runtime-options.ts";
 import { Run, outcomeOf, type EventSpec, type Outcome } from "./run.ts";
 import type { RunHost } from "./run-host.ts";
 import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
-
-export interface RuntimeOptions {
-  store: Store;
-  clock?: Clock;
-  ids?: IdSource;
-  /** Defaults to `<host>/<pid>/<nonce>`. */
-  ownerId?: string;
-  leaseTtlMs?: number;
-  /** Save a snapshot when this many events were folded since the last one. */
-  snapshotEvery?: number;
-  /** How often the background loop fires due timers and recovers abandoned executions. */
-  pollIntervalMs?: number;
-  /** Run the background loop (default true). Command-line reads turn it off. */
-  background?: boolean;
-  cache?: { maxExecutions?: number; maxBytes?: number };
-  limits?: Partial<Limits>;
-  /** Close the store when the runtime closes (default true). */
-  closeStore?: boolean;
-  /** Errors of background work (a snapshot, a renewal) that no caller awaits. */
-  onError?: (error: Error) => void;
-}
-
-export interface StartOptions {
-  /** A caller-chosen id: starting twice with the same flow and input is one execution. */
-  id?: string;
-}
-
-export interface ExecutionHandle {
-  readonly id: string;
-  /** Waits for the execution's outcome; settlement is by the terminal fact in the log. */
-  result(): Promise<Outcome>;
-}
 
 export function createRuntime(options: RuntimeOptions): Runtime {
   return new Runtime(options);
@@ -100,9 +71,9 @@ export class Runtime implements RunHost {
   private readonly flows = new Map<string, Flow>();
   private readonly runs = new Map<string, Run>();
   private readonly stuck = new Map<string, Error>();
-  private readonly locks = new Map<string, Promise<unknown>>();
-  private readonly pending = new Set<Promise<unknown>>();
+  private readonly tasks = new Tasks((e) => this.report(e));
   private readonly cache: ParkedCache;
+  private readonly leases: Leases;
   private readonly timers: TimerService;
   private loop: NodeJS.Timeout | undefined;
   private ticking = false;
@@ -118,6 +89,9 @@ export class Runtime implements RunHost {
     this.pollIntervalMs = positive(options.pollIntervalMs, 500, "pollIntervalMs");
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.journal = new Journal(this.store);
+    this.leases = new Leases(this.store, this.ownerId, this.clock, this.leaseTtlMs, () =>
+      this.assertOpen(),
+    );
     this.cache = new ParkedCache(
       options.cache?.maxExecutions ?? 1000,
       options.cache?.maxBytes ?? 256 * 1024 * 1024,
@@ -156,7 +130,7 @@ export class Runtime implements RunHost {
     const id = options.id ?? this.ids.newId();
     assertValidId(id);
     const json = boundedJson(input, `input of flow "${name}"`, this.limits.maxInputBytes);
-    await this.exclusive(id, () => this.create(registered, id, json));
+    await this.tasks.exclusive(id, () => this.create(registered, id, json));
     return this.handle(id);
   }
 
@@ -173,7 +147,7 @@ export class Runtime implements RunHost {
       `resume payload for "${id}"`,
       this.limits.maxStepPayloadBytes,
     );
-    await this.exclusive(id, () =>
+    await this.tasks.exclusive(id, () =>
       this.deliver(
         id,
         (state) => {
@@ -217,7 +191,7 @@ export class Runtime implements RunHost {
       const head = await this.store.head(id);
       if (head < 0) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
       const last = (await this.store.read(id, head))[0];
-      if (last && isTerminalEvent(last)) return outcomeOf(await this.mustLoad(id));
+      if (last && isTerminalEvent(last)) return outcomeOf(await mustLoad(this.store, id));
       if (remaining() <= 0) {
         throw new WaitTimeoutError(`execution "${id}" did not end within ${options.timeoutMs} ms`);
       }
@@ -231,7 +205,7 @@ export class Runtime implements RunHost {
     const run = this.runs.get(id);
     if (run?.phase === "active" && run.committedSeq === run.state.seq)
       return structuredClone(run.state);
-    return this.mustLoad(id);
+    return mustLoad(this.store, id);
   }
 
   async readLog(id: string): Promise<Envelope[]> {
@@ -259,16 +233,9 @@ export class Runtime implements RunHost {
         if (!this.flows.has(x.flow) || this.stuck.has(x.executionId)) continue;
         const run = this.runs.get(x.executionId);
         if (run?.phase === "active") continue;
-        const lease = await this.store.getLease(x.executionId);
-        const held = lease?.owner !== undefined && lease.expiresAtMs > this.clock.now();
-        const owner = lease?.owner;
-        const takeover =
-          held && owner !== undefined && owner !== this.ownerId && ownerIsDead(owner)
-            ? lease?.fence
-            : undefined;
-        if (held && lease.owner !== this.ownerId && takeover === undefined) continue;
-        const driven = await this.exclusive(x.executionId, () =>
-          this.recoverOne(x.executionId, takeover),
+        if (this.leases.liveElsewhere(await this.store.getLease(x.executionId))) continue;
+        const driven = await this.tasks.exclusive(x.executionId, () =>
+          this.recoverOne(x.executionId),
         );
         if (driven) recovered.push(x.executionId);
       }
@@ -285,7 +252,7 @@ export class Runtime implements RunHost {
     const error = new RuntimeClosedError("the runtime was closed");
     for (const run of [...this.runs.values()]) run.stop(error);
     await this.journal.drain();
-    while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
+    await this.tasks.drain();
     if (this.options.closeStore !== false) await this.store.close();
   }
 
@@ -296,7 +263,7 @@ export class Runtime implements RunHost {
   }
 
   parked(run: Run): void {
-    this.background(this.store.releaseLease(run.id, this.ownerId, run.fence));
+    this.tasks.background(this.leases.release(run.id, run.fence));
     this.cache.add(run);
   }
 
@@ -308,7 +275,7 @@ export class Runtime implements RunHost {
   stopped(run: Run, error: Error): void {
     this.forget(run);
     if (error instanceof NonDeterminismError) this.stuck.set(run.id, error);
-    this.background(this.store.releaseLease(run.id, this.ownerId, run.fence));
+    this.tasks.background(this.leases.release(run.id, run.fence));
   }
 
   renew(run: Run): void {
@@ -326,7 +293,7 @@ export class Runtime implements RunHost {
           );
         }
       });
-    this.background(renewal);
+    this.tasks.background(renewal);
   }
 
   armTimer(executionId: string, callId: string, wakeAtMs: number): void {
@@ -348,9 +315,9 @@ export class Runtime implements RunHost {
     const giveUpAt = this.clock.now() + this.leaseTtlMs * 2;
     let fence: number | undefined = 1;
     for (;;) {
-      const known = this.runs.get(id)?.state ?? (await this.loadSeqZero(id));
+      const known = this.runs.get(id)?.state ?? (await loadStart(this.store, id));
       if (known) return assertSameStart(id, flow.name, input, known.flow, known.input);
-      fence ??= (await this.acquireIfDead(id))?.fence;
+      fence ??= (await this.leases.acquireIfDead(id))?.fence;
       if (fence !== undefined) {
         const claim =
           fence === 1
@@ -396,15 +363,6 @@ export class Runtime implements RunHost {
     return "started";
   }
 
-  private async loadSeqZero(id: string): Promise<{ flow: string; input?: Json } | undefined> {
-    const first = (await this.store.read(id, 0))[0];
-    if (!first) return undefined;
-    const state = fold(initialState(id), first);
-    return state.input === undefined
-      ? { flow: state.flow }
-      : { flow: state.flow, input: state.input };
-  }
-
   /**
    * Appends one piece of external input (a resume, a fired timer) and keeps the execution going:
    * through the cached run when there is one, else under a lease taken here, driving the body
@@ -426,17 +384,19 @@ export class Runtime implements RunHost {
     if ((await this.store.head(id)) < 0) {
       throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
     }
-    const lease = waitForLease ? await this.acquireWaiting(id) : await this.acquireIfDead(id);
+    const lease = waitForLease
+      ? await this.leases.acquireWaiting(id)
+      : await this.leases.acquireIfDead(id);
     if (!lease) return;
     let handedOver = false;
     try {
       this.assertOpen();
-      const state = await this.mustLoad(id);
+      const state = await mustLoad(this.store, id);
       const spec = make(state);
-      if (spec) await this.appendExternal(state, lease, spec);
+      if (spec) await appendOne(this.journal, this.clock, state, lease.fence, spec);
       handedOver = this.drive(state, lease);
     } finally {
-      if (!handedOver) await this.store.releaseLease(id, this.ownerId, lease.fence);
+      if (!handedOver) await this.leases.release(id, lease.fence);
     }
   }
 
@@ -449,7 +409,7 @@ export class Runtime implements RunHost {
     if (!run?.live) return undefined;
     if (run.phase === "active") return run;
     this.cache.remove(run);
-    const lease = await this.acquire(id);
+    const lease = await this.leases.acquire(id);
     const stale = () =>
       run.stop(
         new FencedError(
@@ -464,35 +424,11 @@ export class Runtime implements RunHost {
     const external = tail.every((e) => e.kind === "RESUMED" || e.kind === "TIMER_FIRED");
     if (this.closed || !external || !run.reactivate(lease.fence)) {
       if (!external) stale();
-      await this.store.releaseLease(id, this.ownerId, lease.fence);
+      await this.leases.release(id, lease.fence);
       return undefined;
     }
     run.absorbCommitted(tail);
     return run.active ? run : undefined;
-  }
-
-  private async appendExternal(
-    state: ExecutionState,
-    lease: Lease,
-    spec: EventSpec,
-  ): Promise<void> {
-    const event: Envelope = {
-      executionId: state.executionId,
-      seq: state.seq + 1,
-      kind: spec.kind,
-      at: this.clock.now(),
-      payload: spec.payload,
-      meta: spec.kernel ? { kernel: true, fence: lease.fence } : { fence: lease.fence },
-    };
-    fold(state, event);
-    await this.journal.append({
-      executionId: state.executionId,
-      events: [event],
-      expectedSeq: event.seq,
-      fence: lease.fence,
-      status: state.status,
-      index: indexChanges([event]),
-    });
   }
 
   /** Starts a Run over `state` when this runtime can drive it; false when it cannot. */
@@ -525,7 +461,7 @@ export class Runtime implements RunHost {
     return true;
   }
 
-  private async recoverOne(id: string, takeoverFence: number | undefined): Promise<boolean> {
+  private async recoverOne(id: string): Promise<boolean> {
     const cached = this.runs.get(id);
     if (cached?.phase === "parked") {
       const run = await this.ownedRun(id);
@@ -533,11 +469,11 @@ export class Runtime implements RunHost {
       return run !== undefined;
     }
     if (cached?.live) return false;
-    const lease = await this.acquire(id, takeoverFence);
+    const lease = await this.leases.acquireIfDead(id);
     if (!lease) return false;
-    const state = await this.loadState(id);
+    const state = await loadState(this.store, id);
     const driven = state !== undefined && this.drive(state, lease);
-    if (!driven) await this.store.releaseLease(id, this.ownerId, lease.fence);
+    if (!driven) await this.leases.release(id, lease.fence);
     return driven;
   }
 
@@ -546,7 +482,7 @@ export class Runtime implements RunHost {
     const make = (state: ExecutionState): EventSpec | undefined => {
       const f = Object.hasOwn(state.frames, callId) ? state.frames[callId] : undefined;
       if (isTerminalStatus(state.status) || f?.status !== "waiting" || f.wakeAtMs === undefined) {
-        this.background(this.store.deleteTimer(id, callId));
+        this.tasks.background(this.store.deleteTimer(id, callId));
         return undefined;
       }
       if (f.wakeAtMs > this.clock.now()) return undefined;
@@ -554,7 +490,7 @@ export class Runtime implements RunHost {
     };
     try {
       // A timer never waits for a lease: a live owner fires its own timers.
-      await this.exclusive(id, () => this.deliver(id, make, false));
+      await this.tasks.exclusive(id, () => this.deliver(id, make, false));
     } catch (e) {
       if (!(e instanceof RuntimeClosedError) && !(e instanceof ExecutionNotFoundError))
         this.report(e);
@@ -588,57 +524,6 @@ export class Runtime implements RunHost {
     this.loop.unref();
   }
 
-  private async acquire(id: string, takeoverFence?: number): Promise<Lease | undefined> {
-    const opts = { ttlMs: this.leaseTtlMs, nowMs: this.clock.now() };
-    return this.store.acquireLease(
-      id,
-      this.ownerId,
-      takeoverFence === undefined ? opts : { ...opts, takeoverFence },
-    );
-  }
-
-  /** The lease if it is free, expired, or held by a dead process on this host; else undefined. */
-  private async acquireIfDead(id: string): Promise<Lease | undefined> {
-    const current = await this.store.getLease(id);
-    const owner = current?.owner;
-    const dead = owner !== undefined && owner !== this.ownerId && ownerIsDead(owner);
-    return this.acquire(id, dead ? current?.fence : undefined);
-  }
-
-  /** Waits for a lease another owner holds, up to one TTL (that owner parks or its lease expires). */
-  private async acquireWaiting(id: string): Promise<Lease> {
-    const giveUpAt = this.clock.now() + this.leaseTtlMs;
-    for (let pause = 5; ; pause = Math.min(pause * 2, 200)) {
-      this.assertOpen();
-      const current = await this.store.getLease(id);
-      const dead =
-        current?.owner !== undefined &&
-        current.owner !== this.ownerId &&
-        ownerIsDead(current.owner);
-      const lease = await this.acquire(id, dead ? current?.fence : undefined);
-      if (lease) return lease;
-      if (this.clock.now() > giveUpAt) {
-        throw new LeaseHeldError(
-          `execution "${id}" is being driven by ${current?.owner ?? "another owner"}; try again when it parks`,
-        );
-      }
-      await delay(pause);
-    }
-  }
-
-  private async loadState(id: string): Promise<ExecutionState | undefined> {
-    const snapshot = await this.store.loadSnapshot(id);
-    const events = await this.store.read(id, snapshot ? snapshot.seq + 1 : 0);
-    if (!snapshot && events.length === 0) return undefined;
-    return foldAll(events, snapshot);
-  }
-
-  private async mustLoad(id: string): Promise<ExecutionState> {
-    const state = await this.loadState(id);
-    if (!state) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
-    return state;
-  }
-
   private forget(run: Run): void {
     if (this.runs.get(run.id) === run) this.runs.delete(run.id);
     this.cache.remove(run);
@@ -646,25 +531,6 @@ export class Runtime implements RunHost {
 
   private contextDeps() {
     return { limits: this.limits, now: () => this.clock.now() };
-  }
-
-  private exclusive<T>(id: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.locks.get(id) ?? Promise.resolve();
-    const next = previous.then(() => fn());
-    const settled = next.catch(() => undefined);
-    this.locks.set(id, settled);
-    this.background(settled);
-    void settled.then(() => {
-      if (this.locks.get(id) === settled) this.locks.delete(id);
-    });
-    return next;
-  }
-
-  private background(p: Promise<unknown>): void {
-    const tracked = p
-      .catch((e: unknown) => this.report(e))
-      .finally(() => this.pending.delete(tracked));
-    this.pending.add(tracked);
   }
 
   private report(e: unknown): void {
@@ -675,45 +541,5 @@ export class Runtime implements RunHost {
 
   private assertOpen(): void {
     if (this.closed) throw new RuntimeClosedError("the runtime is closed");
-  }
-}
-
-function assertSameStart(
-  id: string,
-  flow: string,
-  input: Json | undefined,
-  recordedFlow: string,
-  recordedInput: Json | undefined,
-): void {
-  if (recordedFlow === flow && canonicalJson(recordedInput) === canonicalJson(input)) return;
-  const what =
-    recordedFlow !== flow ? `flow "${recordedFlow}", not "${flow}"` : "a different input";
-  throw new ExecutionConflictError(
-    `execution "${id}" already exists with ${what}; the same id starts the same execution only with the same flow and input`,
-    { executionId: id, recordedFlow, flow },
-  );
-}
-
-function positive(value: number | undefined, fallback: number, name: string): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw new InvalidInputError(`${name} must be a finite number > 0, got ${String(value)}`);
-  }
-  return value;
-}
-
-async function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
-  if (ms === Infinity) return p;
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new WaitTimeoutError(`wait ended after ${ms} ms`)),
-      Math.max(0, ms),
-    );
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(timer);
   }
 }

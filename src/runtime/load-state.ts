@@ -1,0 +1,68 @@
+/**
+ * An execution's state outside a Run: read back from a store (the latest snapshot plus the tail,
+ * F5), and one event appended to it under a lease (a resume or a timer for a body this process
+ * does not hold).
+ */
+import type { Clock } from "../kernel/clock.ts";
+import type { Envelope } from "../kernel/events.ts";
+import { ExecutionNotFoundError } from "../kernel/errors.ts";
+import type { Json } from "../kernel/json.ts";
+import { fold, foldAll } from "../fold/fold.ts";
+import { initialState, type ExecutionState } from "../fold/state.ts";
+import { indexChanges } from "../fold/index-changes.ts";
+import type { Store } from "../store/spi.ts";
+import type { Journal } from "./journal.ts";
+import type { EventSpec } from "./run.ts";
+
+export async function loadState(store: Store, id: string): Promise<ExecutionState | undefined> {
+  const snapshot = await store.loadSnapshot(id);
+  const events = await store.read(id, snapshot ? snapshot.seq + 1 : 0);
+  if (!snapshot && events.length === 0) return undefined;
+  return foldAll(events, snapshot);
+}
+
+export async function mustLoad(store: Store, id: string): Promise<ExecutionState> {
+  const state = await loadState(store, id);
+  if (!state) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
+  return state;
+}
+
+/** What sequence 0 records: the flow and input an idempotent start compares with. */
+export async function loadStart(
+  store: Store,
+  id: string,
+): Promise<{ flow: string; input?: Json } | undefined> {
+  const first = (await store.read(id, 0))[0];
+  if (!first) return undefined;
+  const state = fold(initialState(id), first);
+  return state.input === undefined
+    ? { flow: state.flow }
+    : { flow: state.flow, input: state.input };
+}
+
+/** Folds `spec` into `state` and appends it through the journal under `fence`. */
+export async function appendOne(
+  journal: Journal,
+  clock: Clock,
+  state: ExecutionState,
+  fence: number,
+  spec: EventSpec,
+): Promise<void> {
+  const event: Envelope = {
+    executionId: state.executionId,
+    seq: state.seq + 1,
+    kind: spec.kind,
+    at: clock.now(),
+    payload: spec.payload,
+    meta: spec.kernel ? { kernel: true, fence } : { fence },
+  };
+  fold(state, event);
+  await journal.append({
+    executionId: state.executionId,
+    events: [event],
+    expectedSeq: event.seq,
+    fence,
+    status: state.status,
+    index: indexChanges([event]),
+  });
+}

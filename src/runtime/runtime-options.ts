@@ -1,0 +1,40 @@
+/** The runtime's options and the handle it returns. */
+import type { Clock, IdSource } from "../kernel/clock.ts";
+import type { Limits } from "../kernel/limits.ts";
+import type { Store } from "../store/spi.ts";
+import type { Outcome } from "./run.ts";
+
+export interface RuntimeOptions {
+  store: Store;
+  clock?: Clock;
+  ids?: IdSource;
+  /** Defaults to `<host>/<pid namespace>/<pid>/<nonce>`. */
+  ownerId?: string;
+  leaseTtlMs?: number;
+  /**
+   * The fewest events between snapshots (default 200). A snapshot is also delayed until as many
+   * bytes were appended since the last one as it had, so their cost stays constant per byte.
+   */
+  snapshotEvery?: number;
+  /** How often the background loop fires due timers and recovers abandoned executions. */
+  pollIntervalMs?: number;
+  /** Run the background loop (default true). Command-line reads turn it off. */
+  background?: boolean;
+  cache?: { maxExecutions?: number; maxBytes?: number };
+  limits?: Partial<Limits>;
+  /** Close the store when the runtime closes (default true). */
+  closeStore?: boolean;
+  /** Errors of background work (a renewal, a timer) that no caller awaits. */
+  onError?: (error: Error) => void;
+}
+
+export interface StartOptions {
+  /** A caller-chosen id: starting twice with the same flow and input is one execution. */
+  id?: string;
+}
+
+export interface ExecutionHandle {
+  readonly id: string;
+  /** Waits for the execution's outcome; settlement is by the terminal fact in the log. */
+  result(): Promise<Outcome>;
+}

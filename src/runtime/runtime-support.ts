@@ -1,0 +1,79 @@
+/** Small pieces the runtime uses: option checks, the idempotent-start comparison, a deadline race. */
+import { ExecutionConflictError, InvalidInputError, WaitTimeoutError } from "../kernel/errors.ts";
+import { canonicalJson, type Json } from "../kernel/json.ts";
+
+/** W5: the same id starts the same execution only with the same flow and input. */
+export function assertSameStart(
+  id: string,
+  flow: string,
+  input: Json | undefined,
+  recordedFlow: string,
+  recordedInput: Json | undefined,
+): void {
+  if (recordedFlow === flow && canonicalJson(recordedInput) === canonicalJson(input)) return;
+  const what =
+    recordedFlow !== flow ? `flow "${recordedFlow}", not "${flow}"` : "a different input";
+  throw new ExecutionConflictError(
+    `execution "${id}" already exists with ${what}; the same id starts the same execution only with the same flow and input`,
+    { executionId: id, recordedFlow, flow },
+  );
+}
+
+export function positive(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidInputError(`${name} must be a finite number > 0, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** `p`, or WaitTimeoutError after `ms` real milliseconds. */
+export async function withDeadline<T>(p: Promise<T>, ms: number): Promise<T> {
+  if (ms === Infinity) return p;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new WaitTimeoutError(`wait ended after ${ms} ms`)),
+      Math.max(0, ms),
+    );
+  });
+  try {
+    return await Promise.race([p, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The runtime's own work: a per-execution queue (W3: outside operations on one execution run one
+ * at a time) and the background promises that `close()` waits for.
+ */
+export class Tasks {
+  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly pending = new Set<Promise<unknown>>();
+
+  constructor(private readonly report: (e: unknown) => void) {}
+
+  exclusive<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.locks.get(id) ?? Promise.resolve();
+    const next = previous.then(() => fn());
+    const settled = next.catch(() => undefined);
+    this.locks.set(id, settled);
+    this.background(settled);
+    void settled.then(() => {
+      if (this.locks.get(id) === settled) this.locks.delete(id);
+    });
+    return next;
+  }
+
+  background(p: Promise<unknown>): void {
+    const tracked = p
+      .catch((e: unknown) => this.report(e))
+      .finally(() => this.pending.delete(tracked));
+    this.pending.add(tracked);
+  }
+
+  async drain(): Promise<void> {
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
+  }
+}
