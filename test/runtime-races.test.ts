@@ -218,4 +218,66 @@ describe("races", () => {
     expect(isLoomError(e, "LOOM_NOT_FOUND")).toBe(true);
     expect(await store.getLease("ghost")).toBeUndefined();
   });
+
+  it("F5: what the body mutates (its input, a step's result) never reaches the fold or a snapshot", async () => {
+    const store = memoryStore();
+    const f = flow$("alias", async (ctx, input: { items: string[] }) => {
+      input.items.push("mutated");
+      const r = await ctx.run("a", async () => ({ n: 1 }));
+      r.n = 999;
+      for (let i = 0; i < 4; i++) await ctx.run("s", () => i);
+      return ctx.suspend();
+    });
+    const r = rt(store, { snapshotEvery: 2 }).registerFlow(f);
+    await r.start("alias", { items: ["x"] }, { id: "e1" });
+    await until(async () => (await store.list())[0]?.status === "parked");
+    const snap = await store.loadSnapshot("e1");
+    expect(snap?.state.input).toEqual({ items: ["x"] });
+    expect(snap?.state.frames["a#0"]?.output).toEqual({ n: 1 });
+    await expect(r.start("alias", { items: ["x"] }, { id: "e1" })).resolves.toMatchObject({
+      id: "e1",
+    });
+  });
+
+  it("R6: a ctx call from a branch that already returned is refused, and nothing runs after the end", async () => {
+    let late = 0;
+    let charged = 0;
+    const f = flow$("late", async (ctx) => {
+      let refused: unknown;
+      await ctx.parallel([
+        async (c) => {
+          setTimeout(() => {
+            c.run("late", () => late++).catch((e: unknown) => (refused = e));
+          }, 20);
+          return 0;
+        },
+        async (c) => {
+          await c.sleep(60);
+          return 1;
+        },
+      ]);
+      return isLoomError(refused, "LOOM_INVALID_INPUT");
+    });
+    const r = rt(memoryStore()).registerFlow(f);
+    expect((await (await r.start("late", null, { id: "b1" })).result()).output).toBe(true);
+    expect(late).toBe(0);
+    const g = flow$("orphan", async (ctx) => {
+      await ctx.parallel([
+        async () => Promise.reject(new Error("boom")),
+        async (c) => {
+          await new Promise((res) => setTimeout(res, 20));
+          return c.run("charge", () => charged++);
+        },
+      ]);
+    });
+    r.registerFlow(g);
+    expect((await (await r.start("orphan", null, { id: "o1" })).result()).status).toBe("failed");
+    await new Promise((res) => setTimeout(res, 30));
+    expect(charged).toBe(0);
+    expect((await r.readLog("o1")).map((e) => e.kind)).toEqual([
+      "EXECUTION_STARTED",
+      "DECISION_RECORDED",
+      "EXECUTION_FAILED",
+    ]);
+  });
 });

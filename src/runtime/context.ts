@@ -6,11 +6,13 @@
  */
 import {
   InvalidInputError,
+  InvariantViolation,
   NonDeterminismError,
   SuspendTimeoutError,
   errorFromData,
   errorToData,
 } from "../kernel/errors.ts";
+import { isTerminalStatus } from "../kernel/events.ts";
 import { boundedJson, type Json } from "../kernel/json.ts";
 import type { Limits } from "../kernel/limits.ts";
 import { assertName, type Effect, type EffectContext } from "./flow.ts";
@@ -56,11 +58,19 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
 
   /** One syscall of this scope: R7 on the way in, R6 on the way out. */
   function call<T>(what: string, body: () => Promise<T>): Promise<T> {
-    if (!run.live) return halted();
+    // Nothing starts once the run stopped or its terminal event is queued (R4, R6).
+    if (!run.live || isTerminalStatus(run.state.status)) return halted();
     try {
       run.begin(scope, what);
     } catch (e) {
       return Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
+    if (!run.active) {
+      // Every live scope of a parked run is blocked in a wait (R8), so none can call.
+      run.end(scope);
+      return Promise.reject(
+        new InvariantViolation(`${what} was called while execution "${run.id}" is parked`),
+      );
     }
     return body().then(
       (value) => {
@@ -84,7 +94,7 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
   ): Promise<T> {
     const claim = run.claim(scope, "step", name);
     const frame = claim.recorded ? run.state.frames[claim.callId] : undefined;
-    if (frame?.status === "completed") return frame.output as T;
+    if (frame?.status === "completed") return own(frame.output) as T;
     if (frame && frame.status !== "started") throw errorFromData(frame.error);
     const payload: { [k: string]: Json } = { callId: claim.callId, scope, name };
     if (hasInput && input !== undefined) payload.input = input;
@@ -122,7 +132,7 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
     const done: { [k: string]: Json } = { callId: claim.callId };
     if (outcome.output !== undefined) done.output = outcome.output;
     await run.enqueue([{ kind: "STEP_COMPLETED", payload: done }]);
-    return outcome.output as T;
+    return own(outcome.output) as T;
   }
 
   /** Registers (or finds) a wait and resolves with its call id once it is settled. */
@@ -181,7 +191,7 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
         throw new InvalidInputError(`decision name ${JSON.stringify(name)} may not start with "$"`);
       return call(`decision "${name}"`, async () => {
         const claim = run.claim(scope, "decision", name);
-        if (claim.recorded) return run.state._decisions[claim.callId] as T;
+        if (claim.recorded) return own(run.state._decisions[claim.callId]) as T;
         const value = fn();
         if (value instanceof Promise) {
           throw new InvalidInputError(
@@ -197,7 +207,7 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
         ]);
         claim.take();
         await done;
-        return json as T;
+        return own(json) as T;
       });
     },
 
@@ -240,7 +250,7 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
             `suspend ${callId} of execution "${run.id}" timed out after ${timeout} ms`,
           );
         }
-        return frame?.output as T;
+        return own(frame?.output) as T;
       });
     },
 
@@ -278,7 +288,8 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
     },
 
     now() {
-      if (!run.live) throw run.stopError ?? new InvalidInputError("ctx.now after the run ended");
+      // A stopped run does not record: the body halts at its next awaited call (R6).
+      if (!run.active || isTerminalStatus(run.state.status)) return deps.now();
       run.begin(scope, "now");
       try {
         const t = deps.now();
@@ -289,6 +300,14 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
     },
   };
   return ctx;
+}
+
+/**
+ * The body's own copy of a recorded value: what the fold holds (and a snapshot serialises) must
+ * not change when the flow mutates what it was given.
+ */
+function own<T>(value: T): T {
+  return value !== null && typeof value === "object" ? structuredClone(value) : value;
 }
 
 function isFunctionList(value: unknown): boolean {

@@ -134,7 +134,11 @@ export class Run {
     void (async () => {
       let output: unknown;
       try {
-        output = await body(ctx, this.state.input);
+        const input = this.state.input;
+        output = await body(
+          ctx,
+          input !== null && typeof input === "object" ? structuredClone(input) : input,
+        );
       } catch (e) {
         await this.finishFailed(e);
         return;
@@ -180,6 +184,11 @@ export class Run {
   /** Marks `scope` as making call `what`; refuses a second outstanding call (R7). */
   begin(scope: string, what: string): void {
     const s = this.scope(scope);
+    if (!s.live) {
+      throw new InvalidInputError(
+        `${what} was called from a ctx.parallel branch that already returned; await every call before a branch returns`,
+      );
+    }
     if (s.busy !== undefined) {
       throw new InvalidInputError(
         `${what} was called while ${s.busy} of the same scope is still running: calls in one scope must be awaited one at a time ` +

@@ -19,6 +19,7 @@
 import { EVENT_SCHEMA_VERSION, isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
 import type { Envelope } from "../kernel/events.ts";
 import {
+  ExecutionEndedError,
   ExecutionNotFoundError,
   FencedError,
   FlowVersionError,
@@ -356,7 +357,7 @@ export class Runtime implements RunHost {
     } catch (e) {
       this.forget(run);
       if (e instanceof FencedError) return "fenced";
-      if (e instanceof SequenceConflictError) return "taken";
+      if (e instanceof SequenceConflictError || e instanceof ExecutionEndedError) return "taken";
       throw e;
     }
     run.startBody(makeContext(run, this.contextDeps()));

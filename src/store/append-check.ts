@@ -49,13 +49,16 @@ export function checkBatch(
   }
 }
 
-/** The fence a batch is checked against: a claimed lease is created at fence 1 (S9). */
+/**
+ * The fence a batch is checked against (S9): a claim creates the lease at fence 1 when no lease
+ * row exists; when one exists, a claiming batch is always fenced, whatever its fence.
+ */
 export function effectiveFence(
   batch: AppendBatch,
   leaseFence: number | undefined,
 ): number | undefined {
-  if (leaseFence === undefined && batch.claimLease && batch.fence === 1) return 1;
-  return leaseFence;
+  if (!batch.claimLease) return leaseFence;
+  return leaseFence === undefined && batch.fence === 1 ? 1 : undefined;
 }
 
 /** Whether a lease may be taken now (S6). */

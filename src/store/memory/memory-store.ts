@@ -73,8 +73,8 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
       undo.push(() => data.events.delete(b.executionId));
     }
     const before = events.length;
-    for (const e of b.events) events.push(copy(e));
     undo.push(() => (events.length = before));
+    for (const e of b.events) events.push(copy(e));
     const prev = data.executions.get(b.executionId);
     const last = b.events[b.events.length - 1] as Envelope;
     data.executions.set(b.executionId, {
