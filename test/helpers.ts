@@ -37,3 +37,18 @@ export async function expectReplayEquality(runtime: Runtime, id: string): Promis
     expect(canonicalJson(resumed), `split at ${k}`).toBe(whole);
   }
 }
+
+/**
+ * G1 for every execution a runtime's store holds that is not mid-flight: the fold of its log
+ * equals the state the runtime reports (live, or snapshot plus tail). Test files run it after
+ * every test, so every flow in the suite is checked, not only the ones a test names.
+ */
+export async function expectEveryReplayEqual(runtime: Runtime): Promise<void> {
+  await runtime.journal.drain();
+  for (const x of await runtime.list()) {
+    if (x.status === "running" || x.status === "pending") continue;
+    const log = await runtime.readLog(x.executionId);
+    const state = await runtime.getState(x.executionId);
+    expect(canonicalJson(foldAll(log)), x.executionId).toBe(canonicalJson(state));
+  }
+}

@@ -13,10 +13,14 @@ import {
   type RuntimeOptions,
   type Store,
 } from "../src/index.ts";
-import { until } from "./helpers.ts";
+import { expectEveryReplayEqual, until } from "./helpers.ts";
 
 const open: Runtime[] = [];
 afterEach(async () => {
+  for (const r of open)
+    await expectEveryReplayEqual(r).catch((e: unknown) => {
+      if (!isLoomError(e, "LOOM_RUNTIME_CLOSED")) throw e;
+    });
   await Promise.all(open.splice(0).map((r) => r.close()));
 });
 

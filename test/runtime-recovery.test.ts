@@ -3,16 +3,27 @@ import {
   createRuntime,
   flow$,
   FlowVersionError,
+  isLoomError,
   memoryStore,
   NonDeterminismError,
   type Flow,
   type MemoryStore,
   type Runtime,
 } from "../src/index.ts";
-import { expectReplayEquality, offsetClock, statusOf, until } from "./helpers.ts";
+import {
+  expectEveryReplayEqual,
+  expectReplayEquality,
+  offsetClock,
+  statusOf,
+  until,
+} from "./helpers.ts";
 
 const open: Runtime[] = [];
 afterEach(async () => {
+  for (const r of open)
+    await expectEveryReplayEqual(r).catch((e: unknown) => {
+      if (!isLoomError(e, "LOOM_RUNTIME_CLOSED")) throw e;
+    });
   await Promise.all(open.splice(0).map((r) => r.close()));
 });
 

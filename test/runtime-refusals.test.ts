@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
+import { expectEveryReplayEqual } from "./helpers.ts";
 import {
   createRuntime,
   flow$,
@@ -10,7 +11,10 @@ import {
 
 let runtime: Runtime;
 let store: MemoryStore;
-afterEach(async () => runtime.close());
+afterEach(async () => {
+  await expectEveryReplayEqual(runtime);
+  await runtime.close();
+});
 
 const echo = flow$("echo", async (_ctx, input: unknown) => input);
 

@@ -8,10 +8,13 @@ import {
   SuspendTimeoutError,
   type Runtime,
 } from "../src/index.ts";
-import { expectReplayEquality, statusOf, until } from "./helpers.ts";
+import { expectEveryReplayEqual, expectReplayEquality, statusOf, until } from "./helpers.ts";
 
 let runtime: Runtime;
-afterEach(async () => runtime.close());
+afterEach(async () => {
+  await expectEveryReplayEqual(runtime);
+  await runtime.close();
+});
 
 function fresh(opts: { snapshotEvery?: number } = {}): Runtime {
   runtime = createRuntime({ store: memoryStore(), pollIntervalMs: 20, ...opts });
