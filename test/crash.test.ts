@@ -25,6 +25,7 @@ import type { Envelope } from "../src/kernel/events.ts";
 import { canonicalJson } from "../src/kernel/json.ts";
 import { foldAll } from "../src/fold/fold.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { mulberry32 } from "./helpers.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(ROOT, "test/fixtures/crash/worker.ts");
@@ -33,18 +34,6 @@ const SEEDS = Array.from({ length: 20 }, (_, i) => i + 1);
 /** Two seeds at a time: a crash and a recovery child each, on a 2-core machine. */
 const PARALLEL = 2;
 const CHILD_TIMEOUT_MS = 30_000;
-
-/** A tiny seeded PRNG (mulberry32): the seed alone decides where the kill lands. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface ChildReport {
   outcome: { status: string; output?: unknown };

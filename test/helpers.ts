@@ -1,5 +1,46 @@
-import { expect } from "vitest";
-import { canonicalJson, foldAll, type Runtime } from "../src/index.ts";
+import { afterEach, expect } from "vitest";
+import {
+  canonicalJson,
+  createRuntime,
+  foldAll,
+  isLoomError,
+  type Runtime,
+  type RuntimeOptions,
+  type Store,
+} from "../src/index.ts";
+
+/** A tiny seeded PRNG (mulberry32): the seed alone decides every draw. */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * Runtimes for one test file: each test's runtimes share a store they do not close, get their
+ * every execution checked for fold equality after the test, and are closed then.
+ */
+export function runtimes(): (store: Store, opts?: Partial<RuntimeOptions>) => Runtime {
+  const open: Runtime[] = [];
+  afterEach(async () => {
+    for (const r of open) {
+      await expectEveryReplayEqual(r).catch((e: unknown) => {
+        if (!isLoomError(e, "LOOM_RUNTIME_CLOSED")) throw e;
+      });
+    }
+    await Promise.all(open.splice(0).map((r) => r.close()));
+  });
+  return (store, opts = {}) => {
+    const r = createRuntime({ store, closeStore: false, pollIntervalMs: 20, ...opts });
+    open.push(r);
+    return r;
+  };
+}
 
 /** A clock the test moves by hand; it also advances with real time so timers fire. */
 export function offsetClock(): { now(): number; advance(ms: number): void } {

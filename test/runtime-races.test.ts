@@ -1,34 +1,18 @@
 /**
  * Regressions found by adversarial review: what breaks when one thing happens before another.
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
-  createRuntime,
   flow$,
   isLoomError,
   memoryStore,
   TerminalError,
   type MemoryStore,
-  type Runtime,
-  type RuntimeOptions,
   type Store,
 } from "../src/index.ts";
-import { expectEveryReplayEqual, until } from "./helpers.ts";
+import { runtimes, until } from "./helpers.ts";
 
-const open: Runtime[] = [];
-afterEach(async () => {
-  for (const r of open)
-    await expectEveryReplayEqual(r).catch((e: unknown) => {
-      if (!isLoomError(e, "LOOM_RUNTIME_CLOSED")) throw e;
-    });
-  await Promise.all(open.splice(0).map((r) => r.close()));
-});
-
-function rt(store: Store, opts: Partial<RuntimeOptions> = {}): Runtime {
-  const r = createRuntime({ store, closeStore: false, pollIntervalMs: 20, ...opts });
-  open.push(r);
-  return r;
-}
+const rt = runtimes();
 
 /** A store whose `calls` take `ms` longer, as over a network. */
 function delayed(inner: MemoryStore, ms: number, calls: readonly (keyof Store)[]): Store {

@@ -1,40 +1,24 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   createRuntime,
   flow$,
   FlowVersionError,
-  isLoomError,
   memoryStore,
   NonDeterminismError,
   type Flow,
   type MemoryStore,
-  type Runtime,
 } from "../src/index.ts";
-import {
-  expectEveryReplayEqual,
-  expectReplayEquality,
-  offsetClock,
-  statusOf,
-  until,
-} from "./helpers.ts";
+import { runtimes, expectReplayEquality, offsetClock, statusOf, until } from "./helpers.ts";
 
-const open: Runtime[] = [];
-afterEach(async () => {
-  for (const r of open)
-    await expectEveryReplayEqual(r).catch((e: unknown) => {
-      if (!isLoomError(e, "LOOM_RUNTIME_CLOSED")) throw e;
-    });
-  await Promise.all(open.splice(0).map((r) => r.close()));
-});
+const makeRuntime = runtimes();
 
 function rt(
   store: MemoryStore,
   flows: Flow[],
   opts: Partial<Parameters<typeof createRuntime>[0]> = {},
 ) {
-  const r = createRuntime({ store, closeStore: false, pollIntervalMs: 20, ...opts });
+  const r = makeRuntime(store, opts);
   for (const f of flows) r.registerFlow(f);
-  open.push(r);
   return r;
 }
 

@@ -9,21 +9,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { mulberry32 } from "./helpers.ts";
 
 const BATCH = 2000;
 const worker = join(import.meta.dirname, "fixtures", "store", "append-forever.ts");
 const dir = mkdtempSync(join(tmpdir(), "loom-sqlite-crash-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-function mulberry32(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function runAndKill(path: string, afterReadyMs: number): Promise<void> {
   const child = spawn(process.execPath, ["--import", "tsx", worker, path], {

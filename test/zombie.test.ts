@@ -18,6 +18,7 @@ import { createRuntime, type Runtime } from "../src/runtime/runtime.ts";
 import { memoryStore } from "../src/store/memory/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import type { AppendBatch, Store } from "../src/store/spi.ts";
+import { mulberry32 } from "./helpers.ts";
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -259,18 +260,6 @@ describe.each(STORE_KINDS)("a zombie owner on the $kind store", ({ open }) => {
     }
   });
 });
-
-/** A tiny seeded PRNG (mulberry32); the seed is in every message. */
-function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let x = s;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Picks the steps' durations (LOOM_SEED overrides it); the interleaving is the scheduler's. */
 const SEED = Number(process.env.LOOM_SEED ?? 7);
