@@ -198,4 +198,33 @@ describe("recovery and replay", () => {
     ]);
     expect((await c.waitForCompletion("v1")).output).toBe("hello");
   });
+
+  it("reports an execution it cannot drive once, and recovers only what recoverWhere allows", async () => {
+    const store = memoryStore();
+    const clock = offsetClock();
+    const v1 = flow$("edited", async (ctx) => {
+      await ctx.run("search", () => 1);
+      return ctx.run("answer", () => new Promise<number>(() => undefined));
+    });
+    const a = rt(store, [v1], { clock, leaseTtlMs: 1000, background: false, ownerId: "A" });
+    await a.start(v1, null, { id: "s1" });
+    await a.start(v1, null, { id: "s2" });
+    await until(async () => (await a.readLog("s2")).length >= 4);
+    clock.advance(5000);
+    const v2 = flow$("edited", async (ctx) => ctx.run("fetch", () => 1));
+    const errors: Error[] = [];
+    const b = rt(store.reopen(), [v2], {
+      clock,
+      leaseTtlMs: 1000,
+      background: false,
+      ownerId: "B",
+      recoverWhere: (id) => id === "s1",
+      onError: (e) => errors.push(e),
+    });
+    expect(await b.recoverAbandoned()).toEqual(["s1"]);
+    await until(() => errors.length > 0);
+    expect(await b.recoverAbandoned()).toEqual([]);
+    expect(errors.map((e) => e.name)).toEqual(["NonDeterminismError"]);
+    expect(errors[0]?.message).toContain('"s1"');
+  });
 });

@@ -16,6 +16,8 @@ export interface OpenOptions {
    */
   mustExist: boolean;
   onError?: (error: Error) => void;
+  /** Which abandoned executions to recover (default: all of the module's flows). */
+  recoverWhere?: (executionId: string) => boolean;
 }
 
 export function openRuntime(db: string, cwd: string, options: OpenOptions): Runtime {
@@ -27,5 +29,6 @@ export function openRuntime(db: string, cwd: string, options: OpenOptions): Runt
     store: sqliteStore(path),
     background: options.background,
     ...(options.onError ? { onError: options.onError } : {}),
+    ...(options.recoverWhere ? { recoverWhere: options.recoverWhere } : {}),
   });
 }

@@ -18,13 +18,21 @@ export interface RuntimeOptions {
   snapshotEvery?: number;
   /** How often the background loop fires due timers and recovers abandoned executions. */
   pollIntervalMs?: number;
+  /**
+   * Which abandoned executions this runtime recovers (default: every one whose flow it has).
+   * `loom run` limits it to its own execution, so a short command does not adopt other work.
+   */
+  recoverWhere?: (executionId: string) => boolean;
   /** Run the background loop (default true). Command-line reads turn it off. */
   background?: boolean;
   cache?: { maxExecutions?: number; maxBytes?: number };
   limits?: Partial<Limits>;
   /** Close the store when the runtime closes (default true). */
   closeStore?: boolean;
-  /** Errors of background work (a renewal, a timer) that no caller awaits. */
+  /**
+   * Errors that no caller awaits: background work (a renewal, a timer) and executions this
+   * runtime cannot drive (NonDeterminismError, FlowVersionError), each reported once.
+   */
   onError?: (error: Error) => void;
 }
 

@@ -167,6 +167,7 @@ export class Runtime implements RunHost {
 
   async waitForCompletion(id: string, options: { timeoutMs?: number } = {}): Promise<Outcome> {
     assertValidId(id);
+    if (options.timeoutMs !== undefined) positive(options.timeoutMs, 0, "timeoutMs");
     const giveUpAt =
       options.timeoutMs === undefined ? Infinity : performance.now() + options.timeoutMs;
     const remaining = () => giveUpAt - performance.now();
@@ -232,6 +233,7 @@ export class Runtime implements RunHost {
       for (const x of page) {
         if (this.closed) return recovered;
         if (!this.flows.has(x.flow) || this.stuck.has(x.executionId)) continue;
+        if (this.options.recoverWhere && !this.options.recoverWhere(x.executionId)) continue;
         const run = this.runs.get(x.executionId);
         if (run?.phase === "active") continue;
         if (this.leases.liveElsewhere(await this.store.getLease(x.executionId))) continue;
@@ -275,7 +277,7 @@ export class Runtime implements RunHost {
 
   stopped(run: Run, error: Error): void {
     this.forget(run);
-    if (error instanceof NonDeterminismError) this.stuck.set(run.id, error);
+    if (error instanceof NonDeterminismError) this.markStuck(run.id, error);
     this.tasks.background(this.leases.release(run.id, run.fence));
   }
 
@@ -441,7 +443,7 @@ export class Runtime implements RunHost {
       state.flowVersion !== flow.version &&
       !flow.compatibleVersions.includes(state.flowVersion)
     ) {
-      this.stuck.set(
+      this.markStuck(
         state.executionId,
         new FlowVersionError(
           `execution "${state.executionId}" was started by flow "${flow.name}" version "${state.flowVersion}" (code ${state.fingerprint}); ` +
@@ -523,6 +525,17 @@ export class Runtime implements RunHost {
     if (this.loop) clearTimeout(this.loop);
     this.loop = setTimeout(() => void this.tick(), afterMs);
     this.loop.unref();
+  }
+
+  /**
+   * An execution this runtime cannot drive with its code (non-determinism, a version it does not
+   * accept): remembered so recovery does not retry it in a loop, and reported once, so a worker
+   * does not leave it stuck in silence.
+   */
+  private markStuck(id: string, error: Error): void {
+    if (this.stuck.has(id)) return;
+    this.stuck.set(id, error);
+    this.report(error);
   }
 
   private forget(run: Run): void {

@@ -14,6 +14,7 @@ import { DEFAULT_DB, type Command } from "../args.ts";
 import { errorLine } from "../cli-error.ts";
 import { errorText, formatOutcome, shellQuote } from "../format.ts";
 import type { Io } from "../io.ts";
+import { UnknownFlowError } from "../../kernel/errors.ts";
 import { loadFlows } from "../load-module.ts";
 import { openRuntime } from "../open-runtime.ts";
 import { watchSignals } from "../signals.ts";
@@ -24,18 +25,29 @@ const PARK_POLL_MS = 250;
 
 export async function runCommand(cmd: RunCommand, io: Io): Promise<number> {
   const { flows } = await loadFlows(cmd.module, io.cwd);
+  if (!flows.some((f) => f.name === cmd.flow)) {
+    // Refused before the database is opened, so a typo creates no loom.db.
+    const known = flows.map((f) => `"${f.name}"`).join(", ");
+    throw new UnknownFlowError(
+      `no flow named ${JSON.stringify(cmd.flow)} in ${cmd.module} (it has ${known})`,
+    );
+  }
   const signals = watchSignals();
   const stopWatching = new AbortController();
+  let own: string | undefined = cmd.id;
   const runtime = openRuntime(cmd.db, io.cwd, {
     background: true,
     mustExist: false,
     onError: (e) => io.err(`loom: ${errorLine(e)}`),
+    // Only this command's own execution: a short run must not adopt (and abandon) other work.
+    recoverWhere: (executionId) => executionId === own,
   });
   try {
     for (const flow of flows) runtime.registerFlow(flow);
     const options = cmd.id === undefined ? {} : { id: cmd.id };
     const handle = await runtime.start(cmd.flow, cmd.input, options);
     const id = handle.id;
+    own = id;
     void announceParking(runtime, id, cmd.db, io, stopWatching.signal);
     const ended = await Promise.race([
       handle.result(),
