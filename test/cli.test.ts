@@ -136,7 +136,7 @@ describe("loom run, ls and show", () => {
     const all = await loom(cwd, "ls");
     expect(all.code).toBe(0);
     expect(all.stdout).toMatch(/^bad-1\s+fails\s+failed\s+4\s/m);
-    expect(all.stdout).toMatch(/^ok-1\s+two-steps\s+completed\s+6\s/m);
+    expect(all.stdout).toMatch(/^ok-1\s+two-steps\s+completed\s+6\s+\S+\s+-$/m);
 
     const completed = await loom(cwd, "ls", "--status", "completed");
     expect(completed.stdout).toContain("ok-1");

@@ -14,11 +14,25 @@ export function formatOutcome(id: string, outcome: Outcome): string {
   return JSON.stringify({ id, ...outcome }, null, 2);
 }
 
-export function formatList(rows: readonly ExecutionSummary[]): string {
+/**
+ * The list as a table. OWNER names the process holding a live lease (driving it now); "-" for a
+ * released or expired one, so a `running` execution with no owner is waiting for recovery.
+ */
+export function formatList(
+  rows: readonly ExecutionSummary[],
+  owners: ReadonlyMap<string, string> = new Map(),
+): string {
   if (rows.length === 0) return "no executions";
   const table = [
-    ["ID", "FLOW", "STATUS", "EVENTS", "UPDATED"],
-    ...rows.map((r) => [r.executionId, r.flow, r.status, String(r.head + 1), iso(r.updatedAtMs)]),
+    ["ID", "FLOW", "STATUS", "EVENTS", "UPDATED", "OWNER"],
+    ...rows.map((r) => [
+      r.executionId,
+      r.flow,
+      r.status,
+      String(r.head + 1),
+      iso(r.updatedAtMs),
+      owners.get(r.executionId) ?? "-",
+    ]),
   ];
   return columns(table);
 }
@@ -36,7 +50,9 @@ export function formatShow(state: ExecutionState, events: readonly Envelope[]): 
   if (state.error) summary.push(["error", errorText(state.error)]);
   const steps = Object.entries(state.frames);
   if (steps.length > 0) {
-    summary.push(["calls", steps.map(([id, f]) => `${id} ${f.status}`).join(", ")]);
+    const call = ([id, f]: (typeof steps)[number]) =>
+      `${id} ${f.status}${f.attempts > 1 ? ` (${f.attempts} attempts)` : ""}`;
+    summary.push(["calls", steps.map(call).join(", ")]);
   }
   if (state._openSuspends.length > 0) {
     summary.push(["waiting", `${state._openSuspends.join(", ")} (answer with loom resume)`]);

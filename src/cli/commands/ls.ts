@@ -10,7 +10,14 @@ export async function lsCommand(cmd: LsCommand, io: Io): Promise<number> {
   const runtime = openRuntime(cmd.db, io.cwd, { background: false, mustExist: true });
   try {
     const rows = await runtime.list(cmd.status ? { status: cmd.status } : {});
-    io.out(cmd.json ? JSON.stringify(rows, null, 2) : formatList(rows));
+    const owners = new Map<string, string>();
+    const now = Date.now();
+    for (const r of rows) {
+      const lease = await runtime.store.getLease(r.executionId);
+      if (lease?.owner !== undefined && lease.expiresAtMs > now)
+        owners.set(r.executionId, lease.owner);
+    }
+    io.out(cmd.json ? JSON.stringify(rows, null, 2) : formatList(rows, owners));
     return 0;
   } finally {
     await runtime.close();
