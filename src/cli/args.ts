@@ -16,8 +16,9 @@ export const USAGE = `usage: loom <command> [arguments] [--db PATH]
 commands:
   run <module> <flow> [--input JSON] [--id ID]
                          start a flow of <module> and wait for its outcome (printed as JSON)
-  worker <module>        drive the module's flows and recover abandoned executions
-                         until SIGINT or SIGTERM
+  worker <module> [--max-active N]
+                         drive the module's flows and recover abandoned executions
+                         (at most N at once) until SIGINT or SIGTERM
   ls [--status S[,S]] [--json]
                          list executions, optionally only those with these statuses
   show <id> [--json]     an execution's folded state and the timeline of its log
@@ -39,16 +40,16 @@ interface Common {
 export type Command =
   | { name: "help" }
   | (Common & { name: "run"; module: string; flow: string; input: unknown; id?: string })
-  | (Common & { name: "worker"; module: string })
+  | (Common & { name: "worker"; module: string; maxActive?: number })
   | (Common & { name: "ls"; status?: ExecutionStatus[]; json: boolean })
   | (Common & { name: "show"; id: string; json: boolean })
   | (Common & { name: "resume"; id: string; payload: unknown });
 
-type OptionName = "db" | "input" | "id" | "status" | "json";
+type OptionName = "db" | "input" | "id" | "status" | "json" | "max-active";
 
 const ALLOWED: Record<string, { positionals: [number, number]; options: OptionName[] }> = {
   run: { positionals: [2, 2], options: ["db", "input", "id"] },
-  worker: { positionals: [1, 1], options: ["db"] },
+  worker: { positionals: [1, 1], options: ["db", "max-active"] },
   ls: { positionals: [0, 0], options: ["db", "status", "json"] },
   show: { positionals: [1, 1], options: ["db", "json"] },
   resume: { positionals: [1, 2], options: ["db"] },
@@ -56,7 +57,7 @@ const ALLOWED: Record<string, { positionals: [number, number]; options: OptionNa
 
 const SIGNATURES: Record<string, string> = {
   run: "loom run <module> <flow> [--input JSON] [--id ID]",
-  worker: "loom worker <module>",
+  worker: "loom worker <module> [--max-active N]",
   ls: "loom ls [--status S[,S]] [--json]",
   show: "loom show <id> [--json]",
   resume: "loom resume <id> [JSON]",
@@ -75,6 +76,7 @@ export function parseCommand(argv: readonly string[]): Command {
         id: { type: "string" },
         status: { type: "string" },
         json: { type: "boolean" },
+        "max-active": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -88,7 +90,7 @@ export function parseCommand(argv: readonly string[]): Command {
   const spec = Object.hasOwn(ALLOWED, name) ? ALLOWED[name] : undefined;
   if (!spec) throw new UsageError(`unknown command "${name}"`, { showUsage: true });
 
-  for (const option of ["db", "input", "id", "status", "json"] as const) {
+  for (const option of ["db", "input", "id", "status", "json", "max-active"] as const) {
     if (values[option] !== undefined && !spec.options.includes(option)) {
       throw new UsageError(`loom ${name} does not take --${option} (${SIGNATURES[name]})`);
     }
@@ -108,8 +110,15 @@ export function parseCommand(argv: readonly string[]): Command {
       const command: Command = { name, db, module: arg(0), flow: arg(1), input };
       return values.id === undefined ? command : { ...command, id: values.id };
     }
-    case "worker":
-      return { name, db, module: arg(0) };
+    case "worker": {
+      const max = values["max-active"];
+      if (max === undefined) return { name, db, module: arg(0) };
+      const maxActive = Number(max);
+      if (!Number.isSafeInteger(maxActive) || maxActive < 1) {
+        throw new UsageError(`--max-active needs a whole number >= 1, got ${JSON.stringify(max)}`);
+      }
+      return { name, db, module: arg(0), maxActive };
+    }
     case "ls": {
       const json = values.json ?? false;
       return values.status === undefined

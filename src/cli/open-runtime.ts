@@ -16,6 +16,8 @@ export interface OpenOptions {
    */
   mustExist: boolean;
   onError?: (error: Error) => void;
+  /** The most executions this process drives at once (default: no limit). */
+  maxActive?: number;
   /** Which abandoned executions to recover (default: all of the module's flows). */
   recoverWhere?: (executionId: string) => boolean;
 }
@@ -30,5 +32,6 @@ export function openRuntime(db: string, cwd: string, options: OpenOptions): Runt
     background: options.background,
     ...(options.onError ? { onError: options.onError } : {}),
     ...(options.recoverWhere ? { recoverWhere: options.recoverWhere } : {}),
+    ...(options.maxActive !== undefined ? { maxActive: options.maxActive } : {}),
   });
 }

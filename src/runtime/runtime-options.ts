@@ -23,6 +23,11 @@ export interface RuntimeOptions {
    * `loom run` limits it to its own execution, so a short command does not adopt other work.
    */
   recoverWhere?: (executionId: string) => boolean;
+  /**
+   * The most executions recovery makes this runtime drive at once (default: no limit). Runs it
+   * started itself count too; recovery leaves the rest to other workers.
+   */
+  maxActive?: number;
   /** Run the background loop (default true). Command-line reads turn it off. */
   background?: boolean;
   cache?: { maxExecutions?: number; maxBytes?: number };

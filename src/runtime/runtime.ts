@@ -68,6 +68,7 @@ export class Runtime implements RunHost {
   readonly limits: Limits;
   private readonly ids: IdSource;
   readonly snapshotEvery: number;
+  private readonly maxActive: number;
   private readonly pollIntervalMs: number;
   private readonly flows = new Map<string, Flow>();
   private readonly runs = new Map<string, Run>();
@@ -88,6 +89,7 @@ export class Runtime implements RunHost {
     this.leaseTtlMs = positive(options.leaseTtlMs, 30_000, "leaseTtlMs");
     this.snapshotEvery = positive(options.snapshotEvery, 200, "snapshotEvery");
     this.pollIntervalMs = positive(options.pollIntervalMs, 500, "pollIntervalMs");
+    this.maxActive = positive(options.maxActive, Infinity, "maxActive");
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.journal = new Journal(this.store);
     this.leases = new Leases(this.store, this.ownerId, this.clock, this.leaseTtlMs, () =>
@@ -234,6 +236,7 @@ export class Runtime implements RunHost {
         if (this.closed) return recovered;
         if (!this.flows.has(x.flow) || this.stuck.has(x.executionId)) continue;
         if (this.options.recoverWhere && !this.options.recoverWhere(x.executionId)) continue;
+        if (this.activeRuns() >= this.maxActive) return recovered;
         const run = this.runs.get(x.executionId);
         if (run?.phase === "active") continue;
         if (this.leases.liveElsewhere(await this.store.getLease(x.executionId))) continue;
@@ -536,6 +539,12 @@ export class Runtime implements RunHost {
     if (this.stuck.has(id)) return;
     this.stuck.set(id, error);
     this.report(error);
+  }
+
+  private activeRuns(): number {
+    let n = 0;
+    for (const run of this.runs.values()) if (run.active) n++;
+    return n;
   }
 
   private forget(run: Run): void {

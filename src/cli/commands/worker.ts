@@ -23,6 +23,7 @@ export async function workerCommand(cmd: WorkerCommand, io: Io): Promise<number>
     background: true,
     mustExist: false,
     onError: (e) => io.err(`loom: ${errorLine(e)}`),
+    ...(cmd.maxActive !== undefined ? { maxActive: cmd.maxActive } : {}),
   });
   try {
     for (const flow of flows) runtime.registerFlow(flow);
