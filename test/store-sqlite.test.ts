@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
+import type { Envelope } from "../src/kernel/events.ts";
 import type { Store, StoreHooks } from "../src/store/spi.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { runStoreConformance } from "../src/store/conformance/index.ts";
@@ -29,4 +30,82 @@ runStoreConformance({
     await store.close();
     return open(path);
   },
+});
+
+describe("sqlite: two connections on one file", () => {
+  it("an append checks what another connection committed (the check cache is never stale)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loom-sqlite-two-"));
+    dirs.push(dir);
+    const path = join(dir, "loom.db");
+    const a = open(path);
+    const b = open(path);
+    const ev = (seq: number): Envelope => ({
+      executionId: "x",
+      seq,
+      kind: seq === 0 ? "EXECUTION_STARTED" : "STEP_STARTED",
+      at: seq,
+      payload: { seq },
+    });
+    const batch = (from: number, count: number, fence: number) => ({
+      executionId: "x",
+      events: Array.from({ length: count }, (_, i) => ev(from + i)),
+      expectedSeq: from,
+      fence,
+      status: "running" as const,
+      flow: "f",
+    });
+    const leaseA = await a.acquireLease("x", "A", { ttlMs: 10, nowMs: 0 });
+    expect((await a.appendMany([batch(0, 2, leaseA?.fence ?? 0)]))[0]?.ok).toBe(true);
+    const leaseB = await b.acquireLease("x", "B", { ttlMs: 10, nowMs: 100 });
+    expect((await b.appendMany([batch(2, 1, leaseB?.fence ?? 0)]))[0]?.ok).toBe(true);
+    const late = (await a.appendMany([batch(2, 1, leaseA?.fence ?? 0)]))[0];
+    expect(late?.ok).toBe(false);
+    expect(late && !late.ok && late.error.code).toBe("LOOM_FENCED");
+    const again = (await a.appendMany([batch(3, 1, leaseB?.fence ?? 0)]))[0];
+    expect(again?.ok).toBe(true);
+    expect((await b.read("x")).map((e) => e.seq)).toEqual([0, 1, 2, 3]);
+    await a.close();
+    await b.close();
+  });
+
+  it("reads whole logs across the settled and the hot part of the events", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loom-sqlite-hot-"));
+    dirs.push(dir);
+    const store = open(join(dir, "loom.db"));
+    const ids = ["a", "b", "c"];
+    for (const id of ids) await store.acquireLease(id, "w", { ttlMs: 1e9, nowMs: 0 });
+    const per = 1500;
+    for (let from = 0; from < per; from += 100) {
+      const outcomes = await store.appendMany(
+        ids.map((id) => ({
+          executionId: id,
+          events: Array.from({ length: 100 }, (_, i): Envelope => ({
+            executionId: id,
+            seq: from + i,
+            kind: from + i === 0 ? "EXECUTION_STARTED" : "STEP_STARTED",
+            at: from + i,
+            payload: { id, n: from + i },
+          })),
+          expectedSeq: from,
+          fence: 1,
+          status: "running" as const,
+          flow: "f",
+        })),
+      );
+      expect(outcomes.every((o) => o.ok)).toBe(true);
+    }
+    for (const id of ids) {
+      const log = await store.read(id);
+      expect(log.map((e) => e.seq)).toEqual(Array.from({ length: per }, (_, i) => i));
+      expect(log.every((e) => (e.payload as { id: string }).id === id)).toBe(true);
+      expect((await store.read(id, per - 5)).map((e) => e.seq)).toEqual([
+        1495, 1496, 1497, 1498, 1499,
+      ]);
+      expect(await store.head(id)).toBe(per - 1);
+    }
+    expect((await store.list()).map((x) => [x.executionId, x.head, x.updatedAtMs])).toEqual(
+      ids.map((id) => [id, per - 1, per - 1]),
+    );
+    await store.close();
+  });
 });

@@ -55,6 +55,8 @@ import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
 
+const RECENT_OUTCOMES = 1000;
+
 export function createRuntime(options: RuntimeOptions): Runtime {
   return new Runtime(options);
 }
@@ -73,6 +75,8 @@ export class Runtime implements RunHost {
   private readonly flows = new Map<string, Flow>();
   private readonly runs = new Map<string, Run>();
   private readonly stuck = new Map<string, Error>();
+  /** Outcomes of executions that ended here recently: a fact in the log, kept to skip a read. */
+  private readonly outcomes = new Map<string, Outcome>();
   private readonly tasks = new Tasks((e) => this.report(e));
   private readonly cache: ParkedCache;
   private readonly leases: Leases;
@@ -177,6 +181,8 @@ export class Runtime implements RunHost {
     for (;;) {
       const stuck = this.stuck.get(id);
       if (stuck) throw stuck;
+      const ended = this.outcomes.get(id);
+      if (ended) return ended;
       const run = this.runs.get(id);
       if (run?.phase === "active") {
         // The run settles `done` while this process drives it; once it parks, another process
@@ -276,6 +282,11 @@ export class Runtime implements RunHost {
   ended(run: Run): void {
     // The terminal batch released the lease in its own transaction.
     this.forget(run);
+    this.outcomes.set(run.id, outcomeOf(run.state));
+    if (this.outcomes.size > RECENT_OUTCOMES) {
+      const oldest = this.outcomes.keys().next().value;
+      if (oldest !== undefined) this.outcomes.delete(oldest);
+    }
   }
 
   stopped(run: Run, error: Error): void {

@@ -43,4 +43,15 @@ export const MIGRATIONS: readonly string[] = [
     state TEXT NOT NULL
   ) WITHOUT ROWID;
   `,
+  `
+  CREATE TABLE events_hot (
+    execution_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    meta TEXT
+  );
+  CREATE UNIQUE INDEX events_hot_by_execution ON events_hot (execution_id, seq);
+  `,
 ];

@@ -54,6 +54,12 @@ interface LeaseRow {
   expires_at: number;
 }
 
+const SETTLE_AT_ROWS = 4000;
+
+function headOf(id: string): string {
+  return `(SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM events WHERE execution_id = ${id} UNION ALL SELECT MAX(seq) FROM events_hot WHERE execution_id = ${id}))`;
+}
+
 export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
   const db = new Database(path);
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
@@ -63,15 +69,13 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   const hooks = options.hooks ?? {};
 
   const q = {
-    head: db.prepare<[string], { head: number | null }>(
-      "SELECT MAX(seq) AS head FROM events WHERE execution_id = ?",
-    ),
+    head: db.prepare<{ id: string }, { head: number | null }>(`SELECT ${headOf("@id")} AS head`),
     /** Everything an append checks, in one statement. */
     check: db.prepare<
       { id: string },
       { head: number | null; status: ExecutionStatus | null; fence: number | null }
     >(
-      `SELECT (SELECT MAX(seq) FROM events WHERE execution_id = @id) AS head,
+      `SELECT ${headOf("@id")} AS head,
               (SELECT status FROM executions WHERE id = @id) AS status,
               (SELECT fence FROM leases WHERE execution_id = @id) AS fence`,
     ),
@@ -83,15 +87,24 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       "SELECT fence FROM leases WHERE execution_id = ?",
     ),
     insertEvent: db.prepare(
-      "INSERT INTO events (execution_id, seq, kind, at, payload, meta) VALUES (?, ?, ?, ?, ?, ?)",
+      "INSERT INTO events_hot (execution_id, seq, kind, at, payload, meta) VALUES (?, ?, ?, ?, ?, ?)",
     ),
+    hotCount: db.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM events_hot"),
+    settle: db.prepare(
+      `INSERT INTO events (execution_id, seq, kind, at, payload, meta)
+       SELECT execution_id, seq, kind, at, payload, meta FROM events_hot ORDER BY execution_id, seq`,
+    ),
+    clearHot: db.prepare("DELETE FROM events_hot"),
     setTimer: db.prepare(
       "INSERT OR REPLACE INTO timers (execution_id, timer_id, wake_at) VALUES (?, ?, ?)",
     ),
     clearTimer: db.prepare("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?"),
     clearTimers: db.prepare("DELETE FROM timers WHERE execution_id = ?"),
-    read: db.prepare<[string, number], EventRow>(
-      "SELECT seq, kind, at, payload, meta FROM events WHERE execution_id = ? AND seq >= ? ORDER BY seq",
+    read: db.prepare<{ id: string; from: number }, EventRow>(
+      `SELECT seq, kind, at, payload, meta FROM events WHERE execution_id = @id AND seq >= @from
+       UNION ALL
+       SELECT seq, kind, at, payload, meta FROM events_hot WHERE execution_id = @id AND seq >= @from
+       ORDER BY seq`,
     ),
     claimLease: db.prepare(
       "INSERT INTO leases (execution_id, owner, fence, expires_at) VALUES (?, ?, ?, ?)",
@@ -125,11 +138,33 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   };
 
   /** Checks first, then writes: a refused batch has written nothing, so no savepoint is needed. */
+  /**
+   * What an append checks (head, status, fence) for the executions this connection appended to
+   * since the last commit by any other connection (`PRAGMA data_version` tells): a group commit
+   * of many executions then runs no check query. Cleared on a rollback and on anything another
+   * process committed.
+   */
+  const known = new Map<string, { head: number; status?: ExecutionStatus; fence?: number }>();
+  const dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
+  let seenVersion = -1;
+
+  function checked(id: string): { head: number; status?: ExecutionStatus; fence?: number } {
+    const cached = known.get(id);
+    if (cached) return cached;
+    const row = q.check.get({ id });
+    const fresh: { head: number; status?: ExecutionStatus; fence?: number } = {
+      head: row?.head ?? -1,
+    };
+    if (row?.status) fresh.status = row.status;
+    if (row?.fence !== null && row?.fence !== undefined) fresh.fence = row.fence;
+    return fresh;
+  }
+
   function applyBatch(b: AppendBatch): void {
     const id = b.executionId;
-    const row = q.check.get({ id });
-    const leaseFence = row?.fence ?? undefined;
-    checkBatch(b, row?.head ?? -1, effectiveFence(b, leaseFence), row?.status ?? undefined);
+    const row = checked(id);
+    const leaseFence = row.fence;
+    checkBatch(b, row.head, effectiveFence(b, leaseFence), row.status);
     if (leaseFence === undefined && b.claimLease) {
       q.claimLease.run(id, b.claimLease.owner, b.fence, b.claimLease.expiresAtMs);
     }
@@ -144,7 +179,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       );
     }
     const first = b.events[0] as Envelope;
-    if (row?.status === null || row?.status === undefined) {
+    const last = b.events[b.events.length - 1] as Envelope;
+    if (known.size > 10_000) known.clear();
+    known.set(id, { head: last.seq, status: b.status, fence: b.fence });
+    if (row.status === undefined) {
       q.insertExecution.run({ id, flow: b.flow ?? "", status: b.status, at0: first.at });
     } else if (row.status !== b.status) {
       q.setStatus.run({ id, status: b.status });
@@ -162,6 +200,11 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
   }
 
   const appendTx = db.transaction((batches: readonly AppendBatch[]): AppendOutcome[] => {
+    const version = dataVersion.get() ?? -1;
+    if (version !== seenVersion) {
+      known.clear();
+      seenVersion = version;
+    }
     const outcomes: AppendOutcome[] = batches.map((b) => {
       try {
         applyBatch(b);
@@ -174,6 +217,22 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     hooks.beforeCommit?.(batches);
     return outcomes;
   });
+
+  /**
+   * Appends land in `events_hot`, ordered by arrival, so a group commit of many executions
+   * dirties a few pages instead of one per execution; every SETTLE_AT_ROWS rows (counted by this
+   * connection) they move to `events`, clustered by execution, in one transaction that writes
+   * each execution's page once. Reads see both tables.
+   */
+  let hotRows = q.hotCount.get()?.n ?? 0;
+  const settleTx = db.transaction(() => {
+    q.settle.run();
+    q.clearHot.run();
+  });
+  function settleHot(): void {
+    settleTx.immediate();
+    hotRows = 0;
+  }
 
   const acquireTx = db.transaction(
     (id: string, owner: string, ttlMs: number, nowMs: number, takeoverFence?: number) => {
@@ -192,6 +251,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
         expiresAtMs: nowMs + ttlMs,
       };
       q.putLease.run(id, owner, lease.fence, lease.expiresAtMs);
+      known.delete(id);
       return lease;
     },
   );
@@ -200,15 +260,20 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     kind: "sqlite",
 
     async appendMany(batches) {
+      let outcomes: AppendOutcome[];
       try {
-        return appendTx.immediate(batches);
+        outcomes = appendTx.immediate(batches);
       } catch (e) {
+        known.clear();
         throw ensureError(e);
       }
+      for (const b of batches) hotRows += b.events.length;
+      if (hotRows >= SETTLE_AT_ROWS) settleHot();
+      return outcomes;
     },
 
     async read(id, fromSeq = 0) {
-      return q.read.all(id, Math.max(0, fromSeq)).map((r) => {
+      return q.read.all({ id, from: Math.max(0, fromSeq) }).map((r) => {
         const e: Envelope = {
           executionId: id,
           seq: r.seq,
@@ -222,7 +287,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     },
 
     async head(id) {
-      return q.head.get(id)?.head ?? -1;
+      return q.head.get({ id })?.head ?? -1;
     },
 
     async list(query: ListQuery = {}) {
@@ -243,8 +308,9 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       }
       const sql =
         "SELECT id, flow, status, created_at," +
-        " (SELECT MAX(seq) FROM events WHERE execution_id = id) AS head," +
-        " (SELECT at FROM events WHERE execution_id = id ORDER BY seq DESC LIMIT 1) AS updated_at" +
+        ` ${headOf("id")} AS head,` +
+        " (SELECT at FROM (SELECT seq, at FROM events WHERE execution_id = id" +
+        " UNION ALL SELECT seq, at FROM events_hot WHERE execution_id = id) ORDER BY seq DESC LIMIT 1) AS updated_at" +
         " FROM executions" +
         (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
         " ORDER BY id" +
