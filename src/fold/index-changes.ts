@@ -22,7 +22,9 @@ export interface IndexChanges {
   clearAllTimers: boolean;
 }
 
-export function indexChanges(events: readonly Envelope[]): IndexChanges {
+/** The index changes of a batch, or undefined when it changes none (most batches). */
+export function indexChanges(events: readonly Envelope[]): IndexChanges | undefined {
+  if (!events.some(touchesIndex)) return undefined;
   const out: IndexChanges = { timersSet: [], timersCleared: [], clearAllTimers: false };
   for (const e of events) {
     const p = isPlainObject(e.payload) ? e.payload : {};
@@ -39,4 +41,13 @@ export function indexChanges(events: readonly Envelope[]): IndexChanges {
     }
   }
   return out;
+}
+
+function touchesIndex(e: Envelope): boolean {
+  return (
+    e.kind === "TIMER_SCHEDULED" ||
+    e.kind === "SUSPENDED" ||
+    e.kind === "TIMER_FIRED" ||
+    isTerminalEvent(e)
+  );
 }

@@ -127,3 +127,19 @@ function sortKeys(value: unknown): unknown {
 export function isPlainObject(value: unknown): value is { [key: string]: Json } {
   return value !== null && typeof value === "object" && !Array.isArray(value);
 }
+
+const texts = new WeakMap<object, string>();
+
+/**
+ * `JSON.stringify(value)`, remembered for objects: the runtime measures a payload and the store
+ * writes it, and both get the same text from one serialisation. A payload is never changed
+ * after it is queued, so the remembered text stays right.
+ */
+export function jsonText(value: Json | undefined): string {
+  if (value === null || typeof value !== "object") return JSON.stringify(value ?? null);
+  const known = texts.get(value);
+  if (known !== undefined) return known;
+  const text = JSON.stringify(value);
+  texts.set(value, text);
+  return text;
+}

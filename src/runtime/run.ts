@@ -29,7 +29,7 @@ import {
   errorToData,
   type ErrorData,
 } from "../kernel/errors.ts";
-import type { Json } from "../kernel/json.ts";
+import { jsonText, type Json } from "../kernel/json.ts";
 import { fold } from "../fold/fold.ts";
 import { indexChanges } from "../fold/index-changes.ts";
 import type { ExecutionState } from "../fold/state.ts";
@@ -284,7 +284,7 @@ export class Run {
       fold(this.state, e);
       this.noteSettled(e.seq);
       // An estimate for the cache's byte bound and the snapshot policy (UTF-16 length).
-      const bytes = (e.payload === undefined ? 0 : JSON.stringify(e.payload).length) + 64;
+      const bytes = jsonText(e.payload).length + 64;
       this.approxBytes += bytes;
       this.bytesSinceSnapshot += bytes;
     }

@@ -12,7 +12,7 @@ export interface RuntimeOptions {
   ownerId?: string;
   leaseTtlMs?: number;
   /**
-   * The fewest events between snapshots (default 200). A snapshot is also delayed until as many
+   * The fewest events between snapshots (default 1,000). A snapshot is also delayed until as many
    * bytes were appended since the last one as it had, so their cost stays constant per byte.
    */
   snapshotEvery?: number;

@@ -91,7 +91,7 @@ export class Runtime implements RunHost {
     this.ids = options.ids ?? randomIds;
     this.ownerId = options.ownerId ?? newOwnerId();
     this.leaseTtlMs = positive(options.leaseTtlMs, 30_000, "leaseTtlMs");
-    this.snapshotEvery = positive(options.snapshotEvery, 200, "snapshotEvery");
+    this.snapshotEvery = positive(options.snapshotEvery, 1000, "snapshotEvery");
     this.pollIntervalMs = positive(options.pollIntervalMs, 500, "pollIntervalMs");
     this.maxActive = positive(options.maxActive, Infinity, "maxActive");
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };

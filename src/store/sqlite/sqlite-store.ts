@@ -10,7 +10,7 @@
 import Database from "better-sqlite3";
 import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../../kernel/events.ts";
 import { LoomError, ensureError } from "../../kernel/errors.ts";
-import type { Json } from "../../kernel/json.ts";
+import { jsonText, type Json } from "../../kernel/json.ts";
 import type { Snapshot } from "../../fold/state.ts";
 import { checkBatch, effectiveFence, leaseAvailable } from "../append-check.ts";
 import type {
@@ -55,6 +55,15 @@ interface LeaseRow {
 }
 
 const SETTLE_AT_ROWS = 4000;
+
+/** The meta of nearly every envelope is `{ fence }` or `{ kernel, fence }`: no serialiser needed. */
+function metaText(meta: EnvelopeMeta): string {
+  const keys = Object.keys(meta);
+  if (keys.length === 1 && keys[0] === "fence" && Number.isSafeInteger(meta.fence)) {
+    return `{"fence":${meta.fence}}`;
+  }
+  return JSON.stringify(meta);
+}
 
 function headOf(id: string): string {
   return `(SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM events WHERE execution_id = ${id} UNION ALL SELECT MAX(seq) FROM events_hot WHERE execution_id = ${id}))`;
@@ -174,8 +183,8 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
         e.seq,
         e.kind,
         e.at,
-        JSON.stringify(e.payload ?? null),
-        e.meta === undefined ? null : JSON.stringify(e.meta),
+        jsonText(e.payload),
+        e.meta === undefined ? null : metaText(e.meta),
       );
     }
     const first = b.events[0] as Envelope;
