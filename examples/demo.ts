@@ -70,8 +70,9 @@ const ran = readFileSync(ledger, "utf8").trim().split("\n");
 say("each step: recorded completions / real executions");
 const steps = new Map<string, string>();
 for (const e of log) {
+  // A fast step is one STEP_COMPLETED; a long one has its STEP_STARTED first (R9).
   const p = e.payload as { callId?: string; input?: string };
-  if (e.kind !== "STEP_STARTED" || !p.callId || steps.has(p.callId)) continue;
+  if (!e.kind.startsWith("STEP_") || !p.callId || steps.has(p.callId)) continue;
   steps.set(p.callId, p.input === undefined ? p.callId.replace(/#\d+$/, "") : `search:${p.input}`);
 }
 for (const [callId, ledgerKey] of steps) {

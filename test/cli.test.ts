@@ -95,9 +95,7 @@ describe("loom run, ls and show", () => {
     const before = await showJson(cwd, "greet-1");
     expect(before.events.map((e) => e.kind)).toEqual([
       "EXECUTION_STARTED",
-      "STEP_STARTED",
       "STEP_COMPLETED",
-      "STEP_STARTED",
       "STEP_COMPLETED",
       "EXECUTION_COMPLETED",
     ]);
@@ -135,8 +133,8 @@ describe("loom run, ls and show", () => {
 
     const all = await loom(cwd, "ls");
     expect(all.code).toBe(0);
-    expect(all.stdout).toMatch(/^bad-1\s+fails\s+failed\s+4\s/m);
-    expect(all.stdout).toMatch(/^ok-1\s+two-steps\s+completed\s+6\s+\S+\s+-$/m);
+    expect(all.stdout).toMatch(/^bad-1\s+fails\s+failed\s+3\s/m);
+    expect(all.stdout).toMatch(/^ok-1\s+two-steps\s+completed\s+4\s+\S+\s+-$/m);
 
     const completed = await loom(cwd, "ls", "--status", "completed");
     expect(completed.stdout).toContain("ok-1");
@@ -165,7 +163,7 @@ describe("loom run, ls and show", () => {
     expect(shown.code).toBe(0);
     expect(shown.stdout).toMatch(/^status\s+completed$/m);
     expect(shown.stdout).toMatch(/^flow\s+two-steps \(version 1/m);
-    expect(shown.stdout).toContain("timeline (6 events)");
+    expect(shown.stdout).toContain("timeline (4 events)");
     expect(shown.stdout).toMatch(/STEP_COMPLETED\s+step greet#0 -> "hello bo"/);
     expect(shown.stdout).toMatch(/STEP_COMPLETED\s+step measure#0 -> 8/);
     expect(shown.stdout).toMatch(/EXECUTION_COMPLETED\s+completed -> /);

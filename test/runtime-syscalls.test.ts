@@ -39,15 +39,45 @@ describe("syscalls", () => {
     const log = await runtime.readLog("s1");
     expect(log.map((e) => e.kind)).toEqual([
       "EXECUTION_STARTED",
-      "STEP_STARTED",
       "STEP_COMPLETED",
-      "STEP_STARTED",
       "STEP_COMPLETED",
       "EXECUTION_COMPLETED",
     ]);
-    expect(log[3]?.payload).toMatchObject({ callId: "double#0", input: 2 });
+    expect(log[2]?.payload).toMatchObject({ callId: "double#0", input: 2, output: 4 });
     expect(log.every((e, i) => e.seq === i && typeof e.meta?.fence === "number")).toBe(true);
     await expectReplayEquality(runtime, "s1");
+  });
+
+  it("R9: a fast step is one event; a step still running at the next commit writes its start", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const f = flow$("starts", async (ctx) => {
+      const fast = await ctx.run("fast", () => 1);
+      const slow = await ctx.run("slow", async () => (await gate, 2));
+      const failed = await ctx.run("boom", () => Promise.reject(new Error("no"))).catch(() => 3);
+      return fast + slow + failed;
+    });
+    const h = await fresh().start(f, null, { id: "r9" });
+    await until(async () => (await runtime.readLog("r9")).some((e) => e.kind === "STEP_STARTED"));
+    release();
+    expect((await h.result()).output).toBe(6);
+    const log = await runtime.readLog("r9");
+    expect(log.map((e) => `${e.kind}:${(e.payload as { callId?: string }).callId ?? ""}`)).toEqual([
+      "EXECUTION_STARTED:",
+      "STEP_COMPLETED:fast#0",
+      "STEP_STARTED:slow#0",
+      "STEP_COMPLETED:slow#0",
+      "STEP_FAILED:boom#0",
+      "EXECUTION_COMPLETED:",
+    ]);
+    const state = await runtime.getState("r9");
+    expect(state.frames["fast#0"]).toMatchObject({ status: "completed", attempts: 1, output: 1 });
+    expect(state.frames["boom#0"]).toMatchObject({ status: "failed", attempts: 1 });
+    const fastEvent = log[1];
+    expect(state.frames["fast#0"]?.firstStartedAt).toBe(
+      (fastEvent?.payload as { startedAt: number }).startedAt,
+    );
+    expect(state.inFlight).toBe(0);
   });
 
   it("gives repeated step names distinct ids and scopes parallel branches", async () => {
@@ -194,11 +224,11 @@ describe("syscalls", () => {
     runtime = createRuntime({ store, snapshotEvery: 5 });
     const f = flow$("many", async (ctx) => {
       let n = 0;
-      for (let i = 0; i < 12; i++) n += await ctx.run("s", () => i);
+      for (let i = 0; i < 40; i++) n += await ctx.run("s", () => i);
       return n;
     });
     const h = await runtime.start(f, null, { id: "m1" });
-    expect((await h.result()).output).toBe(66);
+    expect((await h.result()).output).toBe(780);
     const snap = await store.loadSnapshot("m1");
     expect(snap && snap.seq >= 20).toBe(true);
     await expectReplayEquality(runtime, "m1");

@@ -103,9 +103,32 @@ function record(s: ExecutionState, scope: string, entry: string): void {
   else s.order[scope] = [entry];
 }
 
-function settleStep(s: ExecutionState, p: Payload, apply: (f: Frame) => void): void {
+/**
+ * Settles a step. A step that settled before its start was written (a fast step: schema 1.1.0)
+ * records its start in the settling event itself (`scope`, `name`, `input`, `startedAt`), and
+ * the frame is made from it, never counted in flight.
+ */
+function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame) => void): void {
   const f = frameOf(s, p.callId);
-  if (!f || f.kind !== "step" || f.status !== "started") return;
+  if (!f) {
+    const head = callHead(p);
+    if (!head) return;
+    const startedAt =
+      typeof p.startedAt === "number" && Number.isFinite(p.startedAt) ? p.startedAt : e.at;
+    const made: Frame = {
+      kind: "step",
+      ...head,
+      status: "started",
+      firstStartedAt: startedAt,
+      attempts: 1,
+    };
+    if (p.input !== undefined) made.input = p.input;
+    apply(made);
+    s.frames[head.callId] = made;
+    record(s, head.scope, `step:${head.callId}`);
+    return;
+  }
+  if (f.kind !== "step" || f.status !== "started") return;
   apply(f);
   s.inFlight--;
 }
@@ -146,20 +169,20 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     record(s, head.scope, `step:${head.callId}`);
     s.inFlight++;
   },
-  STEP_COMPLETED(s, p) {
-    settleStep(s, p, (f) => {
+  STEP_COMPLETED(s, p, e) {
+    settleStep(s, p, e, (f) => {
       f.status = "completed";
       if (p.output !== undefined) f.output = p.output;
     });
   },
-  STEP_FAILED(s, p) {
-    settleStep(s, p, (f) => {
+  STEP_FAILED(s, p, e) {
+    settleStep(s, p, e, (f) => {
       f.status = "failed";
       f.error = errorOf(p.error);
     });
   },
-  STEP_CANCELLED(s, p) {
-    settleStep(s, p, (f) => {
+  STEP_CANCELLED(s, p, e) {
+    settleStep(s, p, e, (f) => {
       f.status = "cancelled";
       f.error = errorOf(p.error);
     });

@@ -10,8 +10,11 @@
  */
 import type { Json } from "./json.ts";
 
-/** Bumped whenever what the fold does with an existing kind changes. */
-export const EVENT_SCHEMA_VERSION = "1.0.0";
+/**
+ * Bumped whenever what the fold does with an existing kind changes.
+ * 1.1.0: a STEP_COMPLETED or STEP_FAILED with no STEP_STARTED before it carries the step's start.
+ */
+export const EVENT_SCHEMA_VERSION = "1.1.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",

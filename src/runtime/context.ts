@@ -98,7 +98,9 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
     if (frame && frame.status !== "started") throw errorFromData(frame.error);
     const payload: { [k: string]: Json } = { callId: claim.callId, scope, name };
     if (hasInput && input !== undefined) payload.input = input;
-    run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
+    // A re-run of a step whose start was recorded counts an attempt at once (R9 for new ones).
+    if (frame) run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
+    else run.deferStart(claim.callId, payload);
     claim.take();
     let controller: AbortController | undefined;
     const ectx: EffectContext = {
@@ -122,14 +124,18 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
       if (controller) run.release(controller);
     }
     if (!run.live) return halted();
+    const start = run.takeStart(claim.callId) ?? {};
     if ("error" in outcome) {
       const error = errorToData(outcome.error);
-      await run.enqueue([
-        { kind: "STEP_FAILED", payload: { callId: claim.callId, error: error as unknown as Json } },
-      ]);
+      const failed: { [k: string]: Json } = {
+        ...start,
+        callId: claim.callId,
+        error: error as unknown as Json,
+      };
+      await run.enqueue([{ kind: "STEP_FAILED", payload: failed }]);
       throw errorFromData(error);
     }
-    const done: { [k: string]: Json } = { callId: claim.callId };
+    const done: { [k: string]: Json } = { ...start, callId: claim.callId };
     if (outcome.output !== undefined) done.output = outcome.output;
     await run.enqueue([{ kind: "STEP_COMPLETED", payload: done }]);
     return own(outcome.output) as T;

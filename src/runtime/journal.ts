@@ -20,6 +20,7 @@ interface Pending {
 export class Journal {
   private queue: Pending[] = [];
   private flushing: Promise<void> | undefined;
+  private readonly beforeFlush = new Set<() => void>();
   private scheduled = false;
   /** Transactions issued; the benchmarks and tests read it. */
   commits = 0;
@@ -31,6 +32,15 @@ export class Journal {
       this.queue.push({ batch, resolve, reject });
       this.schedule();
     });
+  }
+
+  /**
+   * Calls `write` just before the next flush takes the queue, so what it appends then joins that
+   * commit (a step's start, written only if the step is still running by then).
+   */
+  atNextFlush(write: () => void): void {
+    this.beforeFlush.add(write);
+    this.schedule();
   }
 
   /** Resolves when everything queued so far has been committed or refused. */
@@ -53,6 +63,9 @@ export class Journal {
   }
 
   private async flush(): Promise<void> {
+    const writers = [...this.beforeFlush];
+    this.beforeFlush.clear();
+    for (const write of writers) write();
     const items = this.queue;
     this.queue = [];
     const groups = mergeConsecutive(items);

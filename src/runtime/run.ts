@@ -19,6 +19,8 @@
  *     through ctx.parallel, whose branches are scopes of their own.
  * R8. A run parks (releases its lease, joins the cache) only when the fold says `parked`, every
  *     append is committed, and every live scope of the body is blocked in a wait.
+ * R9. A step's start is written at the next group commit if the step is still running, else
+ *     inside its settling event (see deferStart).
  */
 import type { CallKind, Envelope, EventKind } from "../kernel/events.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
@@ -100,6 +102,11 @@ export class Run {
   private readonly scopes = new Map<string, Scope>();
   private readonly waiters = new Map<string, Waiter>();
   private readonly controllers = new Set<AbortController>();
+  /** Steps running whose STEP_STARTED is not written yet (R9). */
+  private readonly pendingStarts = new Map<
+    string,
+    { payload: { [k: string]: Json }; at: number }
+  >();
   private heartbeat: NodeJS.Timeout | undefined;
   private parkWatchers: (() => void)[] = [];
 
@@ -328,6 +335,32 @@ export class Run {
     this.lastSnapshotBytes = stateJson.length;
     this.bytesSinceSnapshot = 0;
     return { seq: this.state.seq, stateJson };
+  }
+
+  /**
+   * R9: a new step's STEP_STARTED is written at the next group commit only if the step is still
+   * running then; a step that settles first writes one event, its STEP_COMPLETED or STEP_FAILED,
+   * carrying the start (`scope`, `name`, `input`, `startedAt`). A long step's start is durable
+   * within one turn of the event loop; a fast step costs one event instead of two.
+   */
+  deferStart(callId: string, payload: { [k: string]: Json }): void {
+    this.pendingStarts.set(callId, { payload, at: this.host.clock.now() });
+    this.host.journal.atNextFlush(() => this.writeStarts());
+  }
+
+  /** The start of `callId` to fold into its settling event, if it was never written. */
+  takeStart(callId: string): { [k: string]: Json } | undefined {
+    const pending = this.pendingStarts.get(callId);
+    if (!pending) return undefined;
+    this.pendingStarts.delete(callId);
+    return { ...pending.payload, startedAt: pending.at };
+  }
+
+  private writeStarts(): void {
+    if (!this.active || this.pendingStarts.size === 0) return;
+    const starts = [...this.pendingStarts.values()];
+    this.pendingStarts.clear();
+    this.enqueueDetached(starts.map((s) => ({ kind: "STEP_STARTED", payload: s.payload })));
   }
 
   /** Queues events without waiting; a failure stops the run. */
