@@ -1,3 +1,4 @@
+import Database from "better-sqlite3";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -106,6 +107,53 @@ describe("sqlite: two connections on one file", () => {
     expect((await store.list()).map((x) => [x.executionId, x.head, x.updatedAtMs])).toEqual(
       ids.map((id) => [id, per - 1, per - 1]),
     );
+    await store.close();
+  });
+});
+
+describe("sqlite: moving hot events", () => {
+  it("a failed move never fails the committed appends, and is tried again later", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loom-sqlite-settle-"));
+    dirs.push(dir);
+    const path = join(dir, "loom.db");
+    const store = open(path);
+    await store.acquireLease("x", "w", { ttlMs: 1e9, nowMs: 0 });
+    const raw = new Database(path);
+    raw.exec(
+      "CREATE TRIGGER no_settle BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'injected'); END",
+    );
+    const append = (from: number, count: number) =>
+      store.appendMany([
+        {
+          executionId: "x",
+          events: Array.from({ length: count }, (_, i): Envelope => ({
+            executionId: "x",
+            seq: from + i,
+            kind: from + i === 0 ? "EXECUTION_STARTED" : "STEP_STARTED",
+            at: from + i,
+            payload: {},
+          })),
+          expectedSeq: from,
+          fence: 1,
+          status: "running",
+          flow: "f",
+        },
+      ]);
+    for (let from = 0; from < 5000; from += 1000) {
+      expect((await append(from, 1000))[0]?.ok).toBe(true);
+    }
+    expect(await store.head("x")).toBe(4999);
+    const settled = () => raw.prepare("SELECT COUNT(*) AS n FROM events").get() as { n: number };
+    expect(settled().n).toBe(0);
+    raw.exec("DROP TRIGGER no_settle");
+    for (let from = 5000; from < 9000; from += 1000) {
+      expect((await append(from, 1000))[0]?.ok).toBe(true);
+    }
+    expect(settled().n).toBeGreaterThan(0);
+    expect((await store.read("x")).map((e) => e.seq)).toEqual(
+      Array.from({ length: 9000 }, (_, i) => i),
+    );
+    raw.close();
     await store.close();
   });
 });

@@ -113,13 +113,11 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
   if (!f) {
     const head = callHead(p);
     if (!head) return;
-    const startedAt =
-      typeof p.startedAt === "number" && Number.isFinite(p.startedAt) ? p.startedAt : e.at;
     const made: Frame = {
       kind: "step",
       ...head,
       status: "started",
-      firstStartedAt: startedAt,
+      firstStartedAt: startedAt(p, e),
       attempts: 1,
     };
     if (p.input !== undefined) made.input = p.input;
@@ -131,6 +129,11 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
   if (f.kind !== "step" || f.status !== "started") return;
   apply(f);
   s.inFlight--;
+}
+
+/** When a step started: its recorded `startedAt` (schema 1.1.0), else the envelope's time. */
+function startedAt(p: Payload, e: Envelope): number {
+  return typeof p.startedAt === "number" && Number.isFinite(p.startedAt) ? p.startedAt : e.at;
 }
 
 function settleWait(s: ExecutionState): void {
@@ -161,7 +164,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
       kind: "step",
       ...head,
       status: "started",
-      firstStartedAt: e.at,
+      firstStartedAt: startedAt(p, e),
       attempts: 1,
     };
     if (p.input !== undefined) f.input = p.input;

@@ -12,7 +12,8 @@ import type { Json } from "./json.ts";
 
 /**
  * Bumped whenever what the fold does with an existing kind changes.
- * 1.1.0: a STEP_COMPLETED or STEP_FAILED with no STEP_STARTED before it carries the step's start.
+ * 1.1.0: a STEP_COMPLETED or STEP_FAILED with no STEP_STARTED before it carries the step's start;
+ *        a step's `startedAt`, when recorded, is its first start time.
  */
 export const EVENT_SCHEMA_VERSION = "1.1.0";
 

@@ -45,7 +45,7 @@ export class Journal {
 
   /** Resolves when everything queued so far has been committed or refused. */
   async drain(): Promise<void> {
-    while (this.queue.length > 0 || this.flushing || this.scheduled) {
+    while (this.queue.length > 0 || this.beforeFlush.size > 0 || this.flushing || this.scheduled) {
       await (this.flushing ?? new Promise<void>((r) => setImmediate(r)));
     }
   }
@@ -57,7 +57,8 @@ export class Journal {
       this.scheduled = false;
       this.flushing = this.flush().finally(() => {
         this.flushing = undefined;
-        if (this.queue.length > 0) this.schedule();
+        // A writer registered while this flush was in flight needs a flush of its own.
+        if (this.queue.length > 0 || this.beforeFlush.size > 0) this.schedule();
       });
     });
   }

@@ -360,7 +360,9 @@ export class Run {
     if (!this.active || this.pendingStarts.size === 0) return;
     const starts = [...this.pendingStarts.values()];
     this.pendingStarts.clear();
-    this.enqueueDetached(starts.map((s) => ({ kind: "STEP_STARTED", payload: s.payload })));
+    this.enqueueDetached(
+      starts.map((s) => ({ kind: "STEP_STARTED", payload: { ...s.payload, startedAt: s.at } })),
+    );
   }
 
   /** Queues events without waiting; a failure stops the run. */

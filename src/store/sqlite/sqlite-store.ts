@@ -238,9 +238,19 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     q.settle.run();
     q.clearHot.run();
   });
+  let settleAt = SETTLE_AT_ROWS;
+  /**
+   * Best effort: the appends it follows are committed whatever happens here. A move that fails
+   * (busy past the timeout, a full disk) is tried again after another SETTLE_AT_ROWS rows.
+   */
   function settleHot(): void {
-    settleTx.immediate();
-    hotRows = 0;
+    try {
+      settleTx.immediate();
+      hotRows = 0;
+      settleAt = SETTLE_AT_ROWS;
+    } catch {
+      settleAt = hotRows + SETTLE_AT_ROWS;
+    }
   }
 
   const acquireTx = db.transaction(
@@ -276,8 +286,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
         known.clear();
         throw ensureError(e);
       }
-      for (const b of batches) hotRows += b.events.length;
-      if (hotRows >= SETTLE_AT_ROWS) settleHot();
+      batches.forEach((b, i) => {
+        if (outcomes[i]?.ok) hotRows += b.events.length;
+      });
+      if (hotRows >= settleAt) settleHot();
       return outcomes;
     },
 
@@ -318,8 +330,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       const sql =
         "SELECT id, flow, status, created_at," +
         ` ${headOf("id")} AS head,` +
-        " (SELECT at FROM (SELECT seq, at FROM events WHERE execution_id = id" +
-        " UNION ALL SELECT seq, at FROM events_hot WHERE execution_id = id) ORDER BY seq DESC LIMIT 1) AS updated_at" +
+        // Appends go to events_hot only and a settle moves all of it, so an execution's hot
+        // rows, when it has any, are its newest: two index seeks, no sort.
+        " COALESCE((SELECT at FROM events_hot WHERE execution_id = id ORDER BY seq DESC LIMIT 1)," +
+        " (SELECT at FROM events WHERE execution_id = id ORDER BY seq DESC LIMIT 1)) AS updated_at" +
         " FROM executions" +
         (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
         " ORDER BY id" +
