@@ -40,10 +40,14 @@ describe("syscalls", () => {
     expect(log.map((e) => e.kind)).toEqual([
       "EXECUTION_STARTED",
       "STEP_COMPLETED",
+      "RESOURCE_METERED",
       "STEP_COMPLETED",
       "EXECUTION_COMPLETED",
     ]);
-    expect(log[2]?.payload).toMatchObject({ callId: "double#0", input: 2, output: 4 });
+    expect(log[3]?.payload).toMatchObject({ callId: "double#0", input: 2, output: 4 });
+    const metered = log[2]?.payload as { callId: string; delta: { wallMs?: unknown } };
+    expect(metered.callId).toBe("double#0");
+    expect(typeof metered.delta.wallMs).toBe("number");
     expect(log.every((e, i) => e.seq === i && typeof e.meta?.fence === "number")).toBe(true);
     await expectReplayEquality(runtime, "s1");
   });

@@ -18,6 +18,7 @@
 import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
 import type { ErrorData } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
+import { addResources, readBudget } from "../kernel/resources.ts";
 import { initialState, type ExecutionState, type Frame, type Snapshot } from "./state.ts";
 
 type Payload = { [key: string]: Json };
@@ -149,6 +150,8 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     s.flowVersion = str(p.flowVersion) ? p.flowVersion : "";
     s.fingerprint = str(p.fingerprint) ? p.fingerprint : "";
     if (p.input !== undefined) s.input = p.input;
+    const budget = readBudget(p.budget);
+    if (budget) s._budget = budget;
     s.startedAt = e.at;
     s.status = "pending";
   },
@@ -256,6 +259,20 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     f.status = "resumed";
     f.output = payload;
     settleWait(s);
+  },
+  RESOURCE_METERED(s, p) {
+    if (!isPlainObject(p.delta)) return;
+    s._resources = addResources(s._resources ?? {}, p.delta);
+    if (!Array.isArray(p.budgets)) return;
+    for (const name of p.budgets) {
+      if (!str(name) || !safeKey(name)) continue;
+      const scopes = (s._scopeResources ??= {});
+      scopes[name] = addResources(Object.hasOwn(scopes, name) ? (scopes[name] ?? {}) : {}, p.delta);
+    }
+  },
+  QUOTA_EXCEEDED(s, p) {
+    if (!str(p.dimension)) return;
+    s._quotaExceeded = { dimension: p.dimension, budget: str(p.budget) ? p.budget : "execution" };
   },
   EXECUTION_COMPLETED(s, p, e) {
     if (!isTerminalEvent(e)) return;

@@ -4,6 +4,7 @@
 import type { CallKind, ExecutionStatus } from "../kernel/events.ts";
 import type { ErrorData } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
+import type { Budget, ResourceSnapshot } from "../kernel/resources.ts";
 
 export type FrameStatus =
   "started" | "completed" | "failed" | "cancelled" | "waiting" | "fired" | "resumed" | "timedOut";
@@ -49,6 +50,14 @@ export interface ExecutionState {
   _resumePayloads: Json[];
   /** Suspends waiting for a resume, oldest first. */
   _openSuspends: string[];
+  /** The execution's budget, from EXECUTION_STARTED (absent when it has none). */
+  _budget?: Budget;
+  /** What the execution spent (absent until an effect is metered: G2). */
+  _resources?: ResourceSnapshot;
+  /** What each named nested budget's scope spent. */
+  _scopeResources?: Record<string, ResourceSnapshot>;
+  /** The last QUOTA_EXCEEDED: which dimension ran out, and in which budget. */
+  _quotaExceeded?: { dimension: string; budget: string };
 }
 
 export interface Snapshot {

@@ -76,6 +76,8 @@ export class ExecutionEndedError extends defineError("LOOM_EXECUTION_ENDED") {}
 export class NotResumableError extends defineError("LOOM_NOT_RESUMABLE") {}
 /** `ctx.suspend({ timeoutMs })` was not answered in time. */
 export class SuspendTimeoutError extends defineError("LOOM_SUSPEND_TIMEOUT") {}
+/** An effect was refused because a budget it would spend from is used up (never retried). */
+export class QuotaExceededError extends defineError("LOOM_QUOTA_EXCEEDED") {}
 /** `waitForCompletion` gave up before the execution ended. */
 export class WaitTimeoutError extends defineError("LOOM_WAIT_TIMEOUT") {}
 /** The runtime was closed while the call was in progress. */
@@ -120,6 +122,7 @@ const KNOWN: Record<string, new (message: string, details?: Json) => LoomError> 
   LOOM_NOT_RESUMABLE: NotResumableError,
   LOOM_SUSPEND_TIMEOUT: SuspendTimeoutError,
   LOOM_WAIT_TIMEOUT: WaitTimeoutError,
+  LOOM_QUOTA_EXCEEDED: QuotaExceededError,
   LOOM_RUNTIME_CLOSED: RuntimeClosedError,
   LOOM_INVARIANT: InvariantViolation,
   LOOM_TERMINAL: TerminalError,

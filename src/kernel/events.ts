@@ -14,8 +14,10 @@ import type { Json } from "./json.ts";
  * Bumped whenever what the fold does with an existing kind changes.
  * 1.1.0: a STEP_COMPLETED or STEP_FAILED with no STEP_STARTED before it carries the step's start;
  *        a step's `startedAt`, when recorded, is its first start time.
+ * 1.2.0: RESOURCE_METERED folds into `_resources` (and named budgets' `_scopeResources`),
+ *        QUOTA_EXCEEDED into `_quotaExceeded`, EXECUTION_STARTED's `budget` into `_budget`.
  */
-export const EVENT_SCHEMA_VERSION = "1.1.0";
+export const EVENT_SCHEMA_VERSION = "1.2.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",

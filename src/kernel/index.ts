@@ -4,3 +4,4 @@ export * from "./errors.ts";
 export * from "./clock.ts";
 export * from "./ids.ts";
 export * from "./limits.ts";
+export * from "./resources.ts";

@@ -17,6 +17,8 @@ import { boundedJson, type Json } from "../kernel/json.ts";
 import type { Limits } from "../kernel/limits.ts";
 import { assertName, type Effect, type EffectContext } from "./flow.ts";
 import { halted, type Run } from "./run.ts";
+import type { Budget, ResourceDelta } from "../kernel/resources.ts";
+import { addDelta, type BudgetInForce, type MiddlewareContext } from "../effects/middleware.ts";
 
 export interface SuspendOptions {
   /** Milliseconds to wait for a resume before the suspend throws SuspendTimeoutError. */
@@ -46,13 +48,70 @@ export interface FlowContext {
 export interface ContextDeps {
   limits: Limits;
   now(): number;
+  /** The effect middleware chain, composed (see effects/middleware.ts). */
+  chain: (ctx: MiddlewareContext) => Promise<unknown>;
+}
+
+/** The context every middleware of an effect sees; `invoke` runs the effect itself. */
+function makeMiddlewareContext(
+  run: Run,
+  deps: ContextDeps,
+  nested: readonly NestedBudget[],
+  effect: string,
+  ectx: EffectContext,
+  metered: () => ResourceDelta,
+  invoke: () => Promise<unknown>,
+): MiddlewareContext {
+  const budgets: BudgetInForce[] = [];
+  if (run.state._budget) {
+    budgets.push({
+      name: "execution",
+      budget: run.state._budget,
+      spent: run.state._resources ?? {},
+    });
+  }
+  for (const b of nested) {
+    budgets.push({
+      name: b.name,
+      budget: b.budget,
+      spent: run.state._scopeResources?.[b.name] ?? {},
+    });
+  }
+  return {
+    executionId: ectx.executionId,
+    stepId: ectx.stepId,
+    attempt: ectx.attempt,
+    idempotencyKey: ectx.idempotencyKey,
+    get signal() {
+      return ectx.signal;
+    },
+    resources: ectx.resources,
+    meter: (delta) => ectx.meter(delta),
+    effect,
+    budgets,
+    metered,
+    emit: (kind, payload) => run.enqueueDetached([{ kind, payload }]),
+    now: () => deps.now(),
+    invoke,
+  };
+}
+
+/** A nested budget around part of a flow (ctx.nestedBudget). */
+interface NestedBudget {
+  name: string;
+  budget: Budget;
 }
 
 /** Names the kernel records decisions under; a user's decision may not start with "$". */
 const NOW = "$now";
 const PARALLEL = "$parallel";
 
-export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContext {
+export function makeContext(
+  run: Run,
+  deps: ContextDeps,
+  scope = "",
+  nested: readonly NestedBudget[] = [],
+): FlowContext {
   const stepBound = (value: unknown, what: string) =>
     boundedJson(value, what, deps.limits.maxStepPayloadBytes);
 
@@ -86,11 +145,22 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
     );
   }
 
+  function middlewareContext<I, O>(
+    effect: Effect<I, O>,
+    input: I,
+    ectx: EffectContext,
+    metered: () => ResourceDelta,
+  ): MiddlewareContext {
+    const invoke = async () => effect.run(input, ectx);
+    return makeMiddlewareContext(run, deps, nested, effect.name, ectx, metered, invoke);
+  }
+
   async function step<T>(
     name: string,
     input: Json | undefined,
     hasInput: boolean,
-    fn: (ectx: EffectContext) => Promise<T> | T,
+    fn: (ectx: EffectContext, metered: () => ResourceDelta) => Promise<T> | T,
+    meterable = false,
   ): Promise<T> {
     const claim = run.claim(scope, "step", name);
     const frame = claim.recorded ? run.state.frames[claim.callId] : undefined;
@@ -113,10 +183,20 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
         controller ??= run.controller();
         return controller.signal;
       },
+      resources: own(run.state._resources ?? {}),
+      meter(delta) {
+        if (!meterable) {
+          throw new InvalidInputError(
+            "meter() reports an effect's cost to its metering: run the effect with ctx.execute (ctx.run steps are not metered)",
+          );
+        }
+        reported = addDelta(reported, delta);
+      },
     };
+    let reported: ResourceDelta = {};
     let outcome: { output: Json | undefined } | { error: unknown };
     try {
-      const value = await fn(ectx);
+      const value = await fn(ectx, () => reported);
       outcome = { output: stepBound(value, `output of step "${claim.callId}"`) };
     } catch (e) {
       outcome = { error: e };
@@ -187,7 +267,14 @@ export function makeContext(run: Run, deps: ContextDeps, scope = ""): FlowContex
       assertName(effect.name, "effect name");
       const json = stepBound(input, `input of step "${effect.name}"`);
       return call(`step "${effect.name}"`, () =>
-        step(effect.name, json, true, (ectx) => effect.run(input, ectx)),
+        step(
+          effect.name,
+          json,
+          true,
+          (ectx, metered) =>
+            deps.chain(middlewareContext(effect, input, ectx, metered)) as Promise<O>,
+          true,
+        ),
       );
     },
 

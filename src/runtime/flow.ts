@@ -7,6 +7,12 @@
  */
 import { createHash } from "node:crypto";
 import { InvalidInputError } from "../kernel/errors.ts";
+import {
+  readBudget,
+  type Budget,
+  type ResourceDelta,
+  type ResourceSnapshot,
+} from "../kernel/resources.ts";
 import type { FlowContext } from "./context.ts";
 
 export interface EffectContext {
@@ -19,6 +25,10 @@ export interface EffectContext {
   idempotencyKey: string;
   /** Aborted when the runtime closes or loses the execution; forward it to what you call. */
   signal: AbortSignal;
+  /** What the execution had spent when this attempt started. */
+  resources: ResourceSnapshot;
+  /** Reports what this attempt cost (tokens, cost, ...); metering writes it after the effect. */
+  meter(delta: ResourceDelta): void;
 }
 
 export interface Effect<I, O> {
@@ -31,6 +41,8 @@ export interface FlowOptions {
   version?: string;
   /** Older versions this code can replay (their executions recover under it). */
   compatibleVersions?: readonly string[];
+  /** What each execution may spend; `start({ budget })` overrides it. */
+  budget?: Budget;
 }
 
 export interface Flow<I = unknown, O = unknown> {
@@ -39,6 +51,7 @@ export interface Flow<I = unknown, O = unknown> {
   readonly version: string;
   readonly compatibleVersions: readonly string[];
   readonly fingerprint: string;
+  readonly budget?: Budget;
   /** A method, so that a Flow<I, O> is usable wherever a Flow<unknown, unknown> is. */
   body(this: void, ctx: FlowContext, input: I): Promise<O>;
 }
@@ -80,7 +93,27 @@ export function flow$<I, O>(
     throw new InvalidInputError(`flow "${name}" compatibleVersions must be strings`);
   }
   const fingerprint = createHash("sha256").update(body.toString()).digest("hex").slice(0, 16);
-  return { kind: "loom.flow", name, version, compatibleVersions, fingerprint, body };
+  const flow: Flow<I, O> = {
+    kind: "loom.flow",
+    name,
+    version,
+    compatibleVersions,
+    fingerprint,
+    body,
+  };
+  if (options.budget === undefined) return flow;
+  return { ...flow, budget: checkedBudget(options.budget, `flow "${name}"`) };
+}
+
+/** A budget checked before anything is recorded: every limit a finite number >= 0. */
+export function checkedBudget(value: unknown, owner: string): Budget {
+  const budget = readBudget(value);
+  if (!budget) {
+    throw new InvalidInputError(
+      `the budget of ${owner} must be an object of finite numbers >= 0 (tokens, costUsd, ms, memBytes, wallMs, netBytes, custom)`,
+    );
+  }
+  return budget;
 }
 
 export function isFlow(value: unknown): value is Flow {

@@ -2,6 +2,8 @@
 import type { Clock, IdSource } from "../kernel/clock.ts";
 import type { Limits } from "../kernel/limits.ts";
 import type { Store } from "../store/spi.ts";
+import type { Budget } from "../kernel/resources.ts";
+import type { EffectMiddleware } from "../effects/middleware.ts";
 import type { Outcome } from "./run.ts";
 
 export interface RuntimeOptions {
@@ -32,6 +34,11 @@ export interface RuntimeOptions {
   background?: boolean;
   cache?: { maxExecutions?: number; maxBytes?: number };
   limits?: Partial<Limits>;
+  /**
+   * Middleware around every `ctx.execute(effect)`, outermost first. Default: budget admission,
+   * then metering (`defaultMiddleware()`); pass `[]` for none.
+   */
+  middleware?: EffectMiddleware[];
   /** Close the store when the runtime closes (default true). */
   closeStore?: boolean;
   /**
@@ -44,6 +51,8 @@ export interface RuntimeOptions {
 export interface StartOptions {
   /** A caller-chosen id: starting twice with the same flow and input is one execution. */
   id?: string;
+  /** What this execution may spend (overrides the flow's budget); recorded in its start. */
+  budget?: Budget;
 }
 
 export interface ExecutionHandle {

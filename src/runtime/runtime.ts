@@ -39,8 +39,10 @@ import { DEFAULT_LIMITS, type Limits } from "../kernel/limits.ts";
 import type { Clock, IdSource } from "../kernel/clock.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary, Lease, ListQuery, Store } from "../store/spi.ts";
-import { makeContext } from "./context.ts";
-import { isFlow, type Flow } from "./flow.ts";
+import { makeContext, type ContextDeps } from "./context.ts";
+import { defaultMiddleware, effectChain, type MiddlewareContext } from "../effects/middleware.ts";
+import { checkedBudget, isFlow, type Flow } from "./flow.ts";
+import type { Budget } from "../kernel/resources.ts";
 import { Journal } from "./journal.ts";
 import { newOwnerId } from "./owner.ts";
 import { Leases } from "./leases.ts";
@@ -79,6 +81,7 @@ export class Runtime implements RunHost {
   private readonly outcomes = new Map<string, Outcome>();
   private readonly tasks = new Tasks((e) => this.report(e));
   private readonly cache: ParkedCache;
+  private readonly chain: (ctx: MiddlewareContext) => Promise<unknown>;
   private readonly leases: Leases;
   private readonly timers: TimerService;
   private loop: NodeJS.Timeout | undefined;
@@ -96,6 +99,7 @@ export class Runtime implements RunHost {
     this.maxActive = positive(options.maxActive, Infinity, "maxActive");
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.journal = new Journal(this.store);
+    this.chain = effectChain(options.middleware ?? defaultMiddleware());
     this.leases = new Leases(this.store, this.ownerId, this.clock, this.leaseTtlMs, () =>
       this.assertOpen(),
     );
@@ -137,7 +141,11 @@ export class Runtime implements RunHost {
     const id = options.id ?? this.ids.newId();
     assertValidId(id);
     const json = boundedJson(input, `input of flow "${name}"`, this.limits.maxInputBytes);
-    await this.tasks.exclusive(id, () => this.create(registered, id, json));
+    const budget =
+      options.budget === undefined
+        ? registered.budget
+        : checkedBudget(options.budget, `execution "${id}"`);
+    await this.tasks.exclusive(id, () => this.create(registered, id, json, budget));
     return this.handle(id);
   }
 
@@ -328,7 +336,12 @@ export class Runtime implements RunHost {
    * row yet); when a lease row exists (a creator that crashed, a concurrent start) it takes the
    * lease first. A conflict on sequence 0 means another start won: adopt it (W5).
    */
-  private async create(flow: Flow, id: string, input: Json | undefined): Promise<void> {
+  private async create(
+    flow: Flow,
+    id: string,
+    input: Json | undefined,
+    budget: Budget | undefined,
+  ): Promise<void> {
     const giveUpAt = this.clock.now() + this.leaseTtlMs * 2;
     let fence: number | undefined = 1;
     for (;;) {
@@ -340,7 +353,7 @@ export class Runtime implements RunHost {
           fence === 1
             ? { owner: this.ownerId, expiresAtMs: this.clock.now() + this.leaseTtlMs }
             : undefined;
-        const outcome = await this.writeStart(flow, id, input, fence, claim);
+        const outcome = await this.writeStart(flow, id, input, budget, fence, claim);
         if (outcome === "started") return;
         fence = undefined;
         if (outcome === "fenced") continue;
@@ -356,6 +369,7 @@ export class Runtime implements RunHost {
     flow: Flow,
     id: string,
     input: Json | undefined,
+    budget: Budget | undefined,
     fence: number,
     claimLease: { owner: string; expiresAtMs: number } | undefined,
   ): Promise<"started" | "fenced" | "taken"> {
@@ -368,6 +382,7 @@ export class Runtime implements RunHost {
       schemaVersion: EVENT_SCHEMA_VERSION,
     };
     if (input !== undefined) payload.input = input;
+    if (budget !== undefined) payload.budget = budget as unknown as Json;
     try {
       await run.enqueue([{ kind: "EXECUTION_STARTED", payload }], claimLease ? { claimLease } : {});
     } catch (e) {
@@ -563,8 +578,8 @@ export class Runtime implements RunHost {
     this.cache.remove(run);
   }
 
-  private contextDeps() {
-    return { limits: this.limits, now: () => this.clock.now() };
+  private contextDeps(): ContextDeps {
+    return { limits: this.limits, now: () => this.clock.now(), chain: this.chain };
   }
 
   private report(e: unknown): void {

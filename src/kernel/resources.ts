@@ -1,0 +1,125 @@
+/**
+ * Resource dimensions (ADR 0032): what an effect costs and what a budget allows.
+ *
+ * Invariants (tests cite Q1..Q3):
+ * Q1. An unset dimension stays undefined, never a false zero: a total has a dimension only once
+ *     some delta reported it.
+ * Q2. Adding deltas is pure and ignores what is not a finite number >= 0, the same way every
+ *     time (the fold reads deltas from logs it did not write).
+ * Q3. A budget is exceeded in a dimension when the spent total is at or over its limit.
+ */
+
+export interface TokenCounts {
+  input?: number;
+  output?: number;
+}
+
+/** What one effect cost. `estimated` marks figures that are estimates (an aborted stream). */
+export interface ResourceDelta {
+  tokens?: TokenCounts;
+  costUsd?: number;
+  ms?: number;
+  memBytes?: number;
+  wallMs?: number;
+  netBytes?: number;
+  custom?: Record<string, number>;
+  estimated?: true;
+}
+
+/** What an execution (or a scope) has spent so far. */
+export type ResourceSnapshot = Omit<ResourceDelta, "estimated">;
+
+/** Limits; `tokens` bounds input plus output. */
+export interface Budget {
+  tokens?: number;
+  costUsd?: number;
+  ms?: number;
+  memBytes?: number;
+  wallMs?: number;
+  netBytes?: number;
+  custom?: Record<string, number>;
+}
+
+export const SCALAR_DIMENSIONS = ["costUsd", "ms", "memBytes", "wallMs", "netBytes"] as const;
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  v !== null && typeof v === "object" && !Array.isArray(v);
+
+const amount = (v: unknown): number | undefined =>
+  typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : undefined;
+
+/** The sum of `total` and `delta` (Q1, Q2); neither is changed. */
+export function addResources(total: ResourceSnapshot, delta: unknown): ResourceSnapshot {
+  if (!isRecord(delta)) return total;
+  const d = delta;
+  const out: ResourceSnapshot = { ...total };
+  for (const k of SCALAR_DIMENSIONS) {
+    const v = amount(d[k]);
+    if (v !== undefined) out[k] = (total[k] ?? 0) + v;
+  }
+  if (isRecord(d.tokens)) {
+    const t = d.tokens;
+    const input = amount(t.input);
+    const output = amount(t.output);
+    if (input !== undefined || output !== undefined) {
+      const tokens: TokenCounts = { ...total.tokens };
+      if (input !== undefined) tokens.input = (tokens.input ?? 0) + input;
+      if (output !== undefined) tokens.output = (tokens.output ?? 0) + output;
+      out.tokens = tokens;
+    }
+  }
+  if (isRecord(d.custom)) {
+    const custom: Record<string, number> = { ...total.custom };
+    let any = false;
+    for (const [k, raw] of Object.entries(d.custom)) {
+      const v = amount(raw);
+      if (v === undefined || k === "__proto__") continue;
+      custom[k] = (Object.hasOwn(custom, k) ? (custom[k] ?? 0) : 0) + v;
+      any = true;
+    }
+    if (any) out.custom = custom;
+  }
+  return out;
+}
+
+/** The first dimension of `budget` that `spent` has used up (Q3), or undefined. */
+export function exhausted(spent: ResourceSnapshot, budget: Budget | undefined): string | undefined {
+  if (!budget) return undefined;
+  if (budget.tokens !== undefined) {
+    const used = (spent.tokens?.input ?? 0) + (spent.tokens?.output ?? 0);
+    if (used >= budget.tokens) return "tokens";
+  }
+  for (const k of SCALAR_DIMENSIONS) {
+    const limit = budget[k];
+    if (limit !== undefined && (spent[k] ?? 0) >= limit) return k;
+  }
+  for (const [k, limit] of Object.entries(budget.custom ?? {})) {
+    if ((spent.custom?.[k] ?? 0) >= limit) return `custom.${k}`;
+  }
+  return undefined;
+}
+
+/** A budget as a caller gave it, checked: every limit a finite number >= 0. */
+export function readBudget(value: unknown): Budget | undefined {
+  if (value === undefined) return undefined;
+  if (!isRecord(value)) return undefined;
+  const v = value;
+  const out: Budget = {};
+  for (const k of ["tokens", ...SCALAR_DIMENSIONS] as const) {
+    if (v[k] === undefined) continue;
+    const n = amount(v[k]);
+    if (n === undefined) return undefined;
+    out[k] = n;
+  }
+  if (v.custom !== undefined) {
+    if (!isRecord(v.custom)) return undefined;
+    const custom: Record<string, number> = {};
+    for (const [k, raw] of Object.entries(v.custom)) {
+      const n = amount(raw);
+      if (n === undefined) return undefined;
+      custom[k] = n;
+    }
+    out.custom = custom;
+  }
+  return out;
+}
