@@ -1,0 +1,148 @@
+import { describe, expect, it } from "vitest";
+import {
+  canonicalJson,
+  createRuntime,
+  flow$,
+  isLoomError,
+  memoryStore,
+  QuotaExceededError,
+  step$,
+  type Envelope,
+} from "../src/index.ts";
+import { compose } from "../src/effects/compose.ts";
+import { runtimes } from "./helpers.ts";
+
+const rt = runtimes();
+
+/** An LLM-like effect that reports the tokens it used. */
+const llm = step$("llm", async (prompt: string, ectx) => {
+  ectx.meter({ tokens: { input: prompt.length, output: 10 }, costUsd: 0.01 });
+  return `answer to ${prompt}`;
+});
+
+describe("effects: metering and budgets (ADR 0032)", () => {
+  it("meters every effect, also a failing one; unset dimensions stay undefined (Q1)", async () => {
+    const boom = step$("boom", async (_: null, ectx) => {
+      ectx.meter({ tokens: { output: 3 } });
+      throw new Error("tool down");
+    });
+    const f = flow$("metered", async (ctx) => {
+      await ctx.execute(llm, "hello");
+      await ctx.execute(boom, null).catch(() => undefined);
+      return "ok";
+    });
+    const r = rt(memoryStore()).registerFlow(f);
+    await (await r.start(f, null, { id: "m1" })).result();
+    const state = await r.getState("m1");
+    expect(state._resources?.tokens).toEqual({ input: 5, output: 13 });
+    expect(state._resources?.costUsd).toBeCloseTo(0.01);
+    expect(typeof state._resources?.wallMs).toBe("number");
+    expect(state._resources?.memBytes).toBeUndefined();
+    expect(state._resources?.netBytes).toBeUndefined();
+    const metered = (await r.readLog("m1")).filter((e) => e.kind === "RESOURCE_METERED");
+    expect(metered.map((e) => (e.payload as { callId: string }).callId)).toEqual([
+      "llm#0",
+      "boom#0",
+    ]);
+  });
+
+  it("refuses the effect that would start after the budget is spent, before it runs", async () => {
+    let calls = 0;
+    const counted = step$("llm", async (prompt: string, ectx) => {
+      calls++;
+      ectx.meter({ tokens: { input: 40, output: 60 } });
+      return prompt;
+    });
+    const f = flow$(
+      "budgeted",
+      async (ctx) => {
+        const out: string[] = [];
+        for (const p of ["a", "b", "c"]) {
+          try {
+            out.push(await ctx.execute(counted, p));
+          } catch (e) {
+            out.push(e instanceof QuotaExceededError ? `refused ${p}` : "other");
+          }
+        }
+        return out;
+      },
+      { budget: { tokens: 200 } },
+    );
+    const r = rt(memoryStore()).registerFlow(f);
+    const outcome = await (await r.start(f, null, { id: "b1" })).result();
+    expect(outcome.output).toEqual(["a", "b", "refused c"]);
+    expect(calls).toBe(2);
+    const log = await r.readLog("b1");
+    const quota = log.find((e) => e.kind === "QUOTA_EXCEEDED");
+    expect(quota?.payload).toMatchObject({
+      callId: "llm#2",
+      dimension: "tokens",
+      budget: "execution",
+    });
+    const failed = log.find((e) => e.kind === "STEP_FAILED");
+    expect(isLoomError((failed?.payload as { error: unknown }).error, "LOOM_QUOTA_EXCEEDED")).toBe(
+      true,
+    );
+    expect((await r.getState("b1"))._quotaExceeded).toEqual({
+      dimension: "tokens",
+      budget: "execution",
+    });
+  });
+
+  it("a start's budget overrides the flow's and is refused when malformed, before anything is appended", async () => {
+    const store = memoryStore();
+    const f = flow$("b", async (ctx) => ctx.execute(llm, "x"), { budget: { costUsd: 100 } });
+    const r = rt(store).registerFlow(f);
+    const e = await r
+      .start(f, null, { id: "bad", budget: { tokens: -1 } })
+      .catch((err: unknown) => err);
+    expect(isLoomError(e, "LOOM_INVALID_INPUT")).toBe(true);
+    expect(await store.list()).toEqual([]);
+    const h = await r.start(f, null, { id: "ok", budget: { tokens: 5 } });
+    expect((await h.result()).status).toBe("completed");
+    expect((await r.getState("ok"))._budget).toEqual({ tokens: 5 });
+  });
+
+  it("G2: a flow that uses no effect and no budget writes the same log with or without the chain", async () => {
+    const f = flow$("plain", async (ctx) => {
+      const a = await ctx.run("a", () => 1);
+      const [b] = await ctx.parallel([async (c) => c.run("b", () => 2)]);
+      return a + (b ?? 0) + (await ctx.decide("d", () => 3)) + (await ctx.suspend<number>());
+    });
+    const logs: Envelope[][] = [];
+    for (const middleware of [undefined, []]) {
+      let t = 1_000;
+      const r = createRuntime({
+        store: memoryStore(),
+        clock: { now: () => (t += 1) },
+        ownerId: "same",
+        background: false,
+        ...(middleware ? { middleware } : {}),
+      });
+      r.registerFlow(f);
+      const h = await r.start(f, null, { id: "g2" });
+      await r.resume("g2", 4);
+      expect((await h.result()).output).toBe(10);
+      logs.push(await r.readLog("g2"));
+      await r.close();
+    }
+    expect(canonicalJson(logs[0])).toBe(canonicalJson(logs[1]));
+  });
+});
+
+describe("compose", () => {
+  it("runs middleware as an onion and refuses a second next()", async () => {
+    const seen: string[] = [];
+    const chain = compose<string[]>(
+      [
+        async (_, next) => (seen.push("a>"), await next(), seen.push("<a")),
+        async (_, next) => (seen.push("b>"), await next(), seen.push("<b")),
+      ],
+      async () => void seen.push("handler"),
+    );
+    await chain([]);
+    expect(seen).toEqual(["a>", "b>", "handler", "<b", "<a"]);
+    const twice = compose<null>([async (_, next) => (await next(), next())], async () => 1);
+    await expect(twice(null)).rejects.toThrow("next() was called twice");
+  });
+});
