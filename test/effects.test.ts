@@ -10,7 +10,7 @@ import {
   type Envelope,
 } from "../src/index.ts";
 import { compose } from "../src/effects/compose.ts";
-import { runtimes } from "./helpers.ts";
+import { runtimes, until } from "./helpers.ts";
 
 const rt = runtimes();
 
@@ -144,5 +144,68 @@ describe("compose", () => {
     expect(seen).toEqual(["a>", "b>", "handler", "<b", "<a"]);
     const twice = compose<null>([async (_, next) => (await next(), next())], async () => 1);
     await expect(twice(null)).rejects.toThrow("next() was called twice");
+  });
+});
+
+describe("ctx.negotiateBudget (ADR 0032 R2)", () => {
+  it("grants min(request, ceiling - spent), records it, replays the same grant, and enforces it", async () => {
+    const store = memoryStore();
+    const spend = step$("spend", async (n: number, ectx) => {
+      ectx.meter({ costUsd: n });
+      return n;
+    });
+    const make = (ceiling: number) =>
+      flow$("negotiate", async (ctx) => {
+        await ctx.execute(spend, 3);
+        const first = await ctx.negotiateBudget("costUsd", 10, { ceiling });
+        const second = await ctx.negotiateBudget("costUsd", 1, { ceiling });
+        await ctx.suspend();
+        await ctx.execute(spend, 4);
+        const refused = await ctx.execute(spend, 1).then(
+          () => "ran",
+          (e: unknown) => (e instanceof QuotaExceededError ? "refused" : "other"),
+        );
+        return { first, second, refused };
+      });
+    const a = rt(store, { ownerId: "A" }).registerFlow(make(7));
+    await a.start("negotiate", null, { id: "n1" });
+    await until(async () => (await store.list())[0]?.status === "parked");
+    await a.close();
+    const decisions = (await store.read("n1")).filter((e) => e.kind === "DECISION_RECORDED");
+    expect(decisions.map((e) => (e.payload as { value: { grant: number } }).value.grant)).toEqual([
+      4, 1,
+    ]);
+    // A re-run under a different ceiling in code is served the recorded grants.
+    const b = rt(store.reopen(), { ownerId: "B" }).registerFlow(make(100));
+    await b.resume("n1", null);
+    const outcome = await b.waitForCompletion("n1", { timeoutMs: 5000 });
+    expect(outcome.output).toEqual({ first: 4, second: 1, refused: "refused" });
+    const state = await b.getState("n1");
+    // Each grant is what may be spent from then on: the second (1 at 3 spent) sets the limit to 4.
+    expect(state._budget).toEqual({ costUsd: 4 });
+    expect(state._quotaExceeded).toEqual({ dimension: "costUsd", budget: "execution" });
+  });
+
+  it("refuses a bad dimension or amount before anything is recorded", async () => {
+    const f = flow$("bad-negotiate", async (ctx) => {
+      const errors: string[] = [];
+      for (const call of [
+        () => ctx.negotiateBudget("gold", 1, { ceiling: 2 }),
+        () => ctx.negotiateBudget("tokens", -1, { ceiling: 2 }),
+        () => ctx.negotiateBudget("tokens", 1, { ceiling: Number.NaN }),
+      ]) {
+        errors.push(
+          await call().then(
+            () => "granted",
+            (e: unknown) => (isLoomError(e) ? e.code : "?"),
+          ),
+        );
+      }
+      return errors;
+    });
+    const r = rt(memoryStore()).registerFlow(f);
+    const out = await (await r.start(f, null, { id: "bn" })).result();
+    expect(out.output).toEqual(["LOOM_INVALID_INPUT", "LOOM_INVALID_INPUT", "LOOM_INVALID_INPUT"]);
+    expect((await r.readLog("bn")).some((e) => e.kind === "DECISION_RECORDED")).toBe(false);
   });
 });

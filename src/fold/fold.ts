@@ -141,6 +141,28 @@ function settleWait(s: ExecutionState): void {
   s.openWaits--;
 }
 
+/** The decision name of ctx.negotiateBudget (ADR 0032 R2). */
+export const NEGOTIATE = "$negotiate";
+
+/** A negotiated grant sets the budget's limit in its dimension (schema 1.2.0). */
+function applyGrant(s: ExecutionState, value: Json): void {
+  if (!isPlainObject(value) || !str(value.dimension)) return;
+  const limit = value.limit;
+  if (typeof limit !== "number" || !Number.isFinite(limit) || limit < 0) return;
+  const budget = { ...s._budget };
+  const dimension = value.dimension;
+  if (dimension.startsWith("custom.")) {
+    const key = dimension.slice("custom.".length);
+    if (!safeKey(key)) return;
+    budget.custom = { ...budget.custom, [key]: limit };
+  } else if ((DIMENSIONS as readonly string[]).includes(dimension)) {
+    budget[dimension as (typeof DIMENSIONS)[number]] = limit;
+  } else return;
+  s._budget = budget;
+}
+
+const DIMENSIONS = ["tokens", "costUsd", "ms", "memBytes", "wallMs", "netBytes"] as const;
+
 type Handler = (s: ExecutionState, p: Payload, e: Envelope) => void;
 
 const HANDLERS: Partial<Record<string, Handler>> = {
@@ -198,6 +220,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     if (!head || Object.hasOwn(s._decisions, head.callId) || p.value === undefined) return;
     s._decisions[head.callId] = p.value;
     record(s, head.scope, `decision:${head.callId}`);
+    if (head.name === NEGOTIATE) applyGrant(s, p.value);
   },
   TIMER_SCHEDULED(s, p, e) {
     const head = callHead(p);

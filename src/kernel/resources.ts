@@ -123,3 +123,20 @@ export function readBudget(value: unknown): Budget | undefined {
   }
   return out;
 }
+
+/** How much of `dimension` (a scalar, "tokens", or "custom.<name>") `spent` has used. */
+export function spentIn(spent: ResourceSnapshot | undefined, dimension: string): number {
+  if (!spent) return 0;
+  if (dimension === "tokens") return (spent.tokens?.input ?? 0) + (spent.tokens?.output ?? 0);
+  if (dimension.startsWith("custom.")) return spent.custom?.[dimension.slice(7)] ?? 0;
+  const v = spent[dimension as (typeof SCALAR_DIMENSIONS)[number]];
+  return typeof v === "number" ? v : 0;
+}
+
+/** Whether `dimension` names a budget dimension. */
+export function isDimension(dimension: unknown): dimension is string {
+  if (typeof dimension !== "string") return false;
+  if (dimension.startsWith("custom."))
+    return dimension.length > 7 && dimension !== "custom.__proto__";
+  return dimension === "tokens" || (SCALAR_DIMENSIONS as readonly string[]).includes(dimension);
+}

@@ -17,7 +17,8 @@ import { boundedJson, type Json } from "../kernel/json.ts";
 import type { Limits } from "../kernel/limits.ts";
 import { assertName, type Effect, type EffectContext } from "./flow.ts";
 import { halted, type Run } from "./run.ts";
-import type { Budget, ResourceDelta } from "../kernel/resources.ts";
+import { isDimension, spentIn, type Budget, type ResourceDelta } from "../kernel/resources.ts";
+import { NEGOTIATE } from "../fold/fold.ts";
 import { addDelta, type BudgetInForce, type MiddlewareContext } from "../effects/middleware.ts";
 
 export interface SuspendOptions {
@@ -43,6 +44,16 @@ export interface FlowContext {
   parallel<T>(branches: readonly ((ctx: FlowContext) => Promise<T>)[]): Promise<T[]>;
   /** The runtime clock's time, recorded so a re-run sees the same value. */
   now(): number;
+  /**
+   * Asks for more of one budget dimension (ADR 0032 R2): grant = min(request, ceiling - spent),
+   * recorded as a decision, so a re-run gets the same grant; the budget's limit in that
+   * dimension becomes spent + grant, and spending past it is QUOTA_EXCEEDED as usual.
+   */
+  negotiateBudget(
+    dimension: string,
+    request: number,
+    options: { ceiling: number },
+  ): Promise<number>;
 }
 
 export interface ContextDeps {
@@ -377,6 +388,50 @@ export function makeContext(
         } finally {
           run.setBlocked(scope, false);
         }
+      });
+    },
+
+    async negotiateBudget(dimension, request, options) {
+      if (!isDimension(dimension)) {
+        throw new InvalidInputError(
+          `negotiateBudget needs a dimension (tokens, costUsd, ms, memBytes, wallMs, netBytes or custom.<name>), got ${JSON.stringify(dimension)}`,
+        );
+      }
+      const ceiling = options?.ceiling;
+      for (const [what, v] of [
+        ["request", request],
+        ["ceiling", ceiling],
+      ] as const) {
+        if (typeof v !== "number" || !Number.isFinite(v) || v < 0) {
+          throw new InvalidInputError(
+            `negotiateBudget ${what} must be a finite number >= 0, got ${String(v)}`,
+          );
+        }
+      }
+      return call("negotiateBudget", async () => {
+        const claim = run.claim(scope, "decision", NEGOTIATE);
+        if (claim.recorded) {
+          const value = run.state._decisions[claim.callId] as { grant?: unknown };
+          return typeof value.grant === "number" ? value.grant : 0;
+        }
+        const spent = spentIn(run.state._resources, dimension);
+        const grant = Math.max(0, Math.min(request, ceiling - spent));
+        const value = {
+          dimension,
+          request,
+          ceiling: ceiling,
+          grant,
+          limit: spent + grant,
+        };
+        const done = run.enqueue([
+          {
+            kind: "DECISION_RECORDED",
+            payload: { callId: claim.callId, scope, name: NEGOTIATE, value },
+          },
+        ]);
+        claim.take();
+        await done;
+        return grant;
       });
     },
 
