@@ -209,3 +209,40 @@ describe("ctx.negotiateBudget (ADR 0032 R2)", () => {
     expect((await r.readLog("bn")).some((e) => e.kind === "DECISION_RECORDED")).toBe(false);
   });
 });
+
+describe("ctx.nestedBudget", () => {
+  it("counts a scope's spend toward the execution's, and the scope runs out while the flow goes on", async () => {
+    const tokens = step$("llm", async (p: string, ectx) => {
+      ectx.meter({ tokens: { output: 100 } });
+      return p;
+    });
+    const f = flow$(
+      "nested",
+      async (ctx) => {
+        const inner = await ctx.nestedBudget("research", { tokens: 150 }, async (c) => {
+          const out: string[] = [];
+          for (const p of ["r1", "r2", "r3"]) {
+            out.push(
+              await c.execute(tokens, p).catch((e: unknown) => (isLoomError(e) ? e.code : "?")),
+            );
+          }
+          return out;
+        });
+        const after = await ctx.execute(tokens, "outside");
+        return { inner, after };
+      },
+      { budget: { tokens: 1000 } },
+    );
+    const r = rt(memoryStore()).registerFlow(f);
+    const outcome = await (await r.start(f, null, { id: "nb" })).result();
+    expect(outcome.output).toEqual({
+      inner: ["r1", "r2", "LOOM_QUOTA_EXCEEDED"],
+      after: "outside",
+    });
+    const state = await r.getState("nb");
+    expect(state._resources?.tokens).toEqual({ output: 300 });
+    expect(state._scopeResources?.research?.tokens).toEqual({ output: 200 });
+    const quota = (await r.readLog("nb")).find((e) => e.kind === "QUOTA_EXCEEDED");
+    expect(quota?.payload).toMatchObject({ budget: "research", dimension: "tokens" });
+  });
+});

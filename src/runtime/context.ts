@@ -15,7 +15,7 @@ import {
 import { isTerminalStatus } from "../kernel/events.ts";
 import { boundedJson, type Json } from "../kernel/json.ts";
 import type { Limits } from "../kernel/limits.ts";
-import { assertName, type Effect, type EffectContext } from "./flow.ts";
+import { assertName, checkedBudget, type Effect, type EffectContext } from "./flow.ts";
 import { halted, type Run } from "./run.ts";
 import { isDimension, spentIn, type Budget, type ResourceDelta } from "../kernel/resources.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
@@ -54,6 +54,12 @@ export interface FlowContext {
     request: number,
     options: { ceiling: number },
   ): Promise<number>;
+  /**
+   * Runs `fn` under a named budget besides the execution's: its effects' spend counts toward
+   * both, and its effects are refused once it is spent while the rest of the flow goes on.
+   * Budgets of the same name share their spend.
+   */
+  nestedBudget<T>(name: string, budget: Budget, fn: (ctx: FlowContext) => Promise<T>): Promise<T>;
 }
 
 export interface ContextDeps {
@@ -433,6 +439,22 @@ export function makeContext(
         await done;
         return grant;
       });
+    },
+
+    async nestedBudget<T>(
+      name: string,
+      budget: Budget,
+      fn: (ctx: FlowContext) => Promise<T>,
+    ): Promise<T> {
+      assertName(name, "budget name");
+      if (name === "execution") {
+        throw new InvalidInputError(
+          '"execution" names the execution\'s own budget; pick another name',
+        );
+      }
+      const checked = checkedBudget(budget, `nested budget "${name}"`);
+      if (typeof fn !== "function") throw new InvalidInputError("nestedBudget needs a function");
+      return fn(makeContext(run, deps, scope, [...nested, { name, budget: checked }]));
     },
 
     now() {
