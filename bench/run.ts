@@ -5,12 +5,14 @@
  * stderr. An unknown name or flag prints the usage and exits with status 2.
  */
 import { UsageError } from "./lib.ts";
+import { middlewareBench } from "./middleware.ts";
 import { resumeBench } from "./resume.ts";
 import { stepsBench } from "./steps.ts";
 
 const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   steps: stepsBench,
   resume: resumeBench,
+  middleware: middlewareBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -21,6 +23,8 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           steps-concurrent: executions x steps-each at once vs the same flow run alone
   resume  [--turns 20000] [--store memory|sqlite] [--synchronous FULL|NORMAL] [--mode hot|parked]
           latency of resume -> step on one long-lived cached execution, turn 1000 vs the last
+  middleware [--effects 5000] [--rounds 5]
+          per-effect cost of the default middleware chain beside a bare effect (memory store)
 `;
 
 async function main(argv: readonly string[]): Promise<number> {

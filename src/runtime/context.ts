@@ -16,8 +16,14 @@ import { isTerminalStatus } from "../kernel/events.ts";
 import { boundedJson, type Json } from "../kernel/json.ts";
 import type { Limits } from "../kernel/limits.ts";
 import { assertName, checkedBudget, type Effect, type EffectContext } from "./flow.ts";
-import { halted, type Run } from "./run.ts";
-import { isDimension, spentIn, type Budget, type ResourceDelta } from "../kernel/resources.ts";
+import { halted, type EventSpec, type Run } from "./run.ts";
+import {
+  isDimension,
+  spentIn,
+  type Budget,
+  type ResourceDelta,
+  type ResourceSnapshot,
+} from "../kernel/resources.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
 import { addDelta, type BudgetInForce, type MiddlewareContext } from "../effects/middleware.ts";
 
@@ -69,6 +75,15 @@ export interface ContextDeps {
   chain: (ctx: MiddlewareContext) => Promise<unknown>;
 }
 
+/**
+ * What one attempt of a step collects: what `meter()` reported, and the kernel facts middleware
+ * emitted, written in the same append as the step's settling event.
+ */
+interface StepAttempt {
+  reported: ResourceDelta;
+  facts: EventSpec[];
+}
+
 /** The context every middleware of an effect sees; `invoke` runs the effect itself. */
 function makeMiddlewareContext(
   run: Run,
@@ -76,7 +91,7 @@ function makeMiddlewareContext(
   nested: readonly NestedBudget[],
   effect: string,
   ectx: EffectContext,
-  metered: () => ResourceDelta,
+  attempt: StepAttempt,
   invoke: () => Promise<unknown>,
 ): MiddlewareContext {
   const budgets: BudgetInForce[] = [];
@@ -106,8 +121,8 @@ function makeMiddlewareContext(
     meter: (delta) => ectx.meter(delta),
     effect,
     budgets,
-    metered,
-    emit: (kind, payload) => run.enqueueDetached([{ kind, payload }]),
+    metered: () => attempt.reported,
+    emit: (kind, payload) => attempt.facts.push({ kind, payload }),
     now: () => deps.now(),
     invoke,
   };
@@ -166,17 +181,17 @@ export function makeContext(
     effect: Effect<I, O>,
     input: I,
     ectx: EffectContext,
-    metered: () => ResourceDelta,
+    attempt: StepAttempt,
   ): MiddlewareContext {
     const invoke = async () => effect.run(input, ectx);
-    return makeMiddlewareContext(run, deps, nested, effect.name, ectx, metered, invoke);
+    return makeMiddlewareContext(run, deps, nested, effect.name, ectx, attempt, invoke);
   }
 
   async function step<T>(
     name: string,
     input: Json | undefined,
     hasInput: boolean,
-    fn: (ectx: EffectContext, metered: () => ResourceDelta) => Promise<T> | T,
+    fn: (ectx: EffectContext, attempt: StepAttempt) => Promise<T> | T,
     meterable = false,
   ): Promise<T> {
     const claim = run.claim(scope, "step", name);
@@ -200,20 +215,25 @@ export function makeContext(
         controller ??= run.controller();
         return controller.signal;
       },
-      resources: own(run.state._resources ?? {}),
+      // A copy, made on first use.
+      get resources() {
+        resources ??= own(run.state._resources ?? {});
+        return resources;
+      },
       meter(delta) {
         if (!meterable) {
           throw new InvalidInputError(
             "meter() reports an effect's cost to its metering: run the effect with ctx.execute (ctx.run steps are not metered)",
           );
         }
-        reported = addDelta(reported, delta);
+        attempt.reported = addDelta(attempt.reported, delta);
       },
     };
-    let reported: ResourceDelta = {};
+    let resources: ResourceSnapshot | undefined;
+    const attempt: StepAttempt = { reported: {}, facts: [] };
     let outcome: { output: Json | undefined } | { error: unknown };
     try {
-      const value = await fn(ectx, () => reported);
+      const value = await fn(ectx, attempt);
       outcome = { output: stepBound(value, `output of step "${claim.callId}"`) };
     } catch (e) {
       outcome = { error: e };
@@ -229,12 +249,12 @@ export function makeContext(
         callId: claim.callId,
         error: error as unknown as Json,
       };
-      await run.enqueue([{ kind: "STEP_FAILED", payload: failed }]);
+      await run.enqueue([...attempt.facts, { kind: "STEP_FAILED", payload: failed }]);
       throw errorFromData(error);
     }
     const done: { [k: string]: Json } = { ...start, callId: claim.callId };
     if (outcome.output !== undefined) done.output = outcome.output;
-    await run.enqueue([{ kind: "STEP_COMPLETED", payload: done }]);
+    await run.enqueue([...attempt.facts, { kind: "STEP_COMPLETED", payload: done }]);
     return own(outcome.output) as T;
   }
 
@@ -288,8 +308,8 @@ export function makeContext(
           effect.name,
           json,
           true,
-          (ectx, metered) =>
-            deps.chain(middlewareContext(effect, input, ectx, metered)) as Promise<O>,
+          (ectx, attempt) =>
+            deps.chain(middlewareContext(effect, input, ectx, attempt)) as Promise<O>,
           true,
         ),
       );

@@ -6,6 +6,7 @@
  * data, as a process restart would see it.
  */
 import type { Envelope } from "../../kernel/events.ts";
+import { jsonText, type Json } from "../../kernel/json.ts";
 import { ensureError, LoomError, InvariantViolation } from "../../kernel/errors.ts";
 import type { Snapshot } from "../../fold/state.ts";
 import { checkBatch, effectiveFence, leaseAvailable } from "../append-check.ts";
@@ -48,7 +49,15 @@ export function memoryStore(hooks: StoreHooks = {}): MemoryStore {
 }
 
 const timerKey = (id: string, timerId: string) => `${id}\u0000${timerId}`;
-const copy = <T>(v: T): T => structuredClone(v);
+/**
+ * A stored event is a copy: its payload rebuilt from its JSON text (which the runtime already
+ * made once, `jsonText`), its meta (flat) spread.
+ */
+function copyEvent(e: Envelope): Envelope {
+  const out: Envelope = { ...e, payload: JSON.parse(jsonText(e.payload)) as Json };
+  if (e.meta !== undefined) out.meta = { ...e.meta };
+  return out;
+}
 
 function open(data: Data, hooks: StoreHooks): MemoryStore {
   let closed = false;
@@ -74,7 +83,7 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     }
     const before = events.length;
     undo.push(() => (events.length = before));
-    for (const e of b.events) events.push(copy(e));
+    for (const e of b.events) events.push(copyEvent(e));
     const prev = data.executions.get(b.executionId);
     const last = b.events[b.events.length - 1] as Envelope;
     data.executions.set(b.executionId, {
@@ -180,7 +189,7 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
 
     async read(id, fromSeq = 0) {
       live();
-      return copy((data.events.get(id) ?? []).slice(Math.max(0, fromSeq)));
+      return (data.events.get(id) ?? []).slice(Math.max(0, fromSeq)).map(copyEvent);
     },
 
     async head(id) {
