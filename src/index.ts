@@ -35,3 +35,18 @@ export { systemClock } from "./runtime/system.ts";
 export { memoryStore, type MemoryStore } from "./store/memory/index.ts";
 export type * from "./store/spi.ts";
 export { timeline, type TimelineRow } from "./analytics/timeline.ts";
+export { compose, type Middleware } from "./effects/compose.ts";
+export {
+  budgetAdmission,
+  meteringMiddleware,
+  defaultMiddleware,
+  type EffectMiddleware,
+  type MiddlewareContext,
+  type BudgetInForce,
+} from "./effects/middleware.ts";
+export {
+  circuitBreaker,
+  CircuitOpenError,
+  type CircuitBreakerOptions,
+  type CircuitState,
+} from "./effects/circuit-breaker.ts";

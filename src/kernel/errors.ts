@@ -172,5 +172,11 @@ export function errorFromData(data: unknown): LoomError {
   const name = typeof d.name === "string" ? d.name : "Error";
   const Known = typeof d.code === "string" ? KNOWN[d.code] : undefined;
   if (Known) return new Known(message, d.details);
+  if (typeof d.code === "string" && d.code.startsWith("LOOM_") && d.code !== "LOOM_APPLICATION") {
+    // A Loom error of a layer the kernel does not know (an effect's): its code and name survive.
+    const e = new LoomError(d.code, message, d.details);
+    e.name = name;
+    return e;
+  }
   return new ApplicationError(message, name, d.details);
 }
