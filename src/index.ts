@@ -23,7 +23,7 @@ export {
   type EffectContext,
 } from "./runtime/flow.ts";
 export type { FlowContext, SuspendOptions } from "./runtime/context.ts";
-export type { Outcome } from "./runtime/run.ts";
+export type { Outcome } from "./runtime/outcome.ts";
 export {
   createRuntime,
   Runtime,

@@ -5,7 +5,7 @@
 import type { Envelope } from "../kernel/events.ts";
 import type { ErrorData } from "../kernel/errors.ts";
 import type { ExecutionState } from "../fold/state.ts";
-import type { Outcome } from "../runtime/run.ts";
+import type { Outcome } from "../runtime/outcome.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
 import { timeline } from "../analytics/timeline.ts";
 

@@ -16,16 +16,11 @@ import { isTerminalStatus } from "../kernel/events.ts";
 import { boundedJson, type Json } from "../kernel/json.ts";
 import type { Limits } from "../kernel/limits.ts";
 import { assertName, checkedBudget, type Effect, type EffectContext } from "./flow.ts";
-import { halted, type EventSpec, type Run } from "./run.ts";
-import {
-  isDimension,
-  spentIn,
-  type Budget,
-  type ResourceDelta,
-  type ResourceSnapshot,
-} from "../kernel/resources.ts";
+import { halted, type Run } from "./run.ts";
+import { makeMiddlewareContext, type NestedBudget, type StepAttempt } from "./effect-call.ts";
+import { isDimension, spentIn, type Budget, type ResourceSnapshot } from "../kernel/resources.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
-import { addDelta, type BudgetInForce, type MiddlewareContext } from "../effects/middleware.ts";
+import { addDelta, type MiddlewareContext } from "../effects/middleware.ts";
 
 export interface SuspendOptions {
   /** Milliseconds to wait for a resume before the suspend throws SuspendTimeoutError. */
@@ -73,65 +68,6 @@ export interface ContextDeps {
   now(): number;
   /** The effect middleware chain, composed (see effects/middleware.ts). */
   chain: (ctx: MiddlewareContext) => Promise<unknown>;
-}
-
-/**
- * What one attempt of a step collects: what `meter()` reported, and the kernel facts middleware
- * emitted, written in the same append as the step's settling event.
- */
-interface StepAttempt {
-  reported: ResourceDelta;
-  facts: EventSpec[];
-}
-
-/** The context every middleware of an effect sees; `invoke` runs the effect itself. */
-function makeMiddlewareContext(
-  run: Run,
-  deps: ContextDeps,
-  nested: readonly NestedBudget[],
-  effect: string,
-  ectx: EffectContext,
-  attempt: StepAttempt,
-  invoke: () => Promise<unknown>,
-): MiddlewareContext {
-  const budgets: BudgetInForce[] = [];
-  if (run.state._budget) {
-    budgets.push({
-      name: "execution",
-      budget: run.state._budget,
-      spent: run.state._resources ?? {},
-    });
-  }
-  for (const b of nested) {
-    budgets.push({
-      name: b.name,
-      budget: b.budget,
-      spent: run.state._scopeResources?.[b.name] ?? {},
-    });
-  }
-  return {
-    executionId: ectx.executionId,
-    stepId: ectx.stepId,
-    attempt: ectx.attempt,
-    idempotencyKey: ectx.idempotencyKey,
-    get signal() {
-      return ectx.signal;
-    },
-    resources: ectx.resources,
-    meter: (delta) => ectx.meter(delta),
-    effect,
-    budgets,
-    metered: () => attempt.reported,
-    emit: (kind, payload) => attempt.facts.push({ kind, payload }),
-    now: () => deps.now(),
-    invoke,
-  };
-}
-
-/** A nested budget around part of a flow (ctx.nestedBudget). */
-interface NestedBudget {
-  name: string;
-  budget: Budget;
 }
 
 /** Names the kernel records decisions under; a user's decision may not start with "$". */

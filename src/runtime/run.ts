@@ -29,7 +29,6 @@ import {
   InvariantViolation,
   NonDeterminismError,
   errorToData,
-  type ErrorData,
 } from "../kernel/errors.ts";
 import { jsonText, type Json } from "../kernel/json.ts";
 import { fold } from "../fold/fold.ts";
@@ -38,13 +37,7 @@ import type { ExecutionState } from "../fold/state.ts";
 import type { Flow } from "./flow.ts";
 import type { AppendBatch } from "../store/spi.ts";
 import type { RunHost } from "./run-host.ts";
-
-export interface Outcome {
-  status: "completed" | "failed" | "cancelled" | "continued";
-  output?: Json;
-  error?: ErrorData;
-  continuedTo?: string;
-}
+import { outcomeOf, type Outcome } from "./outcome.ts";
 
 export interface EventSpec {
   kind: EventKind;
@@ -507,23 +500,5 @@ export class Run {
   private stopBeat(): void {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
-  }
-}
-
-export function outcomeOf(state: ExecutionState): Outcome {
-  switch (state.status) {
-    case "completed":
-      return state.output === undefined
-        ? { status: "completed" }
-        : { status: "completed", output: state.output };
-    case "failed":
-    case "cancelled":
-      return state.error ? { status: state.status, error: state.error } : { status: state.status };
-    case "continued":
-      return { status: "continued" };
-    default:
-      throw new InvariantViolation(
-        `execution "${state.executionId}" has not ended (${state.status})`,
-      );
   }
 }

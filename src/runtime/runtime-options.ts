@@ -4,7 +4,7 @@ import type { Limits } from "../kernel/limits.ts";
 import type { Store } from "../store/spi.ts";
 import type { Budget } from "../kernel/resources.ts";
 import type { EffectMiddleware } from "../effects/middleware.ts";
-import type { Outcome } from "./run.ts";
+import type { Outcome } from "./outcome.ts";
 
 export interface RuntimeOptions {
   store: Store;

@@ -51,7 +51,8 @@ import { Tasks, assertSameStart, positive, withDeadline } from "./runtime-suppor
 import type { ExecutionHandle, RuntimeOptions, StartOptions } from "./runtime-options.ts";
 
 export type { ExecutionHandle, RuntimeOptions, StartOptions } from "./runtime-options.ts";
-import { Run, outcomeOf, type EventSpec, type Outcome } from "./run.ts";
+import { Run, type EventSpec } from "./run.ts";
+import { outcomeOf, type Outcome } from "./outcome.ts";
 import type { RunHost } from "./run-host.ts";
 import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";

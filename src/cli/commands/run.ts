@@ -9,7 +9,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { isTerminalStatus } from "../../kernel/events.ts";
 import type { Runtime } from "../../runtime/runtime.ts";
-import type { Outcome } from "../../runtime/run.ts";
+import type { Outcome } from "../../runtime/outcome.ts";
 import { DEFAULT_DB, type Command } from "../args.ts";
 import { errorLine } from "../cli-error.ts";
 import { errorText, formatOutcome, shellQuote } from "../format.ts";

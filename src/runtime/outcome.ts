@@ -1,0 +1,29 @@
+/** What an ended execution came to: the answer of `handle.result()`. */
+import { InvariantViolation, type ErrorData } from "../kernel/errors.ts";
+import type { Json } from "../kernel/json.ts";
+import type { ExecutionState } from "../fold/state.ts";
+
+export interface Outcome {
+  status: "completed" | "failed" | "cancelled" | "continued";
+  output?: Json;
+  error?: ErrorData;
+  continuedTo?: string;
+}
+
+export function outcomeOf(state: ExecutionState): Outcome {
+  switch (state.status) {
+    case "completed":
+      return state.output === undefined
+        ? { status: "completed" }
+        : { status: "completed", output: state.output };
+    case "failed":
+    case "cancelled":
+      return state.error ? { status: state.status, error: state.error } : { status: state.status };
+    case "continued":
+      return { status: "continued" };
+    default:
+      throw new InvariantViolation(
+        `execution "${state.executionId}" has not ended (${state.status})`,
+      );
+  }
+}
