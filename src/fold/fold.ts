@@ -15,10 +15,10 @@
  * `fold` updates `state` in place and returns it: the caller owns the state it passes in
  * (`foldAll` copies a snapshot before folding onto it).
  */
-import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
+import { isTerminalEvent, isTerminalStatus, type Envelope } from "../kernel/events.ts";
 import type { ErrorData } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
-import { addResources, readBudget } from "../kernel/resources.ts";
+import { SCALAR_DIMENSIONS, addResources, isDimension, readBudget } from "../kernel/resources.ts";
 import { initialState, type ExecutionState, type Frame, type Snapshot } from "./state.ts";
 
 type Payload = { [key: string]: Json };
@@ -59,12 +59,7 @@ export function foldAll(events: Iterable<Envelope>, from?: Snapshot): ExecutionS
 }
 
 function isTerminal(s: ExecutionState): boolean {
-  return (
-    s.status === "completed" ||
-    s.status === "failed" ||
-    s.status === "cancelled" ||
-    s.status === "continued"
-  );
+  return isTerminalStatus(s.status);
 }
 
 const str = (v: Json | undefined): v is string => typeof v === "string";
@@ -149,19 +144,16 @@ function applyGrant(s: ExecutionState, value: Json): void {
   if (!isPlainObject(value) || !str(value.dimension)) return;
   const limit = value.limit;
   if (typeof limit !== "number" || !Number.isFinite(limit) || limit < 0) return;
-  const budget = { ...s._budget };
   const dimension = value.dimension;
+  if (!isDimension(dimension)) return;
+  const budget = { ...s._budget };
   if (dimension.startsWith("custom.")) {
-    const key = dimension.slice("custom.".length);
-    if (!safeKey(key)) return;
-    budget.custom = { ...budget.custom, [key]: limit };
-  } else if ((DIMENSIONS as readonly string[]).includes(dimension)) {
-    budget[dimension as (typeof DIMENSIONS)[number]] = limit;
-  } else return;
+    budget.custom = { ...budget.custom, [dimension.slice("custom.".length)]: limit };
+  } else {
+    budget[dimension as "tokens" | (typeof SCALAR_DIMENSIONS)[number]] = limit;
+  }
   s._budget = budget;
 }
-
-const DIMENSIONS = ["tokens", "costUsd", "ms", "memBytes", "wallMs", "netBytes"] as const;
 
 type Handler = (s: ExecutionState, p: Payload, e: Envelope) => void;
 

@@ -14,15 +14,19 @@ export interface TokenCounts {
   output?: number;
 }
 
-/** What one effect cost. `estimated` marks figures that are estimates (an aborted stream). */
-export interface ResourceDelta {
-  tokens?: TokenCounts;
+/** The dimensions measured the same way in a cost and in a limit. */
+interface Amounts {
   costUsd?: number;
   ms?: number;
   memBytes?: number;
   wallMs?: number;
   netBytes?: number;
   custom?: Record<string, number>;
+}
+
+/** What one effect cost. `estimated` marks figures that are estimates (an aborted stream). */
+export interface ResourceDelta extends Amounts {
+  tokens?: TokenCounts;
   estimated?: true;
 }
 
@@ -30,14 +34,8 @@ export interface ResourceDelta {
 export type ResourceSnapshot = Omit<ResourceDelta, "estimated">;
 
 /** Limits; `tokens` bounds input plus output. */
-export interface Budget {
+export interface Budget extends Amounts {
   tokens?: number;
-  costUsd?: number;
-  ms?: number;
-  memBytes?: number;
-  wallMs?: number;
-  netBytes?: number;
-  custom?: Record<string, number>;
 }
 
 export const SCALAR_DIMENSIONS = ["costUsd", "ms", "memBytes", "wallMs", "netBytes"] as const;
