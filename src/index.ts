@@ -35,7 +35,8 @@ export { systemClock } from "./runtime/system.ts";
 export { memoryStore, type MemoryStore } from "./store/memory/index.ts";
 export type * from "./store/spi.ts";
 export { timeline, type TimelineRow } from "./analytics/timeline.ts";
-export { compose, type Middleware } from "./effects/compose.ts";
+export { compose, rerunning, type Middleware } from "./effects/compose.ts";
+export { retryMiddleware, defaultIsRetryable, type RetryPolicy } from "./effects/retry.ts";
 export {
   budgetAdmission,
   meteringMiddleware,
@@ -43,6 +44,7 @@ export {
   type EffectMiddleware,
   type MiddlewareContext,
   type BudgetInForce,
+  type ExecuteOptions,
 } from "./effects/middleware.ts";
 export {
   circuitBreaker,

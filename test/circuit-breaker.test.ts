@@ -34,7 +34,7 @@ describe("circuitBreaker", () => {
     const r = rt(memoryStore(), {
       clock: { now: () => t },
       background: false,
-      middleware: [...defaultMiddleware(), breaker],
+      middleware: [...defaultMiddleware({ retry: { maxAttempts: 1 } }), breaker],
     }).registerFlow(f);
     const first = await (await r.start(f, 5, { id: "c1" })).result();
     expect(first.output).toEqual([

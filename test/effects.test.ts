@@ -22,10 +22,14 @@ const llm = step$("llm", async (prompt: string, ectx) => {
 
 describe("effects: metering and budgets (ADR 0032)", () => {
   it("meters every effect, also a failing one; unset dimensions stay undefined (Q1)", async () => {
-    const boom = step$("boom", async (_: null, ectx) => {
-      ectx.meter({ tokens: { output: 3 } });
-      throw new Error("tool down");
-    });
+    const boom = step$(
+      "boom",
+      async (_: null, ectx) => {
+        ectx.meter({ tokens: { output: 3 } });
+        throw new Error("tool down");
+      },
+      { retry: false },
+    );
     const f = flow$("metered", async (ctx) => {
       await ctx.execute(llm, "hello");
       await ctx.execute(boom, null).catch(() => undefined);

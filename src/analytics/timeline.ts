@@ -29,6 +29,9 @@ function describe(e: Envelope): string {
     case "STEP_COMPLETED":
       return `step ${call} -> ${brief(p.output)}`;
     case "STEP_FAILED":
+      if (p.retrying === true) {
+        return `step ${call} attempt ${text(p.attempt)} failed: ${errorText(p.error)}; retrying in ${text(p.retryInMs)} ms`;
+      }
       return `step ${call} failed: ${errorText(p.error)}`;
     case "DECISION_RECORDED":
       return `decision ${call} = ${brief(p.value)}`;

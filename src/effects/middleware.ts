@@ -1,10 +1,11 @@
 /**
  * Effect middleware: what runs around every `ctx.execute(effect, input)`.
  *
- * The default chain, outermost first, is budget admission, then metering (DESIGN: admission
- * refuses before anything is spent; metering reports what the effect cost, also when it failed
- * or was aborted, ADR 0020 A2). A plain `ctx.run` step has no middleware, so a flow that runs no
- * effect and declares no budget writes the same log with or without the chain (G2).
+ * The default chain, outermost first, is retry, budget admission, then metering (DESIGN:
+ * admission refuses before anything is spent; metering reports what the effect cost, also when
+ * it failed or was aborted, ADR 0020 A2; retry re-runs both for every attempt). A plain `ctx.run`
+ * step has no middleware, so a flow that runs no effect and declares no budget writes the same
+ * log with or without the chain (G2).
  */
 import { QuotaExceededError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
@@ -17,6 +18,7 @@ import {
 } from "../kernel/resources.ts";
 import type { EffectContext } from "../runtime/flow.ts";
 import { compose, type Middleware } from "./compose.ts";
+import { retryMiddleware, type RetryPolicy } from "./retry.ts";
 
 /** A budget in force around an effect: the execution's, or a nested one by name. */
 export interface BudgetInForce {
@@ -25,9 +27,18 @@ export interface BudgetInForce {
   spent: ResourceSnapshot;
 }
 
+/** Per-call options of `ctx.execute(effect, input, options)`, over the effect's own. */
+export interface ExecuteOptions {
+  /** This call's retry policy over the middleware's, or `false` for a single attempt. */
+  retry?: RetryPolicy | false;
+}
+
 /** What middleware sees: the effect's context, its name, the budgets, and kernel facts. */
 export interface MiddlewareContext extends EffectContext {
   readonly effect: string;
+  /** The call's options (the effect's, overridden by the call's). */
+  readonly options: ExecuteOptions;
+  /** The budgets in force, with what was spent in them when read (each attempt reads afresh). */
   readonly budgets: readonly BudgetInForce[];
   /** What `meter()` reported during this attempt so far. */
   metered(): ResourceDelta;
@@ -37,6 +48,14 @@ export interface MiddlewareContext extends EffectContext {
   now(): number;
   /** Runs the effect itself: the end of the chain. */
   invoke(): Promise<unknown>;
+  /**
+   * Records that this attempt failed and another follows in `retryInMs`: a
+   * `STEP_FAILED { retrying: true }` fact, with the facts emitted during the attempt, committed
+   * before it resolves.
+   */
+  failedAttempt(error: unknown, retryInMs: number): Promise<void>;
+  /** Starts the next attempt: `attempt` goes up by one and a `STEP_STARTED` is recorded. */
+  beginAttempt(): void;
 }
 
 export type EffectMiddleware = Middleware<MiddlewareContext>;
@@ -76,8 +95,12 @@ export function meteringMiddleware(): EffectMiddleware {
   };
 }
 
-export function defaultMiddleware(): EffectMiddleware[] {
-  return [budgetAdmission(), meteringMiddleware()];
+/**
+ * Retry outermost, so each attempt passes admission (against what the failed attempts spent)
+ * and is metered on its own; then budget admission, then metering.
+ */
+export function defaultMiddleware(options: { retry?: RetryPolicy } = {}): EffectMiddleware[] {
+  return [retryMiddleware(options.retry), budgetAdmission(), meteringMiddleware()];
 }
 
 /** The chain the runtime runs around each effect. */

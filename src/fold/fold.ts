@@ -127,6 +127,24 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
   s.inFlight--;
 }
 
+/** Opens a step's frame from its start (a STEP_STARTED, or a first failed attempt). */
+function openStep(s: ExecutionState, p: Payload, e: Envelope): Frame | undefined {
+  const head = callHead(p);
+  if (!head) return undefined;
+  const f: Frame = {
+    kind: "step",
+    ...head,
+    status: "started",
+    firstStartedAt: startedAt(p, e),
+    attempts: 1,
+  };
+  if (p.input !== undefined) f.input = p.input;
+  s.frames[head.callId] = f;
+  record(s, head.scope, `step:${head.callId}`);
+  s.inFlight++;
+  return f;
+}
+
 /** When a step started: its recorded `startedAt` (schema 1.1.0), else the envelope's time. */
 function startedAt(p: Payload, e: Envelope): number {
   return typeof p.startedAt === "number" && Number.isFinite(p.startedAt) ? p.startedAt : e.at;
@@ -170,32 +188,27 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     s.status = "pending";
   },
   STEP_STARTED(s, p, e) {
-    const head = callHead(p);
-    if (!head) return;
-    const existing = frameOf(s, head.callId);
+    const existing = frameOf(s, p.callId);
     if (existing) {
       if (existing.kind === "step" && existing.status === "started") existing.attempts++;
       return;
     }
-    const f: Frame = {
-      kind: "step",
-      ...head,
-      status: "started",
-      firstStartedAt: startedAt(p, e),
-      attempts: 1,
-    };
-    if (p.input !== undefined) f.input = p.input;
-    s.frames[head.callId] = f;
-    record(s, head.scope, `step:${head.callId}`);
-    s.inFlight++;
+    openStep(s, p, e);
   },
   STEP_COMPLETED(s, p, e) {
     settleStep(s, p, e, (f) => {
       f.status = "completed";
+      delete f.error;
       if (p.output !== undefined) f.output = p.output;
     });
   },
   STEP_FAILED(s, p, e) {
+    if (p.retrying === true) {
+      // A failed attempt (schema 1.3.0): the step stays open and keeps the attempt's error.
+      const f = frameOf(s, p.callId) ?? openStep(s, p, e);
+      if (f?.kind === "step" && f.status === "started") f.error = errorOf(p.error);
+      return;
+    }
     settleStep(s, p, e, (f) => {
       f.status = "failed";
       f.error = errorOf(p.error);

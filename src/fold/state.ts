@@ -19,6 +19,7 @@ export interface Frame {
   attempts: number;
   input?: Json;
   output?: Json;
+  /** A failed step's error; on a step still started, its last failed attempt's (retry). */
   error?: ErrorData;
   wakeAtMs?: number;
 }

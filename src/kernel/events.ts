@@ -16,8 +16,11 @@ import type { Json } from "./json.ts";
  *        a step's `startedAt`, when recorded, is its first start time.
  * 1.2.0: RESOURCE_METERED folds into `_resources` (and named budgets' `_scopeResources`),
  *        QUOTA_EXCEEDED into `_quotaExceeded`, EXECUTION_STARTED's `budget` into `_budget`.
+ * 1.3.0: a STEP_FAILED with `retrying: true` is a failed attempt, not the step's end: the step
+ *        stays started and its frame's `error` is the attempt's until it completes (the first
+ *        one may open the frame, carrying the start as a settling event does).
  */
-export const EVENT_SCHEMA_VERSION = "1.2.0";
+export const EVENT_SCHEMA_VERSION = "1.3.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",

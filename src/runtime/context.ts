@@ -15,12 +15,18 @@ import {
 import { isTerminalStatus } from "../kernel/events.ts";
 import { boundedJson, type Json } from "../kernel/json.ts";
 import type { Limits } from "../kernel/limits.ts";
-import { assertName, checkedBudget, type Effect, type EffectContext } from "./flow.ts";
+import {
+  assertName,
+  checkedBudget,
+  checkedExecuteOptions,
+  type Effect,
+  type EffectContext,
+} from "./flow.ts";
 import { halted, type Run } from "./run.ts";
 import { makeMiddlewareContext, type NestedBudget, type StepAttempt } from "./effect-call.ts";
 import { isDimension, spentIn, type Budget, type ResourceSnapshot } from "../kernel/resources.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
-import { addDelta, type MiddlewareContext } from "../effects/middleware.ts";
+import { addDelta, type ExecuteOptions, type MiddlewareContext } from "../effects/middleware.ts";
 
 export interface SuspendOptions {
   /** Milliseconds to wait for a resume before the suspend throws SuspendTimeoutError. */
@@ -31,8 +37,11 @@ export interface FlowContext {
   readonly executionId: string;
   /** Runs `fn` once as a durable step; a re-run returns its recorded result. */
   run<T>(name: string, fn: (ectx: EffectContext) => Promise<T> | T): Promise<T>;
-  /** Runs an effect (or a `step$`) with a recorded input. */
-  execute<I, O>(effect: Effect<I, O>, input: I): Promise<O>;
+  /**
+   * Runs an effect (or a `step$`) with a recorded input through the middleware chain; `options`
+   * (a retry policy, say) override the effect's own for this call.
+   */
+  execute<I, O>(effect: Effect<I, O>, input: I, options?: ExecuteOptions): Promise<O>;
   /** Records the value of a synchronous, non-deterministic choice; a re-run gets the same value. */
   decide<T>(name: string, fn: () => T): Promise<T>;
   /** A durable timer: survives restarts; waits above 2^31-1 ms are armed in chunks. */
@@ -72,6 +81,7 @@ export interface ContextDeps {
 
 /** Names the kernel records decisions under; a user's decision may not start with "$". */
 const NOW = "$now";
+const NO_OPTIONS: ExecuteOptions = Object.freeze({});
 const PARALLEL = "$parallel";
 
 export function makeContext(
@@ -116,11 +126,12 @@ export function makeContext(
   function middlewareContext<I, O>(
     effect: Effect<I, O>,
     input: I,
+    options: ExecuteOptions,
     ectx: EffectContext,
     attempt: StepAttempt,
   ): MiddlewareContext {
     const invoke = async () => effect.run(input, ectx);
-    return makeMiddlewareContext(run, deps, nested, effect.name, ectx, attempt, invoke);
+    return makeMiddlewareContext(run, deps, nested, effect.name, options, ectx, attempt, invoke);
   }
 
   async function step<T>(
@@ -166,7 +177,30 @@ export function makeContext(
       },
     };
     let resources: ResourceSnapshot | undefined;
-    const attempt: StepAttempt = { reported: {}, facts: [] };
+    const attempt: StepAttempt = {
+      reported: {},
+      facts: [],
+      // A failed attempt is a fact before the backoff starts (retry.ts); the step stays open.
+      async failed(error, retryInMs) {
+        const facts = attempt.facts;
+        attempt.facts = [];
+        attempt.reported = {};
+        const failed: { [k: string]: Json } = {
+          ...run.takeStart(claim.callId),
+          callId: claim.callId,
+          error: errorToData(error) as unknown as Json,
+          attempt: ectx.attempt,
+          retryInMs,
+          retrying: true,
+        };
+        await run.enqueue([...facts, { kind: "STEP_FAILED", payload: failed }]);
+      },
+      next() {
+        ectx.attempt++;
+        resources = undefined;
+        run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
+      },
+    };
     let outcome: { output: Json | undefined } | { error: unknown };
     try {
       const value = await fn(ectx, attempt);
@@ -233,19 +267,26 @@ export function makeContext(
       });
     },
 
-    async execute<I, O>(effect: Effect<I, O>, input: I): Promise<O> {
+    async execute<I, O>(effect: Effect<I, O>, input: I, options?: ExecuteOptions): Promise<O> {
       if (!effect || typeof effect.run !== "function") {
         throw new InvalidInputError("ctx.execute needs an effect ({ name, run }) or a step$");
       }
       assertName(effect.name, "effect name");
       const json = stepBound(input, `input of step "${effect.name}"`);
+      const callOptions =
+        options === undefined
+          ? (effect.options ?? NO_OPTIONS)
+          : {
+              ...effect.options,
+              ...checkedExecuteOptions(options, `ctx.execute of "${effect.name}"`),
+            };
       return call(`step "${effect.name}"`, () =>
         step(
           effect.name,
           json,
           true,
           (ectx, attempt) =>
-            deps.chain(middlewareContext(effect, input, ectx, attempt)) as Promise<O>,
+            deps.chain(middlewareContext(effect, input, callOptions, ectx, attempt)) as Promise<O>,
           true,
         ),
       );

@@ -3,18 +3,21 @@
  * sees, and the budgets in force around it.
  */
 import type { Budget, ResourceDelta } from "../kernel/resources.ts";
-import type { BudgetInForce, MiddlewareContext } from "../effects/middleware.ts";
+import type { BudgetInForce, ExecuteOptions, MiddlewareContext } from "../effects/middleware.ts";
 import type { ContextDeps } from "./context.ts";
 import type { EffectContext } from "./flow.ts";
 import type { EventSpec, Run } from "./run.ts";
 
 /**
- * What one attempt of a step collects: what `meter()` reported, and the kernel facts middleware
- * emitted, written in the same append as the step's settling event.
+ * What the current attempt of a step collects: what `meter()` reported, and the kernel facts
+ * middleware emitted, written in the same append as the attempt's settling event. `failed` and
+ * `next` record a failed attempt and start the next one (retry).
  */
 export interface StepAttempt {
   reported: ResourceDelta;
   facts: EventSpec[];
+  failed(error: unknown, retryInMs: number): Promise<void>;
+  next(): void;
 }
 
 /** The context every middleware of an effect sees; `invoke` runs the effect itself. */
@@ -23,10 +26,41 @@ export function makeMiddlewareContext(
   deps: ContextDeps,
   nested: readonly NestedBudget[],
   effect: string,
+  options: ExecuteOptions,
   ectx: EffectContext,
   attempt: StepAttempt,
   invoke: () => Promise<unknown>,
 ): MiddlewareContext {
+  return {
+    executionId: ectx.executionId,
+    stepId: ectx.stepId,
+    get attempt() {
+      return ectx.attempt;
+    },
+    idempotencyKey: ectx.idempotencyKey,
+    get signal() {
+      return ectx.signal;
+    },
+    get resources() {
+      return ectx.resources;
+    },
+    meter: (delta) => ectx.meter(delta),
+    effect,
+    options,
+    get budgets() {
+      return budgetsInForce(run, nested);
+    },
+    metered: () => attempt.reported,
+    emit: (kind, payload) => attempt.facts.push({ kind, payload }),
+    now: () => deps.now(),
+    invoke,
+    failedAttempt: (error, retryInMs) => attempt.failed(error, retryInMs),
+    beginAttempt: () => attempt.next(),
+  };
+}
+
+/** The execution's budget and the nested ones around the call, with what each has spent. */
+function budgetsInForce(run: Run, nested: readonly NestedBudget[]): BudgetInForce[] {
   const budgets: BudgetInForce[] = [];
   if (run.state._budget) {
     budgets.push({
@@ -42,23 +76,7 @@ export function makeMiddlewareContext(
       spent: run.state._scopeResources?.[b.name] ?? {},
     });
   }
-  return {
-    executionId: ectx.executionId,
-    stepId: ectx.stepId,
-    attempt: ectx.attempt,
-    idempotencyKey: ectx.idempotencyKey,
-    get signal() {
-      return ectx.signal;
-    },
-    resources: ectx.resources,
-    meter: (delta) => ectx.meter(delta),
-    effect,
-    budgets,
-    metered: () => attempt.reported,
-    emit: (kind, payload) => attempt.facts.push({ kind, payload }),
-    now: () => deps.now(),
-    invoke,
-  };
+  return budgets;
 }
 
 /** A nested budget around part of a flow (ctx.nestedBudget). */

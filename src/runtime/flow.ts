@@ -14,6 +14,8 @@ import {
   type ResourceSnapshot,
 } from "../kernel/resources.ts";
 import type { FlowContext } from "./context.ts";
+import type { ExecuteOptions } from "../effects/middleware.ts";
+import { checkedRetryPolicy } from "../effects/retry.ts";
 
 export interface EffectContext {
   executionId: string;
@@ -34,6 +36,8 @@ export interface EffectContext {
 export interface Effect<I, O> {
   readonly name: string;
   run(input: I, ectx: EffectContext): Promise<O> | O;
+  /** Options for every call of this effect (a retry policy, say); a call's own override them. */
+  readonly options?: ExecuteOptions;
 }
 
 export interface FlowOptions {
@@ -134,7 +138,26 @@ export function isFlow(value: unknown): value is Flow {
 export function step$<I, O>(
   name: string,
   run: (input: I, ectx: EffectContext) => Promise<O> | O,
+  options?: ExecuteOptions,
 ): Effect<I, O> {
   assertName(name, "step name");
-  return { name, run };
+  if (typeof run !== "function") throw new InvalidInputError(`step "${name}" needs a function`);
+  if (options === undefined) return { name, run };
+  return { name, run, options: checkedExecuteOptions(options, `step "${name}"`) };
+}
+
+/** Per-call options checked before anything is recorded. */
+export function checkedExecuteOptions(value: unknown, owner: string): ExecuteOptions {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new InvalidInputError(`the options of ${owner} must be an object`);
+  }
+  const { retry, ...rest } = value as { retry?: unknown };
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) {
+    throw new InvalidInputError(
+      `the options of ${owner} have unknown keys: ${unknown.join(", ")} (known: retry)`,
+    );
+  }
+  if (retry === undefined) return {};
+  return { retry: checkedRetryPolicy(retry, owner) };
 }
