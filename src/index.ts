@@ -38,6 +38,12 @@ export { timeline, type TimelineRow } from "./analytics/timeline.ts";
 export { compose, rerunning, type Middleware } from "./effects/compose.ts";
 export { retryMiddleware, defaultIsRetryable, type RetryPolicy } from "./effects/retry.ts";
 export {
+  isolated,
+  IsolatedCrashError,
+  type IsolatedOptions,
+  type IsolatedEffect,
+} from "./effects/isolated.ts";
+export {
   budgetAdmission,
   meteringMiddleware,
   defaultMiddleware,

@@ -128,6 +128,23 @@ const KNOWN: Record<string, new (message: string, details?: Json) => LoomError> 
   LOOM_TERMINAL: TerminalError,
 };
 
+/**
+ * Makes errors of an outer layer's class (an effect's: `LOOM_CIRCUIT_OPEN`, say) read back from
+ * the log as that class, as the kernel's own do. A code is registered once, to one class.
+ */
+export function registerErrorClass(
+  code: string,
+  ctor: new (message: string, details?: Json) => LoomError,
+): void {
+  if (!code.startsWith("LOOM_"))
+    throw new InvariantViolation(`error code ${code} must start with LOOM_`);
+  const known = KNOWN[code];
+  if (known && known !== ctor) {
+    throw new InvariantViolation(`error code ${code} is already registered to ${known.name}`);
+  }
+  KNOWN[code] = ctor;
+}
+
 /** True for a Loom error or its recorded data, optionally of one code. */
 export function isLoomError(e: unknown, code?: string): e is ErrorData {
   if (e === null || typeof e !== "object") return false;

@@ -1,0 +1,186 @@
+/**
+ * The isolated executor (K7): `isolated(effect, { module: import.meta.url })` runs an effect in a
+ * child process of its own.
+ *
+ * - Memory: `memBytes` is the child's peak RSS, as the child reports it when it finishes
+ *   (`getrusage` max RSS). A child that is killed or crashes cannot report; on Linux the parent
+ *   samples `/proc/<pid>/status` VmHWM while it runs, and meters the last sample as an estimate.
+ * - Abort: the signal sends SIGTERM (the child aborts the effect's own signal and exits), then
+ *   SIGKILL after `killGraceMs`, so code that ignores its signal, even a busy loop, is stopped.
+ *   The step settles only once the child is gone.
+ * - A child that exits before it answers is a typed step failure (`IsolatedCrashError`).
+ *
+ * A function cannot cross a process boundary, so the child imports the module that defines the
+ * effect and finds it there by name: define isolated effects in a module that does nothing else
+ * when it is imported (no runtime, no server), and export them.
+ */
+import { fork } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { isAbsolute } from "node:path";
+import { pathToFileURL } from "node:url";
+import {
+  errorFromData,
+  InvalidInputError,
+  LoomError,
+  registerErrorClass,
+} from "../kernel/errors.ts";
+import type { Json } from "../kernel/json.ts";
+import type { ResourceDelta } from "../kernel/resources.ts";
+import type { Effect, EffectContext } from "../runtime/flow.ts";
+import { INNER, type ChildReply, type ChildRequest } from "./isolated-protocol.ts";
+
+/** An isolated child exited, or could not start, before it answered. */
+export class IsolatedCrashError extends LoomError {
+  static readonly code = "LOOM_ISOLATED_CRASH";
+  /** `details`: `{ exitCode, signal }` of the child. */
+  constructor(message: string, details?: Json) {
+    super("LOOM_ISOLATED_CRASH", message, details);
+  }
+}
+
+registerErrorClass(IsolatedCrashError.code, IsolatedCrashError);
+
+export interface IsolatedOptions {
+  /** The module that defines and exports the effect: pass `import.meta.url`. */
+  module: string | URL;
+  /** The export to run (default: the exported effect with this effect's name). */
+  export?: string;
+  /** Milliseconds between SIGTERM and SIGKILL after an abort (default 500). */
+  killGraceMs?: number;
+  /** Node flags for the child, such as `--max-old-space-size=512`. */
+  execArgv?: readonly string[];
+}
+
+export type IsolatedEffect<I, O> = Effect<I, O> & { readonly [INNER]: Effect<I, O> };
+
+const CHILD = new URL("./isolated-child.ts", import.meta.url);
+/** The child loads TypeScript (the child script, and most users' modules) through tsx. */
+const TSX = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const SAMPLE_MS = 50;
+
+export function isolated<I, O>(
+  effect: Effect<I, O>,
+  options: IsolatedOptions,
+): IsolatedEffect<I, O> {
+  if (!effect || typeof effect.run !== "function" || typeof effect.name !== "string") {
+    throw new InvalidInputError("isolated needs an effect ({ name, run }) or a step$");
+  }
+  const module = moduleHref(options?.module);
+  const grace = options.killGraceMs ?? 500;
+  if (typeof grace !== "number" || !Number.isFinite(grace) || grace < 0) {
+    throw new InvalidInputError(`isolated killGraceMs must be a number >= 0, got ${String(grace)}`);
+  }
+  const execArgv = [...(options.execArgv ?? [])];
+  if (!execArgv.every((a) => typeof a === "string")) {
+    throw new InvalidInputError("isolated execArgv must be strings");
+  }
+  const request = (input: I, ectx: EffectContext): ChildRequest => {
+    const r: ChildRequest = {
+      module,
+      name: effect.name,
+      input: input as ChildRequest["input"],
+      executionId: ectx.executionId,
+      stepId: ectx.stepId,
+      attempt: ectx.attempt,
+      idempotencyKey: ectx.idempotencyKey,
+      resources: ectx.resources,
+    };
+    if (options.export !== undefined) r.export = options.export;
+    return r;
+  };
+  const wrapped: IsolatedEffect<I, O> = {
+    name: effect.name,
+    [INNER]: effect,
+    run: (input, ectx) => runInChild<O>(request(input, ectx), ectx, grace, execArgv),
+  };
+  return effect.options ? { ...wrapped, options: effect.options } : wrapped;
+}
+
+function moduleHref(module: unknown): string {
+  if (module instanceof URL) module = module.href;
+  if (typeof module === "string" && module.startsWith("file:")) return module;
+  if (typeof module === "string" && isAbsolute(module)) return pathToFileURL(module).href;
+  throw new InvalidInputError(
+    "isolated needs { module: import.meta.url }: the file URL or absolute path of the module that exports the effect",
+  );
+}
+
+function runInChild<O>(
+  request: ChildRequest,
+  ectx: EffectContext,
+  grace: number,
+  execArgv: readonly string[],
+): Promise<O> {
+  const signal = ectx.signal;
+  if (signal.aborted) return Promise.reject(reasonOf(signal));
+  return new Promise<O>((resolve, reject) => {
+    const child = fork(CHILD, [], {
+      execArgv: [...execArgv, "--import", TSX],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    let reply: ChildReply | undefined;
+    let spawnError: Error | undefined;
+    let sampled: number | undefined;
+    let killTimer: NodeJS.Timeout | undefined;
+    const sampler =
+      process.platform === "linux"
+        ? setInterval(() => {
+            const hwm = peakRssOf(child.pid);
+            if (hwm !== undefined) sampled = Math.max(sampled ?? 0, hwm);
+          }, SAMPLE_MS)
+        : undefined;
+    const onAbort = () => {
+      child.kill("SIGTERM");
+      killTimer = setTimeout(() => child.kill("SIGKILL"), grace);
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    child.on("message", (m: ChildReply) => {
+      if (m.type === "meter") ectx.meter(m.delta as ResourceDelta);
+      else reply = m;
+    });
+    child.on("error", (e) => (spawnError ??= e));
+    child.on("exit", (exitCode, exitSignal) => {
+      if (sampler) clearInterval(sampler);
+      if (killTimer) clearTimeout(killTimer);
+      signal.removeEventListener("abort", onAbort);
+      const reported = reply && reply.type !== "meter" ? reply.maxRssBytes : undefined;
+      const peak = reported ?? sampled;
+      if (peak !== undefined) {
+        ectx.meter(
+          reported !== undefined ? { memBytes: peak } : { memBytes: peak, estimated: true },
+        );
+      }
+      if (signal.aborted) return reject(reasonOf(signal));
+      if (reply?.type === "done") return resolve(reply.output as O);
+      if (reply?.type === "failed") return reject(errorFromData(reply.error));
+      const how = exitSignal ? `was killed by ${exitSignal}` : `exited with code ${exitCode}`;
+      reject(
+        new IsolatedCrashError(
+          `the isolated child of effect "${request.name}" ${how} before it answered${spawnError ? ` (${spawnError.message})` : ""}`,
+          { exitCode, signal: exitSignal },
+        ),
+      );
+    });
+    child.send(request);
+  });
+}
+
+/** The peak resident set of a live process (Linux VmHWM), in bytes. */
+function peakRssOf(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const m = /^VmHWM:\s+(\d+)\s+kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m?.[1] ? Number(m[1]) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function reasonOf(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error) return reason;
+  const e = new Error(`aborted: ${String(reason)}`);
+  e.name = "AbortError";
+  return e;
+}
