@@ -37,6 +37,7 @@ export type * from "./store/spi.ts";
 export { timeline, type TimelineRow } from "./analytics/timeline.ts";
 export { compose, rerunning, type Middleware } from "./effects/compose.ts";
 export { retryMiddleware, defaultIsRetryable, type RetryPolicy } from "./effects/retry.ts";
+export { meteredFetch } from "./effects/fetch.ts";
 export {
   isolated,
   IsolatedCrashError,
