@@ -1,6 +1,7 @@
 /**
  * `npm run bench -- middleware [--effects 5000] [--rounds 5]`: the per-effect cost of the default
- * effect middleware chain (budget admission, metering) beside a bare effect, in the same run.
+ * effect middleware chain (retry, budget admission, metering) beside a bare effect, in the same
+ * run.
  *
  * One flow runs N `ctx.execute` calls of an effect that meters a few tokens, on the memory store
  * (so the figure is the kernel's, not a disk's), once with `middleware: []` and once with the
