@@ -14,7 +14,8 @@ beforeAll(async () => {
     req.on("data", (c: Buffer) => (received += c.length));
     req.on("end", () => {
       res.setHeader("content-type", "text/plain");
-      res.end(`${"x".repeat(50_000)}|${received}`);
+      const framing = req.headers["content-length"] === undefined ? "chunked" : "length";
+      res.end(`${"x".repeat(50_000)}|${received}|${framing}`);
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -32,14 +33,15 @@ describe("meteredFetch: netBytes (ADR 0032 R1)", () => {
         method: "POST",
         body: "a".repeat(size),
       });
-      return (await res.text()).split("|")[1];
+      return (await res.text()).split("|").slice(1).join("|");
     });
     const f = flow$("uploads", async (ctx) => ctx.execute(upload, 10_000));
     const r = rt(memoryStore()).registerFlow(f);
     const out = await (await r.start(f, null, { id: "net-1" })).result();
-    expect(out.output).toBe("10000");
+    // A body of known length goes out as it would without Loom: with its Content-Length.
+    expect(out.output).toBe("10000|length");
     const state = await r.getState("net-1");
-    const bodies = 10_000 + 50_006;
+    const bodies = 10_000 + 50_013;
     expect(state._resources?.netBytes).toBeGreaterThan(bodies);
     // Start lines and headers, framed as HTTP/1.1, are a few hundred bytes here.
     expect(state._resources?.netBytes).toBeLessThan(bodies + 1_000);
@@ -76,9 +78,27 @@ describe("meteredFetch: netBytes (ADR 0032 R1)", () => {
       read += value.byteLength;
       text += decoder.decode(value, { stream: true });
     }
-    expect(text.endsWith("|7000")).toBe(true);
+    expect(text.endsWith("|7000|chunked")).toBe(true);
     expect(net).toBeGreaterThan(7000 + read);
     expect(net).toBeLessThan(7000 + read + 1000);
+  });
+
+  it("meters a Request object with a body, as an SDK passes it, and sends it unchanged", async () => {
+    let net = 0;
+    const fetch = meteredFetch({
+      signal: new AbortController().signal,
+      meter: (d: ResourceDelta) => void (net += d.netBytes ?? 0),
+    });
+    const body = JSON.stringify({ model: "m", messages: ["a".repeat(2000)] });
+    const req = new Request(`${base}/v1/messages`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
+    const text = await (await fetch(req)).text();
+    expect(text.endsWith(`|${body.length}|length`)).toBe(true);
+    expect(net).toBeGreaterThan(body.length + text.length);
+    expect(net).toBeLessThan(body.length + text.length + 1000);
   });
 
   it("forwards the effect's signal: an abort ends a request the server never answers", async () => {

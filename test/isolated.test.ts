@@ -13,7 +13,8 @@ import {
   type EffectContext,
   type ResourceDelta,
 } from "../src/index.ts";
-import { crash, echo, fails, hog, spin } from "./support/isolated-effects.ts";
+import { spawn } from "node:child_process";
+import { big, crash, echo, fails, hog, spin, unrepresentable } from "./support/isolated-effects.ts";
 import { runtimes, until } from "./helpers.ts";
 
 const rt = runtimes();
@@ -136,6 +137,68 @@ describe("the isolated executor (K7)", () => {
     const r = rt(memoryStore()).registerFlow(f);
     const out = await (await r.start(f, null)).result();
     expect(out.output).toBe("TypeError: bad shape");
+  });
+
+  it("meters the child's own peak, not the parent's size at the fork", async () => {
+    const ballast = Buffer.alloc(300 * MB, 1);
+    const f = flow$("light", async (ctx) => ctx.execute(echo, "x"));
+    const r = rt(memoryStore()).registerFlow(f);
+    await (await r.start(f, null, { id: "light-1" })).result();
+    expect(ballast.length).toBe(300 * MB);
+    const mem = (await r.getState("light-1"))._resources?.memBytes ?? 0;
+    expect(mem).toBeGreaterThan(0);
+    expect(mem).toBeLessThan(250 * MB);
+  });
+
+  it("never takes a large answer for a crash: the step settles after the last message", async () => {
+    const f = flow$("large", async (ctx) =>
+      ctx.parallel(
+        Array.from({ length: 8 }, () => async (c: typeof ctx) => {
+          const text = await c.execute(big, 1_000_000, { retry: false });
+          return text.length;
+        }),
+      ),
+    );
+    const r = rt(memoryStore(), { limits: { maxStepPayloadBytes: 2_000_000 } }).registerFlow(f);
+    const out = await (await r.start(f, null)).result();
+    expect(out).toEqual({ status: "completed", output: Array(8).fill(1_000_000) });
+  });
+
+  it("an answer with no JSON form is refused in the child with a typed error", async () => {
+    const f = flow$("weird", async (ctx) =>
+      ctx.execute(unrepresentable, null).catch((e: unknown) => (isLoomError(e) ? e.code : "?")),
+    );
+    const r = rt(memoryStore()).registerFlow(f);
+    expect((await (await r.start(f, null)).result()).output).toBe("LOOM_INVALID_INPUT");
+  });
+
+  it("a child that cannot start is a typed failure, not a hang", async () => {
+    const broken = isolated(
+      step$("echo", async () => 1),
+      {
+        module: new URL("./support/isolated-effects.ts", import.meta.url),
+        execArgv: ["--no-such-node-flag"],
+      },
+    );
+    const f = flow$("broken", async (ctx) =>
+      ctx.execute(broken, null).catch((e: unknown) => e instanceof IsolatedCrashError),
+    );
+    const r = rt(memoryStore()).registerFlow(f);
+    expect((await (await r.start(f, null)).result()).output).toBe(true);
+  });
+
+  it("a child whose parent is killed stops when its effect heeds the signal", async () => {
+    const pidFile = join(mkdtempSync(join(tmpdir(), "loom-orphan-")), "pid");
+    const parent = spawn(
+      process.execPath,
+      ["--import", "tsx", join(import.meta.dirname, "support", "orphan-parent.ts"), pidFile],
+      { stdio: "ignore" },
+    );
+    const child = await pidFrom(pidFile);
+    expect(alive(child)).toBe(true);
+    parent.kill("SIGKILL");
+    await until(() => !alive(child), 5000);
+    expect(alive(child)).toBe(false);
   });
 
   it("refuses an isolated effect without a module, and one its module does not export", async () => {

@@ -1,7 +1,11 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import {
+  defaultIsRetryable,
+  errorFromData,
+  errorToData,
   flow$,
   InvalidInputError,
+  RetryableError,
   isLoomError,
   memoryStore,
   QuotaExceededError,
@@ -12,6 +16,7 @@ import {
 } from "../src/index.ts";
 import { compose, rerunning, type Middleware } from "../src/effects/compose.ts";
 import { backoffMs, retryMiddleware } from "../src/effects/retry.ts";
+import { abortableDelay } from "../src/effects/delay.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { expectReplayEquality, offsetClock, runtimes, until } from "./helpers.ts";
 import { mkdtempSync } from "node:fs";
@@ -209,7 +214,7 @@ describe("retryMiddleware (ADR 0020 A3)", () => {
     await a.start(f, null, { id: "sv-1" });
     await until(async () => (await a.readLog("sv-1")).some((e) => e.kind === "STEP_FAILED"));
     await a.close();
-    clock.advance(5000);
+    clock.advance(15_000); // past the lease and the (at most 10 s) backoff
     const b = rt(store.reopen(), { clock, leaseTtlMs: 1000, background: false, ownerId: "B" });
     b.registerFlow(f);
     expect(await b.recoverAbandoned()).toEqual(["sv-1"]);
@@ -219,6 +224,114 @@ describe("retryMiddleware (ADR 0020 A3)", () => {
     expect(attempts).toEqual([1, 2]);
     const state = await b.getState("sv-1");
     expect(state.frames["unsteady#0"]).toMatchObject({ status: "failed", attempts: 2 });
+  });
+
+  it("keeps the recorded backoff after a crash: the next attempt waits for it", async () => {
+    const store = memoryStore();
+    const clock = offsetClock();
+    const f = flow$("patient", async (ctx) =>
+      ctx.execute(
+        step$("once-down", async (_: null, ectx) => {
+          if (ectx.attempt === 1) throw new Error("down");
+          return ectx.attempt;
+        }),
+        null,
+        { retry: { initialDelayMs: 3000, jitter: 0 } },
+      ),
+    );
+    const a = rt(store, { clock, leaseTtlMs: 1000, background: false, ownerId: "A" });
+    a.registerFlow(f);
+    await a.start(f, null, { id: "pt-1" });
+    await until(async () => (await a.readLog("pt-1")).some((e) => e.kind === "STEP_FAILED"));
+    await a.close();
+    clock.advance(2000); // the lease has expired; 1 s of the backoff is left
+    const b = rt(store.reopen(), { clock, leaseTtlMs: 1000, background: false, ownerId: "B" });
+    b.registerFlow(f);
+    expect(await b.recoverAbandoned()).toEqual(["pt-1"]);
+    expect(await b.waitForCompletion("pt-1")).toEqual({ status: "completed", output: 2 });
+    const log = await b.readLog("pt-1");
+    const failedAt = log.find((e) => e.kind === "STEP_FAILED")?.at ?? 0;
+    const restartedAt = log.find((e) => e.kind === "STEP_STARTED")?.at ?? 0;
+    expect(restartedAt).toBeGreaterThanOrEqual(failedAt + 3000);
+  });
+
+  it("an undefined field keeps its default, and a throwing isRetryable does not retry", async () => {
+    let calls = 0;
+    const down = step$("down", async () => {
+      calls++;
+      throw new Error("still down");
+    });
+    const f = flow$("defaults", async (ctx) => {
+      await ctx
+        .execute(down, null, { retry: { maxAttempts: undefined, initialDelayMs: 1 } })
+        .catch(() => undefined);
+      const first = calls;
+      const message = await ctx
+        .execute(down, 1, {
+          retry: {
+            initialDelayMs: 1,
+            isRetryable: () => {
+              throw new Error("predicate bug");
+            },
+          },
+        })
+        .catch((e: unknown) => (e as Error).message);
+      return { first, second: calls - first, message };
+    });
+    const r = rt(memoryStore()).registerFlow(f);
+    const out = await (await r.start(f, null)).result();
+    expect(out.output).toEqual({ first: 3, second: 1, message: "still down" });
+  });
+
+  it("makes no further attempt once the execution has ended", async () => {
+    let calls = 0;
+    const flaky = step$("flaky", async () => {
+      calls++;
+      throw new Error("flaky");
+    });
+    const f = flow$("ends-early", async (ctx) =>
+      ctx.parallel([
+        async (c) => c.execute(flaky, null, { retry: { initialDelayMs: 200, jitter: 0 } }),
+        async (c) => {
+          await c.run("wait", () => new Promise((r) => setTimeout(r, 20)));
+          throw new TerminalError("the flow gives up");
+        },
+      ]),
+    );
+    const r = rt(memoryStore()).registerFlow(f);
+    const out = await (await r.start(f, null, { id: "ee-1" })).result();
+    expect(out.status).toBe("failed");
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(calls).toBe(1);
+  });
+
+  it("waits longer than 2^31-1 ms in chunks instead of firing at once", async () => {
+    vi.useFakeTimers();
+    try {
+      let done = false;
+      const waiting = abortableDelay(3e9, new AbortController().signal).then(() => (done = true));
+      await vi.advanceTimersByTimeAsync(2 ** 31);
+      expect(done).toBe(false);
+      await vi.advanceTimersByTimeAsync(3e9 - 2 ** 31);
+      await waiting;
+      expect(done).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("a retry hint and an HTTP status survive the log and a process boundary", () => {
+    const hinted = errorFromData(errorToData(new RetryableError("busy", { retryAfterMs: 1500 })));
+    expect(hinted).toBeInstanceOf(RetryableError);
+    expect((hinted as RetryableError).retryAfterMs).toBe(1500);
+    expect(defaultIsRetryable(hinted)).toBe(true);
+    const p = { ...fast, maxAttempts: 3, backoffFactor: 2, jitter: 0, isRetryable: () => true };
+    expect(backoffMs(p, "k", 1, hinted)).toBe(1500);
+    const badRequest = Object.assign(new Error("bad"), { status: 400 });
+    const recorded = errorFromData(errorToData(badRequest));
+    expect(recorded.details).toEqual({ status: 400 });
+    expect(defaultIsRetryable(recorded)).toBe(false);
+    expect(defaultIsRetryable(errorFromData(errorToData(new Error("plain"))))).toBe(true);
   });
 
   it("refuses a bad retry policy before anything is recorded", async () => {

@@ -2,17 +2,23 @@
  * The child process of an isolated effect (isolated.ts): imports the module that defines the
  * effect, runs it once, reports its result and peak RSS, and exits. SIGTERM aborts the effect's
  * signal and exits shortly after; the parent follows with SIGKILL if this process does not go.
+ * Losing the parent (its IPC channel closes: it exited or was killed) does the same, so a child
+ * whose effect heeds its signal does not outlive its parent; one that spins without yielding
+ * does, until it ends (a residual: Node offers no parent-death signal).
  */
+import { readFileSync } from "node:fs";
 import { errorToData, InvalidInputError } from "../kernel/errors.ts";
-import type { Json } from "../kernel/json.ts";
+import { toJson, type Json } from "../kernel/json.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import { INNER, type ChildReply, type ChildRequest } from "./isolated-protocol.ts";
 
 const controller = new AbortController();
-process.on("SIGTERM", () => {
-  controller.abort(new Error("the isolated effect was aborted"));
-  setTimeout(() => process.exit(143), 50);
-});
+const stop = (why: string, code: number) => {
+  controller.abort(new Error(why));
+  setTimeout(() => process.exit(code), 50);
+};
+process.on("SIGTERM", () => stop("the isolated effect was aborted", 143));
+process.on("disconnect", () => stop("the parent of the isolated effect went away", 129));
 process.once("message", (request: ChildRequest) => {
   void run(request);
 });
@@ -30,7 +36,8 @@ async function run(request: ChildRequest): Promise<void> {
       resources: request.resources,
       meter: (delta) => send({ type: "meter", delta: delta as unknown as Json }),
     };
-    const output = (await effect.run(request.input, ectx)) as Json;
+    const value = await effect.run(request.input, ectx);
+    const output = toJson(value, `output of isolated effect "${request.name}"`) ?? null;
     reply = { type: "done", output, maxRssBytes: maxRss() };
   } catch (e) {
     reply = { type: "failed", error: errorToData(e), maxRssBytes: maxRss() };
@@ -66,8 +73,18 @@ function isEffect(value: unknown): value is Effect<Json, unknown> {
   );
 }
 
-/** Peak resident set of this process, in bytes (getrusage reports kilobytes). */
+/**
+ * Peak resident set of this process, in bytes. On Linux, VmHWM: getrusage's max RSS carries over
+ * across exec, so there it would report the parent's size at the fork. Elsewhere getrusage (in
+ * kilobytes), which may carry that over too.
+ */
 function maxRss(): number {
+  try {
+    const m = /^VmHWM:\s+(\d+)\s+kB$/m.exec(readFileSync("/proc/self/status", "utf8"));
+    if (m?.[1]) return Number(m[1]) * 1024;
+  } catch {
+    // not Linux
+  }
   return process.resourceUsage().maxRSS * 1024;
 }
 

@@ -28,6 +28,7 @@ import {
 import type { Json } from "../kernel/json.ts";
 import type { ResourceDelta } from "../kernel/resources.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
+import { reasonOf } from "./delay.ts";
 import { INNER, type ChildReply, type ChildRequest } from "./isolated-protocol.ts";
 
 /** An isolated child exited, or could not start, before it answered. */
@@ -139,8 +140,11 @@ function runInChild<O>(
       if (m.type === "meter") ectx.meter(m.delta as ResourceDelta);
       else reply = m;
     });
-    child.on("error", (e) => (spawnError ??= e));
-    child.on("exit", (exitCode, exitSignal) => {
+    let settled = false;
+    // "close", not "exit": it follows the last message, so an answer is never taken for a crash.
+    const finish = (exitCode: number | null, exitSignal: NodeJS.Signals | null) => {
+      if (settled) return;
+      settled = true;
       if (sampler) clearInterval(sampler);
       if (killTimer) clearTimeout(killTimer);
       signal.removeEventListener("abort", onAbort);
@@ -161,8 +165,14 @@ function runInChild<O>(
           { exitCode, signal: exitSignal },
         ),
       );
+    };
+    child.on("close", finish);
+    child.on("error", (e) => {
+      spawnError ??= e;
+      // A process that never started emits no "close".
+      if (child.pid === undefined) finish(null, null);
     });
-    child.send(request);
+    if (child.pid !== undefined) child.send(request, (e) => e && (spawnError ??= e));
   });
 }
 
@@ -175,12 +185,4 @@ function peakRssOf(pid: number | undefined): number | undefined {
   } catch {
     return undefined;
   }
-}
-
-function reasonOf(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  if (reason instanceof Error) return reason;
-  const e = new Error(`aborted: ${String(reason)}`);
-  e.name = "AbortError";
-  return e;
 }

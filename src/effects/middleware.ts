@@ -29,7 +29,10 @@ export interface BudgetInForce {
 
 /** Per-call options of `ctx.execute(effect, input, options)`, over the effect's own. */
 export interface ExecuteOptions {
-  /** This call's retry policy over the middleware's, or `false` for a single attempt. */
+  /**
+   * This call's retry policy over the retry middleware's, or `false` for a single attempt (read
+   * by `retryMiddleware`, so it needs one in the chain, as the default chain has).
+   */
   retry?: RetryPolicy | false;
 }
 

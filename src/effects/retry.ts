@@ -15,6 +15,7 @@
  */
 import { InvalidInputError, isLoomError, RetryableError } from "../kernel/errors.ts";
 import { rerunning } from "./compose.ts";
+import { abortableDelay } from "./delay.ts";
 import type { EffectMiddleware, MiddlewareContext } from "./middleware.ts";
 
 export interface RetryPolicy {
@@ -52,15 +53,29 @@ export function defaultIsRetryable(error: unknown): boolean {
   if (error instanceof RetryableError || isLoomError(error, "LOOM_RETRYABLE")) return true;
   if (isLoomError(error) && !isLoomError(error, "LOOM_APPLICATION")) return false;
   if (error instanceof Error && error.name === "AbortError") return false;
-  const status: unknown =
-    error !== null && typeof error === "object" ? Reflect.get(error, "status") : undefined;
+  const status = statusOf(error);
   if (typeof status === "number" && status >= 400 && status < 500) {
     return status === 408 || status === 409 || status === 429;
   }
   return true;
 }
 
-/** Checks a policy before anything is recorded; `owner` names it in the error. */
+/** An HTTP status on the error, or in its recorded details (an error read back from a child). */
+function statusOf(error: unknown): unknown {
+  if (error === null || typeof error !== "object") return undefined;
+  const own: unknown = Reflect.get(error, "status");
+  if (own !== undefined) return own;
+  const details: unknown = Reflect.get(error, "details");
+  return details !== null && typeof details === "object"
+    ? (Reflect.get(details, "status") as unknown)
+    : undefined;
+}
+
+/**
+ * Checks a policy before anything is recorded; `owner` names it in the error. Returns a frozen
+ * copy with only the fields that are set, so an `undefined` field keeps its default and a later
+ * change to the caller's object cannot bypass the check.
+ */
 export function checkedRetryPolicy(value: unknown, owner: string): RetryPolicy | false {
   if (value === false) return false;
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
@@ -84,13 +99,25 @@ export function checkedRetryPolicy(value: unknown, owner: string): RetryPolicy |
   if (policy.isRetryable !== undefined && typeof policy.isRetryable !== "function") {
     throw new InvalidInputError(`retry isRetryable of ${owner} must be a function`);
   }
-  return value;
+  const copy: Record<string, unknown> = {};
+  for (const key of KEYS) if (policy[key] !== undefined) copy[key] = policy[key];
+  return Object.freeze(copy);
 }
+
+const KEYS = [
+  "maxAttempts",
+  "initialDelayMs",
+  "backoffFactor",
+  "maxDelayMs",
+  "jitter",
+  "isRetryable",
+] as const satisfies readonly (keyof RetryPolicy)[];
 
 export function retryMiddleware(policy: RetryPolicy = {}): EffectMiddleware {
   const base = checkedRetryPolicy(policy, "retryMiddleware");
   const defaults: Resolved = { ...DEFAULTS, ...(base || {}) };
   return rerunning<MiddlewareContext>(async (ctx, next) => {
+    // Options reach here checked (checkedExecuteOptions): set fields only, frozen.
     const own = ctx.options.retry;
     if (own === false) return next();
     const p: Resolved = own ? { ...defaults, ...own } : defaults;
@@ -100,7 +127,7 @@ export function retryMiddleware(policy: RetryPolicy = {}): EffectMiddleware {
       } catch (error) {
         // A3: an abort ends the step, whatever the error or the policy says.
         if (ctx.signal.aborted) throw error;
-        if (ctx.attempt >= p.maxAttempts || !p.isRetryable(error, ctx)) throw error;
+        if (ctx.attempt >= p.maxAttempts || !retryable(p, error, ctx)) throw error;
         const waitMs = backoffMs(p, ctx.idempotencyKey, ctx.attempt, error);
         await ctx.failedAttempt(error, waitMs);
         await abortableDelay(waitMs, ctx.signal);
@@ -108,6 +135,15 @@ export function retryMiddleware(policy: RetryPolicy = {}): EffectMiddleware {
       }
     }
   });
+}
+
+/** A predicate that throws is a bug in it, not a reason to retry: the effect's error stands. */
+function retryable(p: Resolved, error: unknown, ctx: MiddlewareContext): boolean {
+  try {
+    return p.isRetryable(error, ctx) === true;
+  } catch {
+    return false;
+  }
 }
 
 /** The wait after a failed `attempt`: exponential, capped, with seeded jitter. */
@@ -127,28 +163,4 @@ function unitHash(text: string): number {
     h = Math.imul(h, 0x01000193);
   }
   return (h >>> 0) / 2 ** 32;
-}
-
-/** Waits `ms`, or rejects with the signal's reason the moment it aborts. */
-function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.reject(reasonOf(signal));
-  return new Promise((resolve, reject) => {
-    const aborted = () => {
-      clearTimeout(timer);
-      reject(reasonOf(signal));
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", aborted);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", aborted, { once: true });
-  });
-}
-
-function reasonOf(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  if (reason instanceof Error) return reason;
-  const e = new Error(`aborted: ${String(reason)}`);
-  e.name = "AbortError";
-  return e;
 }

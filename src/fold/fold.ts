@@ -123,6 +123,7 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
     return;
   }
   if (f.kind !== "step" || f.status !== "started") return;
+  delete f.retryAtMs;
   apply(f);
   s.inFlight--;
 }
@@ -188,9 +189,13 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     s.status = "pending";
   },
   STEP_STARTED(s, p, e) {
+    if (!callHead(p)) return;
     const existing = frameOf(s, p.callId);
     if (existing) {
-      if (existing.kind === "step" && existing.status === "started") existing.attempts++;
+      if (existing.kind === "step" && existing.status === "started") {
+        existing.attempts++;
+        delete existing.retryAtMs;
+      }
       return;
     }
     openStep(s, p, e);
@@ -206,7 +211,10 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     if (p.retrying === true) {
       // A failed attempt (schema 1.3.0): the step stays open and keeps the attempt's error.
       const f = frameOf(s, p.callId) ?? openStep(s, p, e);
-      if (f?.kind === "step" && f.status === "started") f.error = errorOf(p.error);
+      if (f?.kind !== "step" || f.status !== "started") return;
+      f.error = errorOf(p.error);
+      const wait = p.retryInMs;
+      if (typeof wait === "number" && Number.isFinite(wait) && wait >= 0) f.retryAtMs = e.at + wait;
       return;
     }
     settleStep(s, p, e, (f) => {

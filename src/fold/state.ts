@@ -22,6 +22,8 @@ export interface Frame {
   /** A failed step's error; on a step still started, its last failed attempt's (retry). */
   error?: ErrorData;
   wakeAtMs?: number;
+  /** A step between attempts: when its next attempt is due (its last failure's time + backoff). */
+  retryAtMs?: number;
 }
 
 export interface ExecutionState {

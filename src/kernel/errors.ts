@@ -87,14 +87,26 @@ export class InvariantViolation extends defineError("LOOM_INVARIANT") {}
 /** Thrown by user code: record the failure and never retry it. */
 export class TerminalError extends defineError("LOOM_TERMINAL") {}
 
-/** Thrown by user code: the attempt may be retried, no sooner than `retryAfterMs`. */
+/**
+ * Thrown by user code: the attempt may be retried, no sooner than `retryAfterMs`. Recorded with
+ * `retryAfterMs` in its details, so it survives the log and a process boundary.
+ */
 export class RetryableError extends LoomError {
   static readonly code = "LOOM_RETRYABLE";
   readonly retryAfterMs: number | undefined;
   constructor(message: string, opts: { retryAfterMs?: number; details?: Json } = {}) {
-    super("LOOM_RETRYABLE", message, opts.details);
-    this.retryAfterMs = opts.retryAfterMs;
+    const retryAfterMs = opts.retryAfterMs;
+    const details =
+      retryAfterMs === undefined
+        ? opts.details
+        : { ...(isPlainRecord(opts.details) ? opts.details : {}), retryAfterMs };
+    super("LOOM_RETRYABLE", message, details);
+    this.retryAfterMs = retryAfterMs;
   }
+}
+
+function isPlainRecord(v: Json | undefined): v is { [key: string]: Json } {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
 /** An error thrown by application code, as it was recorded in the log. */
@@ -106,7 +118,9 @@ export class ApplicationError extends LoomError {
   }
 }
 
-const KNOWN: Record<string, new (message: string, details?: Json) => LoomError> = {
+type ErrorClass = new (message: string, details?: Json) => LoomError;
+
+const KNOWN: Record<string, ErrorClass> = {
   LOOM_INVALID_INPUT: InvalidInputError,
   LOOM_PAYLOAD_TOO_LARGE: PayloadTooLargeError,
   LOOM_INVALID_ID: InvalidIdError,
@@ -126,16 +140,23 @@ const KNOWN: Record<string, new (message: string, details?: Json) => LoomError> 
   LOOM_RUNTIME_CLOSED: RuntimeClosedError,
   LOOM_INVARIANT: InvariantViolation,
   LOOM_TERMINAL: TerminalError,
+  LOOM_RETRYABLE: class extends RetryableError {
+    constructor(message: string, details?: Json) {
+      const after = isPlainRecord(details) ? details.retryAfterMs : undefined;
+      super(message, {
+        ...(typeof after === "number" ? { retryAfterMs: after } : {}),
+        ...(details === undefined ? {} : { details }),
+      });
+      this.name = "RetryableError";
+    }
+  },
 };
 
 /**
  * Makes errors of an outer layer's class (an effect's: `LOOM_CIRCUIT_OPEN`, say) read back from
  * the log as that class, as the kernel's own do. A code is registered once, to one class.
  */
-export function registerErrorClass(
-  code: string,
-  ctor: new (message: string, details?: Json) => LoomError,
-): void {
+export function registerErrorClass(code: string, ctor: ErrorClass): void {
   if (!code.startsWith("LOOM_"))
     throw new InvariantViolation(`error code ${code} must start with LOOM_`);
   const known = KNOWN[code];
@@ -167,16 +188,23 @@ export function ensureError(thrown: unknown): Error {
   return new Error(`non-error thrown: ${text}`);
 }
 
-/** The data form of any thrown value, as it is written into the log. */
+/**
+ * The data form of any thrown value, as it is written into the log. An application error's HTTP
+ * `status` (as provider SDKs' errors carry it) is kept in its details, so whether it may be
+ * retried reads the same from the log or across a process.
+ */
 export function errorToData(thrown: unknown): ErrorData {
   if (thrown instanceof LoomError) return thrown.toJSON();
   const e = ensureError(thrown);
   const code = (e as { code?: unknown }).code;
-  return {
+  const data: ErrorData = {
     name: e.name || "Error",
     code: typeof code === "string" && code.startsWith("LOOM_") ? code : "LOOM_APPLICATION",
     message: e.message,
   };
+  const status = (e as { status?: unknown }).status;
+  if (typeof status === "number" && Number.isInteger(status)) data.details = { status };
+  return data;
 }
 
 /** Rebuilds a thrown value from its recorded data: a known code gives its class back. */

@@ -17,8 +17,9 @@ import type { Json } from "./json.ts";
  * 1.2.0: RESOURCE_METERED folds into `_resources` (and named budgets' `_scopeResources`),
  *        QUOTA_EXCEEDED into `_quotaExceeded`, EXECUTION_STARTED's `budget` into `_budget`.
  * 1.3.0: a STEP_FAILED with `retrying: true` is a failed attempt, not the step's end: the step
- *        stays started and its frame's `error` is the attempt's until it completes (the first
- *        one may open the frame, carrying the start as a settling event does).
+ *        stays started, its frame's `error` is the attempt's until it completes, and its
+ *        `retryAtMs` (the failure's time + `retryInMs`) holds until the next STEP_STARTED. The
+ *        first one may open the frame, carrying the start as a settling event does.
  */
 export const EVENT_SCHEMA_VERSION = "1.3.0";
 

@@ -4,7 +4,9 @@
  * Every call goes through `call`, which enforces R7 (one outstanding call per scope) and halts
  * the body when its run has stopped (R6).
  */
+import { abortableDelay } from "../effects/delay.ts";
 import {
+  ExecutionEndedError,
   InvalidInputError,
   InvariantViolation,
   NonDeterminismError,
@@ -147,10 +149,15 @@ export function makeContext(
     if (frame && frame.status !== "started") throw errorFromData(frame.error);
     const payload: { [k: string]: Json } = { callId: claim.callId, scope, name };
     if (hasInput && input !== undefined) payload.input = input;
-    // A re-run of a step whose start was recorded counts an attempt at once (R9 for new ones).
-    if (frame) run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
-    else run.deferStart(claim.callId, payload);
     claim.take();
+    if (frame) {
+      // Recovered between attempts: the recorded backoff still holds (retry.ts).
+      if (!(await retryDue(frame.retryAtMs))) return halted();
+      // A re-run of a step whose start was recorded counts an attempt at once.
+      run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
+    } else {
+      run.deferStart(claim.callId, payload); // R9
+    }
     let controller: AbortController | undefined;
     const ectx: EffectContext = {
       executionId: run.id,
@@ -184,7 +191,6 @@ export function makeContext(
       async failed(error, retryInMs) {
         const facts = attempt.facts;
         attempt.facts = [];
-        attempt.reported = {};
         const failed: { [k: string]: Json } = {
           ...run.takeStart(claim.callId),
           callId: claim.callId,
@@ -196,6 +202,11 @@ export function makeContext(
         await run.enqueue([...facts, { kind: "STEP_FAILED", payload: failed }]);
       },
       next() {
+        if (!run.live || isTerminalStatus(run.state.status)) {
+          throw new ExecutionEndedError(
+            `execution "${run.id}" ended during the backoff of step "${claim.callId}": no further attempt`,
+          );
+        }
         ectx.attempt++;
         resources = undefined;
         run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
@@ -226,6 +237,24 @@ export function makeContext(
     if (outcome.output !== undefined) done.output = outcome.output;
     await run.enqueue([...attempt.facts, { kind: "STEP_COMPLETED", payload: done }]);
     return own(outcome.output) as T;
+  }
+
+  /**
+   * Waits until a recovered step's next attempt is due; false if the run stopped meanwhile.
+   * Real time, cut short by the run stopping, like the backoff it continues.
+   */
+  async function retryDue(retryAtMs: number | undefined): Promise<boolean> {
+    const wait = retryAtMs === undefined ? 0 : retryAtMs - deps.now();
+    if (wait <= 0) return run.live;
+    const c = run.controller();
+    try {
+      await abortableDelay(wait, c.signal);
+      return run.live;
+    } catch {
+      return false;
+    } finally {
+      run.release(c);
+    }
   }
 
   /** Registers (or finds) a wait and resolves with its call id once it is settled. */

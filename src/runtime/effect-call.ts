@@ -51,7 +51,11 @@ export function makeMiddlewareContext(
       return budgetsInForce(run, nested);
     },
     metered: () => attempt.reported,
-    emit: (kind, payload) => attempt.facts.push({ kind, payload }),
+    emit: (kind, payload) => {
+      attempt.facts.push({ kind, payload });
+      // What was metered is reported once: the next attempt starts from nothing.
+      if (kind === "RESOURCE_METERED") attempt.reported = {};
+    },
     now: () => deps.now(),
     invoke,
     failedAttempt: (error, retryInMs) => attempt.failed(error, retryInMs),

@@ -25,6 +25,7 @@
 import type { CallKind, Envelope, EventKind } from "../kernel/events.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import {
+  ExecutionEndedError,
   InvalidInputError,
   InvariantViolation,
   NonDeterminismError,
@@ -448,7 +449,9 @@ export class Run {
   /** An AbortController for one step attempt, aborted if the run stops. */
   controller(): AbortController {
     const c = new AbortController();
-    if (!this.live) c.abort(this.stopError);
+    if (!this.live) {
+      c.abort(this.stopError ?? new ExecutionEndedError(`execution "${this.id}" has ended`));
+    }
     this.controllers.add(c);
     return c;
   }
@@ -473,6 +476,12 @@ export class Run {
   private terminate(): void {
     this.phase = "done";
     this.stopBeat();
+    // An effect still running in another branch can no longer be recorded: stop it.
+    const ended = new ExecutionEndedError(
+      `execution "${this.id}" ended (${this.state.status}) while this step ran`,
+    );
+    for (const c of this.controllers) c.abort(ended);
+    this.controllers.clear();
     this.dropWaiters();
     this.settle.resolve(outcomeOf(this.state));
     this.host.ended(this);

@@ -35,8 +35,9 @@ export interface RuntimeOptions {
   cache?: { maxExecutions?: number; maxBytes?: number };
   limits?: Partial<Limits>;
   /**
-   * Middleware around every `ctx.execute(effect)`, outermost first. Default: budget admission,
-   * then metering (`defaultMiddleware()`); pass `[]` for none.
+   * Middleware around every `ctx.execute(effect)`, outermost first. Default: retry, budget
+   * admission, then metering (`defaultMiddleware()`); pass `[]` for none. A chain without
+   * `retryMiddleware` makes one attempt, whatever a call's `retry` option says.
    */
   middleware?: EffectMiddleware[];
   /** Close the store when the runtime closes (default true). */

@@ -52,3 +52,26 @@ export const fails = isolated(
   }),
   here,
 );
+
+/** Answers with `n` bytes of text. */
+export const big = isolated(
+  step$("big", async (n: number) => "x".repeat(n)),
+  here,
+);
+
+/** Writes its pid and waits for its signal, as well-behaved I/O does. */
+export const waits = isolated(
+  step$("waits", async (pidFile: string, ectx) => {
+    writeFileSync(pidFile, String(process.pid));
+    await new Promise((_, reject) =>
+      ectx.signal.addEventListener("abort", () => reject(new Error("aborted"))),
+    );
+  }),
+  here,
+);
+
+/** Answers with something that has no JSON form. */
+export const unrepresentable = isolated(
+  step$("unrepresentable", async () => new Map([["a", 1]])),
+  here,
+);
