@@ -43,6 +43,9 @@ function delayed(inner: MemoryStore, ms: number, calls: readonly (keyof Store)[]
       inner.releaseLease(...a),
     ),
     getLease: slow("getLease", (...a: Parameters<Store["getLease"]>) => inner.getLease(...a)),
+    takeNotices: slow("takeNotices", (...a: Parameters<Store["takeNotices"]>) =>
+      inner.takeNotices(...a),
+    ),
     dueTimers: slow("dueTimers", (...a: Parameters<Store["dueTimers"]>) => inner.dueTimers(...a)),
     nextWakeAt: slow("nextWakeAt", (...a: Parameters<Store["nextWakeAt"]>) =>
       inner.nextWakeAt(...a),

@@ -73,6 +73,7 @@ function watched(
     loadSnapshot: (id) => call(() => inner.loadSnapshot(id)),
     acquireLease: (id, who, opts) => call(() => inner.acquireLease(id, who, opts)),
     renewLease: (id, who, fence, opts) => call(() => inner.renewLease(id, who, fence, opts)),
+    takeNotices: (who) => call(() => inner.takeNotices(who)),
     releaseLease: (id, who, fence) => call(() => inner.releaseLease(id, who, fence)),
     getLease: (id) => call(() => inner.getLease(id)),
     dueTimers: (nowMs, limit) => call(() => inner.dueTimers(nowMs, limit)),

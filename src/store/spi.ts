@@ -19,8 +19,10 @@
  *     `dueTimers(now)` returns those with `wakeAtMs <= now`, earliest first.
  * S8. `loadSnapshot` returns the saved snapshot with the highest `seq` (an older one never
  *     replaces a newer one), whether it was saved alone or with a batch.
- * S9. A batch's `claimLease`, `releaseLease` and `snapshot` take effect in its transaction, and
- *     only if the batch is appended.
+ * S9. A batch's `claimLease`, `releaseLease`, `snapshot` and `notice` take effect in its
+ *     transaction, and only if the batch is appended.
+ * S10. A notice is taken once: `takeNotices(owner)` returns the notices posted to `owner` that
+ *     it has not returned before, oldest first, and no other owner's.
  */
 import type { Envelope, ExecutionStatus } from "../kernel/events.ts";
 import type { LoomError } from "../kernel/errors.ts";
@@ -47,6 +49,20 @@ export interface AppendBatch {
   releaseLease?: string;
   /** A snapshot of the state after this batch, saved in the same transaction (S8 applies). */
   snapshot?: { seq: number; stateJson: string };
+  /**
+   * Posts a notice to another owner in the same transaction (S10): a cancel tells the owner it
+   * fenced out to stop its in-flight work.
+   */
+  notice?: { owner: string; kind: NoticeKind };
+}
+
+export type NoticeKind = "cancel";
+
+export interface Notice {
+  executionId: string;
+  kind: NoticeKind;
+  /** The time of the batch that posted it (the runtime clock). */
+  atMs: number;
 }
 
 export type AppendOutcome = { ok: true } | { ok: false; error: LoomError };
@@ -130,7 +146,15 @@ export interface TimerStore {
   deleteTimer(executionId: string, timerId: string): Promise<void>;
 }
 
-export interface Store extends EventStore, SnapshotStore, LeaseStore, TimerStore {
+export interface NoticeStore {
+  /**
+   * The notices posted to `owner` since it last took them, oldest first, and forgets them (S10).
+   * Called often by every busy runtime, so an empty answer must cost a read, not a write.
+   */
+  takeNotices(owner: string): Promise<Notice[]>;
+}
+
+export interface Store extends EventStore, SnapshotStore, LeaseStore, TimerStore, NoticeStore {
   /** A short name for messages and benchmarks ("memory", "sqlite"). */
   readonly kind: string;
   close(): Promise<void>;

@@ -1,6 +1,7 @@
 /**
- * S9: what a batch carries besides events (a claimed lease, a released lease, a snapshot) takes
- * effect in its transaction, and only when the batch is appended.
+ * S9: what a batch carries besides events (a claimed lease, a released lease, a snapshot, a
+ * notice) takes effect in its transaction, and only when the batch is appended. S10: a notice is
+ * taken once, by its owner.
  */
 import { describe, expect, it } from "vitest";
 import { initialState } from "../../fold/state.ts";
@@ -83,6 +84,30 @@ export function batchExtrasSuite(h: Harness): void {
       });
       expectRefused(await appendOne(store, stale), "LOOM_SEQUENCE_CONFLICT");
       expect((await store.loadSnapshot("a"))?.seq).toBe(9);
+    });
+    it("posts a notice with the batch; its owner takes it once, no one else sees it (S10)", async () => {
+      const store = await h.open();
+      const fence = await start(store, "a", { owner: "w1" });
+      expect(await store.takeNotices("w2")).toEqual([]);
+      const notice = { owner: "w2", kind: "cancel" as const };
+      const posted = envelopes("a", 1, 1);
+      expectAllOk(await store.appendMany([batch(posted, fence, { notice })]));
+      expect(await store.takeNotices("w1")).toEqual([]);
+      expect(await store.takeNotices("w2")).toEqual([
+        { executionId: "a", kind: "cancel", atMs: posted[0]?.at },
+      ]);
+      expect(await store.takeNotices("w2")).toEqual([]);
+    });
+
+    it("a refused batch posts no notice (S9)", async () => {
+      const store = await h.open();
+      const fence = await start(store, "a", { owner: "w1" });
+      const notice = { owner: "w2", kind: "cancel" as const };
+      expectRefused(
+        await appendOne(store, batch(envelopes("a", 1, 1), fence + 1, { notice })),
+        "LOOM_FENCED",
+      );
+      expect(await store.takeNotices("w2")).toEqual([]);
     });
   });
 }

@@ -18,6 +18,7 @@ import type {
   ExecutionSummary,
   Lease,
   ListQuery,
+  Notice,
   Store,
   StoreHooks,
 } from "../spi.ts";
@@ -28,6 +29,7 @@ interface Data {
   snapshots: Map<string, { seq: number; stateJson: string }>;
   leases: Map<string, Lease>;
   timers: Map<string, DueTimer>;
+  notices: (Notice & { owner: string })[];
 }
 
 export interface MemoryStore extends Store {
@@ -43,6 +45,7 @@ export function memoryStore(hooks: StoreHooks = {}): MemoryStore {
       snapshots: new Map(),
       leases: new Map(),
       timers: new Map(),
+      notices: [],
     },
     hooks,
   );
@@ -76,6 +79,7 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     );
     applyLease(b, lease, undo);
     applySnapshot(b, undo);
+    applyNotice(b, undo);
     const events = log ?? [];
     if (!log) {
       data.events.set(b.executionId, events);
@@ -148,6 +152,13 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
       held.owner = undefined;
       undo.push(() => (held.owner = owner));
     }
+  }
+
+  function applyNotice(b: AppendBatch, undo: (() => void)[]): void {
+    if (!b.notice) return;
+    const atMs = b.events[b.events.length - 1]?.at ?? 0;
+    data.notices.push({ ...b.notice, executionId: b.executionId, atMs });
+    undo.push(() => data.notices.pop());
   }
 
   function applySnapshot(b: AppendBatch, undo: (() => void)[]): void {
@@ -284,6 +295,14 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     async deleteTimer(id, timerId) {
       live();
       data.timers.delete(timerKey(id, timerId));
+    },
+
+    async takeNotices(owner) {
+      live();
+      if (!data.notices.some((n) => n.owner === owner)) return [];
+      const mine = data.notices.filter((n) => n.owner === owner);
+      data.notices = data.notices.filter((n) => n.owner !== owner);
+      return mine.map(({ executionId, kind, atMs }) => ({ executionId, kind, atMs }));
     },
 
     async close() {

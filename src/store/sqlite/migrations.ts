@@ -54,4 +54,14 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE UNIQUE INDEX events_hot_by_execution ON events_hot (execution_id, seq);
   `,
+  `
+  CREATE TABLE notices (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    owner TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    at INTEGER NOT NULL
+  );
+  CREATE INDEX notices_by_owner ON notices (owner, id);
+  `,
 ];

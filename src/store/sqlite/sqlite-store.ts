@@ -20,6 +20,7 @@ import type {
   ExecutionSummary,
   Lease,
   ListQuery,
+  NoticeKind,
   Store,
   StoreHooks,
 } from "../spi.ts";
@@ -55,6 +56,7 @@ interface LeaseRow {
 }
 
 const SETTLE_AT_ROWS = 4000;
+const NOTICE_TTL_MS = 24 * 60 * 60 * 1000;
 
 /** The meta of nearly every envelope is `{ fence }` or `{ kernel, fence }`: no serialiser needed. */
 function metaText(meta: EnvelopeMeta): string {
@@ -144,6 +146,15 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       "SELECT execution_id, timer_id, wake_at FROM timers WHERE wake_at <= ? ORDER BY wake_at LIMIT ?",
     ),
     nextWake: db.prepare<[], { w: number | null }>("SELECT MIN(wake_at) AS w FROM timers"),
+    postNotice: db.prepare(
+      "INSERT INTO notices (owner, execution_id, kind, at) VALUES (?, ?, ?, ?)",
+    ),
+    // A notice to an owner that never takes it (it died) is dropped after a day.
+    pruneNotices: db.prepare("DELETE FROM notices WHERE at < ?"),
+    notices: db.prepare<[string], { id: number; execution_id: string; kind: string; at: number }>(
+      "SELECT id, execution_id, kind, at FROM notices WHERE owner = ? ORDER BY id",
+    ),
+    forgetNotices: db.prepare("DELETE FROM notices WHERE owner = ? AND id <= ?"),
   };
 
   /** Checks first, then writes: a refused batch has written nothing, so no savepoint is needed. */
@@ -198,6 +209,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     }
     if (b.releaseLease !== undefined) q.releaseLease.run(id, b.releaseLease, b.fence);
     if (b.snapshot) q.saveSnapshot.run(id, b.snapshot.seq, b.snapshot.stateJson);
+    if (b.notice) {
+      q.pruneNotices.run(last.at - NOTICE_TTL_MS);
+      q.postNotice.run(b.notice.owner, id, b.notice.kind, last.at);
+    }
     const ix = b.index;
     if (!ix) return;
     if (ix.clearAllTimers) {
@@ -397,6 +412,18 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
 
     async deleteTimer(id, timerId) {
       q.clearTimer.run(id, timerId);
+    },
+
+    async takeNotices(owner) {
+      const rows = q.notices.all(owner);
+      const lastRow = rows[rows.length - 1];
+      if (!lastRow) return [];
+      q.forgetNotices.run(owner, lastRow.id);
+      return rows.map((r) => ({
+        executionId: r.execution_id,
+        kind: r.kind as NoticeKind,
+        atMs: r.at,
+      }));
     },
 
     async close() {
