@@ -84,6 +84,15 @@ export class WaitTimeoutError extends defineError("LOOM_WAIT_TIMEOUT") {}
 export class RuntimeClosedError extends defineError("LOOM_RUNTIME_CLOSED") {}
 /** Something the kernel guarantees did not hold: a bug in Loom. */
 export class InvariantViolation extends defineError("LOOM_INVARIANT") {}
+/** The execution was cancelled (`runtime.cancel`, or its deadline): its in-flight steps stop. */
+export class CancelledError extends defineError("LOOM_CANCELLED") {}
+/** A step ran past its `timeoutMs`, counted from its first attempt's logged start. */
+export class StepTimeoutError extends defineError("LOOM_STEP_TIMEOUT") {}
+/**
+ * An at-most-once step was interrupted (a crash) after it started: whether its effect happened
+ * is unknown, so it is not run again and the flow decides.
+ */
+export class InDoubtError extends defineError("LOOM_IN_DOUBT") {}
 /** Thrown by user code: record the failure and never retry it. */
 export class TerminalError extends defineError("LOOM_TERMINAL") {}
 
@@ -140,6 +149,9 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_RUNTIME_CLOSED: RuntimeClosedError,
   LOOM_INVARIANT: InvariantViolation,
   LOOM_TERMINAL: TerminalError,
+  LOOM_CANCELLED: CancelledError,
+  LOOM_STEP_TIMEOUT: StepTimeoutError,
+  LOOM_IN_DOUBT: InDoubtError,
   LOOM_RETRYABLE: class extends RetryableError {
     constructor(message: string, details?: Json) {
       const after = isPlainRecord(details) ? details.retryAfterMs : undefined;

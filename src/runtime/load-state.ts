@@ -10,7 +10,7 @@ import type { Json } from "../kernel/json.ts";
 import { fold, foldAll } from "../fold/fold.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import { indexChanges } from "../fold/index-changes.ts";
-import type { Store } from "../store/spi.ts";
+import type { AppendBatch, Store } from "../store/spi.ts";
 import type { Journal } from "./journal.ts";
 import type { EventSpec } from "./run.ts";
 
@@ -41,28 +41,43 @@ export async function loadStart(
 }
 
 /** Folds `spec` into `state` and appends it through the journal under `fence`. */
-export async function appendOne(
+export function appendOne(
   journal: Journal,
   clock: Clock,
   state: ExecutionState,
   fence: number,
   spec: EventSpec,
 ): Promise<void> {
-  const event: Envelope = {
+  return appendSpecs(journal, clock, state, fence, [spec]);
+}
+
+/** Folds `specs` into `state` and appends them as one batch under `fence`, with `extras`. */
+export async function appendSpecs(
+  journal: Journal,
+  clock: Clock,
+  state: ExecutionState,
+  fence: number,
+  specs: readonly EventSpec[],
+  extras: Pick<AppendBatch, "releaseLease" | "notice"> = {},
+): Promise<void> {
+  const at = clock.now();
+  const expectedSeq = state.seq + 1;
+  const events = specs.map((spec, i): Envelope => ({
     executionId: state.executionId,
-    seq: state.seq + 1,
+    seq: expectedSeq + i,
     kind: spec.kind,
-    at: clock.now(),
+    at,
     payload: spec.payload,
     meta: spec.kernel ? { kernel: true, fence } : { fence },
-  };
-  fold(state, event);
+  }));
+  for (const e of events) fold(state, e);
   await journal.append({
     executionId: state.executionId,
-    events: [event],
-    expectedSeq: event.seq,
+    events,
+    expectedSeq,
     fence,
     status: state.status,
-    index: indexChanges([event]),
+    index: indexChanges(events),
+    ...extras,
   });
 }

@@ -25,6 +25,7 @@
 import type { CallKind, Envelope, EventKind } from "../kernel/events.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import {
+  CancelledError,
   ExecutionEndedError,
   InvalidInputError,
   InvariantViolation,
@@ -477,9 +478,12 @@ export class Run {
     this.phase = "done";
     this.stopBeat();
     // An effect still running in another branch can no longer be recorded: stop it.
-    const ended = new ExecutionEndedError(
-      `execution "${this.id}" ended (${this.state.status}) while this step ran`,
-    );
+    const ended =
+      this.state.status === "cancelled"
+        ? new CancelledError(`execution "${this.id}" was cancelled while this step ran`)
+        : new ExecutionEndedError(
+            `execution "${this.id}" ended (${this.state.status}) while this step ran`,
+          );
     for (const c of this.controllers) c.abort(ended);
     this.controllers.clear();
     this.dropWaiters();

@@ -30,6 +30,11 @@ export interface RuntimeOptions {
    * started itself count too; recovery leaves the rest to other workers.
    */
   maxActive?: number;
+  /**
+   * How often a runtime that drives executions checks whether another process cancelled one of
+   * them (default 50 ms): the bound on a cross-process cancel's latency.
+   */
+  noticePollMs?: number;
   /** Run the background loop (default true). Command-line reads turn it off. */
   background?: boolean;
   cache?: { maxExecutions?: number; maxBytes?: number };
@@ -60,4 +65,6 @@ export interface ExecutionHandle {
   readonly id: string;
   /** Waits for the execution's outcome; settlement is by the terminal fact in the log. */
   result(): Promise<Outcome>;
+  /** Cancels the execution (see `Runtime.cancel`); false when it had already ended. */
+  cancel(reason?: string): Promise<boolean>;
 }

@@ -19,6 +19,7 @@
 import { EVENT_SCHEMA_VERSION, isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
 import type { Envelope } from "../kernel/events.ts";
 import {
+  CancelledError,
   ExecutionEndedError,
   ExecutionNotFoundError,
   FencedError,
@@ -57,6 +58,7 @@ import type { RunHost } from "./run-host.ts";
 import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
+import { cancelExecution, checkedReason } from "./cancel.ts";
 
 const RECENT_OUTCOMES = 1000;
 
@@ -86,6 +88,8 @@ export class Runtime implements RunHost {
   private readonly leases: Leases;
   private readonly timers: TimerService;
   private loop: NodeJS.Timeout | undefined;
+  private noticeLoop: NodeJS.Timeout | undefined;
+  private takingNotices = false;
   private ticking = false;
   private closed = false;
 
@@ -110,7 +114,12 @@ export class Runtime implements RunHost {
       (run) => run.stop(new RuntimeClosedError(`execution "${run.id}" was evicted from the cache`)),
     );
     this.timers = new TimerService(this.clock, (id, callId) => this.fireTimer(id, callId));
-    if (options.background !== false) this.scheduleTick(0);
+    if (options.background !== false) {
+      this.scheduleTick(0);
+      const every = positive(options.noticePollMs, 50, "noticePollMs");
+      this.noticeLoop = setInterval(() => void this.takeNotices(), every);
+      this.noticeLoop.unref();
+    }
   }
 
   registerFlow(flow: Flow): this {
@@ -151,7 +160,40 @@ export class Runtime implements RunHost {
   }
 
   handle(id: string): ExecutionHandle {
-    return { id, result: () => this.waitForCompletion(id) };
+    return {
+      id,
+      result: () => this.waitForCompletion(id),
+      cancel: (reason) => this.cancel(id, reason),
+    };
+  }
+
+  /**
+   * Cancels an execution from any process that shares the store (K8.2): fences its lease, writes
+   * STEP_CANCELLED for its running steps and EXECUTION_CANCELLED, and makes its owner abort what
+   * is in flight. True when this call ended it; false when it had already ended.
+   */
+  async cancel(id: string, reason?: string): Promise<boolean> {
+    this.assertOpen();
+    assertValidId(id);
+    const why = checkedReason(reason);
+    return this.tasks.exclusive(id, () =>
+      cancelExecution(
+        {
+          store: this.store,
+          journal: this.journal,
+          clock: this.clock,
+          leases: this.leases,
+          ownerId: this.ownerId,
+          run: (x) => this.runs.get(x),
+          drop: (run) => {
+            this.cache.remove(run);
+            run.stop(new CancelledError(`execution "${run.id}" was cancelled`));
+          },
+        },
+        id,
+        why,
+      ),
+    );
   }
 
   /** Answers the execution's suspend (the oldest waiting one, or the next one it makes). */
@@ -269,6 +311,7 @@ export class Runtime implements RunHost {
     if (this.closed) return;
     this.closed = true;
     if (this.loop) clearTimeout(this.loop);
+    if (this.noticeLoop) clearInterval(this.noticeLoop);
     this.timers.clear();
     const error = new RuntimeClosedError("the runtime was closed");
     for (const run of [...this.runs.values()]) run.stop(error);
@@ -547,6 +590,27 @@ export class Runtime implements RunHost {
     } finally {
       this.ticking = false;
       this.scheduleTick(this.pollIntervalMs);
+    }
+  }
+
+  /**
+   * Acts on what other processes posted to this owner: a cancel stops the run, which aborts its
+   * in-flight effects. Only runtimes that drive something ask (one indexed read).
+   */
+  private async takeNotices(): Promise<void> {
+    if (this.takingNotices || this.closed || this.activeRuns() === 0) return;
+    this.takingNotices = true;
+    try {
+      for (const n of await this.store.takeNotices(this.ownerId)) {
+        const run = this.runs.get(n.executionId);
+        if (n.kind === "cancel" && run?.live) {
+          run.stop(new CancelledError(`execution "${run.id}" was cancelled by another process`));
+        }
+      }
+    } catch (e) {
+      this.report(e);
+    } finally {
+      this.takingNotices = false;
     }
   }
 
