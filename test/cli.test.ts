@@ -184,6 +184,35 @@ describe("modules", () => {
   });
 });
 
+describe("cancel from another process", () => {
+  it("loom cancel stops a running loom run and records why", async () => {
+    const cwd = tempDir();
+    const run = start(cwd, ["run", FLOWS, "sleeps-long", "--id", "long-1"]);
+    await until("the step to start", () => existsSync(join(cwd, "loom.db")));
+    for (;;) {
+      const shown = await loom(cwd, "show", "long-1", "--json").catch(() => undefined);
+      if (shown?.code === 0 && shown.stdout.includes("STEP_STARTED")) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const t0 = Date.now();
+    const cancelled = await loom(cwd, "cancel", "long-1", "--reason", "enough");
+    expect(cancelled).toMatchObject({ code: 0, stdout: "cancelled long-1\n", stderr: "" });
+    const result = await run.exited;
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(result.code).toBe(1);
+    expect(JSON.parse(result.stdout)).toMatchObject({ id: "long-1", status: "cancelled" });
+    const shown = await showJson(cwd, "long-1");
+    expect(shown.events.map((e) => e.kind).slice(-2)).toEqual([
+      "STEP_CANCELLED",
+      "EXECUTION_CANCELLED",
+    ]);
+    const again = await loom(cwd, "cancel", "long-1");
+    expect(again).toMatchObject({ code: 0, stdout: "long-1 had already ended (cancelled)\n" });
+    const usage = await loom(cwd, "cancel");
+    expect(usage.code).toBe(2);
+  });
+});
+
 describe("suspend and resume across processes", () => {
   it("a parked run says how to resume it and finishes when another process resumes it", async () => {
     const cwd = tempDir();

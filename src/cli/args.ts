@@ -23,6 +23,8 @@ commands:
                          list executions, optionally only those with these statuses
   show <id> [--json]     an execution's folded state and the timeline of its log
   resume <id> [JSON]     answer an execution's suspend with a JSON payload
+  cancel <id> [--reason TEXT]
+                         cancel an execution; its owner aborts what is in flight
 
 options:
   --db PATH              the SQLite database (default ${DEFAULT_DB})
@@ -43,9 +45,10 @@ export type Command =
   | (Common & { name: "worker"; module: string; maxActive?: number })
   | (Common & { name: "ls"; status?: ExecutionStatus[]; json: boolean })
   | (Common & { name: "show"; id: string; json: boolean })
-  | (Common & { name: "resume"; id: string; payload: unknown });
+  | (Common & { name: "resume"; id: string; payload: unknown })
+  | (Common & { name: "cancel"; id: string; reason?: string });
 
-type OptionName = "db" | "input" | "id" | "status" | "json" | "max-active";
+type OptionName = "db" | "input" | "id" | "status" | "json" | "max-active" | "reason";
 
 const ALLOWED: Record<string, { positionals: [number, number]; options: OptionName[] }> = {
   run: { positionals: [2, 2], options: ["db", "input", "id"] },
@@ -53,6 +56,7 @@ const ALLOWED: Record<string, { positionals: [number, number]; options: OptionNa
   ls: { positionals: [0, 0], options: ["db", "status", "json"] },
   show: { positionals: [1, 1], options: ["db", "json"] },
   resume: { positionals: [1, 2], options: ["db"] },
+  cancel: { positionals: [1, 1], options: ["db", "reason"] },
 };
 
 const SIGNATURES: Record<string, string> = {
@@ -61,6 +65,7 @@ const SIGNATURES: Record<string, string> = {
   ls: "loom ls [--status S[,S]] [--json]",
   show: "loom show <id> [--json]",
   resume: "loom resume <id> [JSON]",
+  cancel: "loom cancel <id> [--reason TEXT]",
 };
 
 export function parseCommand(argv: readonly string[]): Command {
@@ -77,6 +82,7 @@ export function parseCommand(argv: readonly string[]): Command {
         status: { type: "string" },
         json: { type: "boolean" },
         "max-active": { type: "string" },
+        reason: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -127,6 +133,10 @@ export function parseCommand(argv: readonly string[]): Command {
     }
     case "show":
       return { name, db, id: arg(0), json: values.json ?? false };
+    case "cancel":
+      return values.reason === undefined
+        ? { name, db, id: arg(0) }
+        : { name, db, id: arg(0), reason: values.reason };
     default: {
       const payload = rest[1] === undefined ? undefined : parseJson(rest[1], "the resume payload");
       return { name: "resume", db, id: arg(0), payload };

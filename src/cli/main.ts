@@ -7,6 +7,7 @@
  */
 import { parseCommand, USAGE, type Command } from "./args.ts";
 import { UsageError, errorLine, exitCodeOf } from "./cli-error.ts";
+import { cancelCommand } from "./commands/cancel.ts";
 import { lsCommand } from "./commands/ls.ts";
 import { resumeCommand } from "./commands/resume.ts";
 import { runCommand } from "./commands/run.ts";
@@ -41,5 +42,7 @@ function dispatch(cmd: Command, io: Io): Promise<number> {
       return showCommand(cmd, io);
     case "resume":
       return resumeCommand(cmd, io);
+    case "cancel":
+      return cancelCommand(cmd, io);
   }
 }
