@@ -5,6 +5,7 @@
  * stderr. An unknown name or flag prints the usage and exits with status 2.
  */
 import { UsageError } from "./lib.ts";
+import { cancelBench } from "./cancel.ts";
 import { middlewareBench } from "./middleware.ts";
 import { resumeBench } from "./resume.ts";
 import { stepsBench } from "./steps.ts";
@@ -13,6 +14,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   steps: stepsBench,
   resume: resumeBench,
   middleware: middlewareBench,
+  cancel: cancelBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -25,6 +27,9 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           latency of resume -> step on one long-lived cached execution, turn 1000 vs the last
   middleware [--effects 5000] [--rounds 5]
           per-effect cost of the default middleware chain beside a bare effect (memory store)
+  cancel  [--runs 50]
+          latency from runtime.cancel to the effect's abort, in-process and from a second
+          process on the same SQLite file, beside one append's p50
 `;
 
 async function main(argv: readonly string[]): Promise<number> {
