@@ -38,7 +38,9 @@ const llm = step$("llm", async (prompt: string, ectx) => {
 const golden = flow$(
   "golden",
   async (ctx, input: { topic: string }) => {
-    const plan = await ctx.run("plan", () => [`${input.topic} history`, `${input.topic} today`]);
+    const plan = await ctx.run("plan", () => [`${input.topic} history`, `${input.topic} today`], {
+      timeoutMs: 60_000,
+    });
     const pick = await ctx.decide("pick", () => plan.length);
     const notes = await ctx.parallel(
       plan.map((q) => (c: typeof ctx) => c.execute(llm, q, { retry: { initialDelayMs: 1 } })),
@@ -51,7 +53,7 @@ const golden = flow$(
     const answer = await ctx.suspend<string>();
     return { pick, notes, grant, scoped, answer, at: ctx.now() };
   },
-  { budget: { tokens: 1000 } },
+  { budget: { tokens: 1000 }, deadlineMs: 3_600_000 },
 );
 
 const store = memoryStore();

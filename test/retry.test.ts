@@ -426,7 +426,7 @@ function fakeContext(signal: AbortSignal) {
     now: () => Date.now(),
     invoke: async () => undefined,
     failedAttempt: async (_error, retryInMs) => void failures.push(retryInMs),
-    beginAttempt: () => {
+    beginAttempt: async () => {
       state.begun++;
       state.attempt++;
     },

@@ -1,7 +1,5 @@
-/** Waits on real time that a signal can cut short (retry backoffs). */
-
-/** Node clamps a longer setTimeout to 1 ms, so longer waits are armed in chunks. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
+/** Waits on real time that a signal can cut short (retry backoffs), and races against one. */
+import { MAX_TIMER_CHUNK_MS as MAX_TIMER_MS } from "../kernel/clock.ts";
 
 /** Waits `ms`, or rejects with the signal's reason the moment it aborts. */
 export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
@@ -24,6 +22,28 @@ export function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
     };
     signal.addEventListener("abort", aborted, { once: true });
     arm(ms);
+  });
+}
+
+/**
+ * Settles with `work`, or rejects with the signal's reason the moment it aborts: a step whose
+ * code ignores its signal still ends on time (what it goes on doing is dropped).
+ */
+export function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(reasonOf(signal));
+  return new Promise<T>((resolve, reject) => {
+    const aborted = () => reject(reasonOf(signal));
+    signal.addEventListener("abort", aborted, { once: true });
+    work.then(
+      (v) => {
+        signal.removeEventListener("abort", aborted);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", aborted);
+        reject(e instanceof Error ? e : new Error(String(e)));
+      },
+    );
   });
 }
 

@@ -29,6 +29,10 @@ export interface BudgetInForce {
 
 /** Per-call options of `ctx.execute(effect, input, options)`, over the effect's own. */
 export interface ExecuteOptions {
+  /** As for `ctx.run`: the step's timeout from its first attempt's logged start (K8.3). */
+  timeoutMs?: number;
+  /** As for `ctx.run`: at most once; a crash after its start is InDoubtError (K9). */
+  atMostOnce?: boolean;
   /**
    * This call's retry policy over the retry middleware's, or `false` for a single attempt (read
    * by `retryMiddleware`, so it needs one in the chain, as the default chain has).
@@ -57,8 +61,11 @@ export interface MiddlewareContext extends EffectContext {
    * before it resolves.
    */
   failedAttempt(error: unknown, retryInMs: number): Promise<void>;
-  /** Starts the next attempt: `attempt` goes up by one and a `STEP_STARTED` is recorded. */
-  beginAttempt(): void;
+  /**
+   * Starts the next attempt: `attempt` goes up by one and a `STEP_STARTED` is recorded (durably
+   * before it resolves, for an at-most-once step).
+   */
+  beginAttempt(): Promise<void>;
 }
 
 export type EffectMiddleware = Middleware<MiddlewareContext>;

@@ -131,7 +131,7 @@ export function retryMiddleware(policy: RetryPolicy = {}): EffectMiddleware {
         const waitMs = backoffMs(p, ctx.idempotencyKey, ctx.attempt, error);
         await ctx.failedAttempt(error, waitMs);
         await abortableDelay(waitMs, ctx.signal);
-        ctx.beginAttempt();
+        await ctx.beginAttempt();
       }
     }
   });

@@ -185,6 +185,10 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     if (p.input !== undefined) s.input = p.input;
     const budget = readBudget(p.budget);
     if (budget) s._budget = budget;
+    const deadline = p.deadlineMs;
+    if (typeof deadline === "number" && Number.isFinite(deadline) && deadline > 0) {
+      s.deadlineMs = deadline;
+    }
     s.startedAt = e.at;
     s.status = "pending";
   },

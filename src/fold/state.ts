@@ -53,6 +53,11 @@ export interface ExecutionState {
   _resumePayloads: Json[];
   /** Suspends waiting for a resume, oldest first. */
   _openSuspends: string[];
+  /**
+   * The execution's deadline from EXECUTION_STARTED (schema 1.4.0): it ends `deadlineMs` after
+   * `startedAt`, on the runtime clock. Absent when it has none.
+   */
+  deadlineMs?: number;
   /** The execution's budget, from EXECUTION_STARTED (absent when it has none). */
   _budget?: Budget;
   /** What the execution spent (absent until an effect is metered: G2). */

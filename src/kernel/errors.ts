@@ -86,6 +86,8 @@ export class RuntimeClosedError extends defineError("LOOM_RUNTIME_CLOSED") {}
 export class InvariantViolation extends defineError("LOOM_INVARIANT") {}
 /** The execution was cancelled (`runtime.cancel`, or its deadline): its in-flight steps stop. */
 export class CancelledError extends defineError("LOOM_CANCELLED") {}
+/** The execution ran past its `deadlineMs`, counted from its logged start; it is cancelled. */
+export class DeadlineExceededError extends defineError("LOOM_DEADLINE_EXCEEDED") {}
 /** A step ran past its `timeoutMs`, counted from its first attempt's logged start. */
 export class StepTimeoutError extends defineError("LOOM_STEP_TIMEOUT") {}
 /**
@@ -151,6 +153,7 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_TERMINAL: TerminalError,
   LOOM_CANCELLED: CancelledError,
   LOOM_STEP_TIMEOUT: StepTimeoutError,
+  LOOM_DEADLINE_EXCEEDED: DeadlineExceededError,
   LOOM_IN_DOUBT: InDoubtError,
   LOOM_RETRYABLE: class extends RetryableError {
     constructor(message: string, details?: Json) {

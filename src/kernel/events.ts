@@ -20,8 +20,10 @@ import type { Json } from "./json.ts";
  *        stays started, its frame's `error` is the attempt's until it completes, and its
  *        `retryAtMs` (the failure's time + `retryInMs`) holds until the next STEP_STARTED. The
  *        first one may open the frame, carrying the start as a settling event does.
+ * 1.4.0: EXECUTION_STARTED's `deadlineMs` folds into `deadlineMs` (the execution's deadline,
+ *        anchored to its `startedAt`).
  */
-export const EVENT_SCHEMA_VERSION = "1.3.0";
+export const EVENT_SCHEMA_VERSION = "1.4.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",

@@ -18,6 +18,7 @@ import {
   InvalidInputError,
   LeaseHeldError,
   errorToData,
+  type LoomError,
 } from "../kernel/errors.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
@@ -30,10 +31,15 @@ import type { EventSpec, Run } from "./run.ts";
 
 export const MAX_REASON_LENGTH = 1000;
 
-export function cancelSpecs(state: ExecutionState, reason: string, nowMs: number): EventSpec[] {
-  const error = errorToData(
-    new CancelledError(`execution "${state.executionId}" was cancelled: ${reason}`),
-  ) as unknown as Json;
+export function cancelSpecs(
+  state: ExecutionState,
+  reason: string,
+  nowMs: number,
+  cause: LoomError = new CancelledError(
+    `execution "${state.executionId}" was cancelled: ${reason}`,
+  ),
+): EventSpec[] {
+  const error = errorToData(cause) as unknown as Json;
   const specs: EventSpec[] = [];
   for (const [callId, f] of Object.entries(state.frames)) {
     if (f.kind !== "step" || f.status !== "started") continue;

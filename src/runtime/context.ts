@@ -4,12 +4,14 @@
  * Every call goes through `call`, which enforces R7 (one outstanding call per scope) and halts
  * the body when its run has stopped (R6).
  */
-import { abortableDelay } from "../effects/delay.ts";
+import { abortableDelay, raceAbort, reasonOf } from "../effects/delay.ts";
 import {
   ExecutionEndedError,
+  InDoubtError,
   InvalidInputError,
   InvariantViolation,
   NonDeterminismError,
+  StepTimeoutError,
   SuspendTimeoutError,
   errorFromData,
   errorToData,
@@ -24,7 +26,8 @@ import {
   type Effect,
   type EffectContext,
 } from "./flow.ts";
-import { halted, type Run } from "./run.ts";
+import { halted, type EventSpec, type Run } from "./run.ts";
+import { armDeadline, checkedDuration, remainingMs } from "./deadline.ts";
 import { makeMiddlewareContext, type NestedBudget, type StepAttempt } from "./effect-call.ts";
 import { isDimension, spentIn, type Budget, type ResourceSnapshot } from "../kernel/resources.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
@@ -35,10 +38,34 @@ export interface SuspendOptions {
   timeout?: number;
 }
 
+/** Options of a `ctx.run` step. */
+export interface RunOptions {
+  /**
+   * The step fails with StepTimeoutError this long after its first attempt's logged start, on
+   * the runtime clock, also across crashes; its signal aborts then. A finite number > 0.
+   */
+  timeoutMs?: number;
+  /**
+   * At most once: the step's start is durable before its code runs, and a crash after that is
+   * not followed by a re-run: the flow gets InDoubtError instead. Default: at least once.
+   */
+  atMostOnce?: boolean;
+}
+
+/** What `step` needs to know of a call beyond its name and input. */
+interface StepOptions extends RunOptions {
+  /** An effect through the middleware chain (it may meter). */
+  meterable?: boolean;
+}
+
 export interface FlowContext {
   readonly executionId: string;
   /** Runs `fn` once as a durable step; a re-run returns its recorded result. */
-  run<T>(name: string, fn: (ectx: EffectContext) => Promise<T> | T): Promise<T>;
+  run<T>(
+    name: string,
+    fn: (ectx: EffectContext) => Promise<T> | T,
+    options?: RunOptions,
+  ): Promise<T>;
   /**
    * Runs an effect (or a `step$`) with a recorded input through the middleware chain; `options`
    * (a retry policy, say) override the effect's own for this call.
@@ -132,7 +159,7 @@ export function makeContext(
     ectx: EffectContext,
     attempt: StepAttempt,
   ): MiddlewareContext {
-    const invoke = async () => effect.run(input, ectx);
+    const invoke = () => attempt.invoke(() => effect.run(input, ectx));
     return makeMiddlewareContext(run, deps, nested, effect.name, options, ectx, attempt, invoke);
   }
 
@@ -141,33 +168,46 @@ export function makeContext(
     input: Json | undefined,
     hasInput: boolean,
     fn: (ectx: EffectContext, attempt: StepAttempt) => Promise<T> | T,
-    meterable = false,
+    opts: StepOptions = {},
   ): Promise<T> {
     const claim = run.claim(scope, "step", name);
-    const frame = claim.recorded ? run.state.frames[claim.callId] : undefined;
+    const callId = claim.callId;
+    const frame = claim.recorded ? run.state.frames[callId] : undefined;
     if (frame?.status === "completed") return own(frame.output) as T;
     if (frame && frame.status !== "started") throw errorFromData(frame.error);
-    const payload: { [k: string]: Json } = { callId: claim.callId, scope, name };
+    const payload: { [k: string]: Json } = { callId, scope, name };
     if (hasInput && input !== undefined) payload.input = input;
     claim.take();
+    if (frame && opts.atMostOnce && frame.retryAtMs === undefined) {
+      // K9: its last attempt started and never settled; whether it took effect is unknown.
+      return settleFailed<T>(
+        new InDoubtError(
+          `step "${callId}" of execution "${run.id}" is at-most-once and was interrupted after it started: whether it took effect is unknown, so it is not run again`,
+        ),
+        [],
+      );
+    }
     if (frame) {
       // Recovered between attempts: the recorded backoff still holds (retry.ts).
       if (!(await retryDue(frame.retryAtMs))) return halted();
       // A re-run of a step whose start was recorded counts an attempt at once.
-      run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
+      await startAttempt(payload, opts.atMostOnce === true);
+    } else if (opts.atMostOnce) {
+      // Durable before the effect runs, so a crash leaves it in doubt, never silently re-run.
+      await startAttempt({ ...payload, startedAt: deps.now() }, true);
     } else {
-      run.deferStart(claim.callId, payload); // R9
+      run.deferStart(callId, payload); // R9
     }
     let controller: AbortController | undefined;
+    const signal = () => (controller ??= run.controller()).signal;
     const ectx: EffectContext = {
       executionId: run.id,
-      stepId: claim.callId,
-      attempt: run.state.frames[claim.callId]?.attempts ?? 1,
-      idempotencyKey: `${run.id}/${claim.callId}`,
+      stepId: callId,
+      attempt: run.state.frames[callId]?.attempts ?? 1,
+      idempotencyKey: `${run.id}/${callId}`,
       // Made on first use: most steps never read it, and an AbortController is not free.
       get signal() {
-        controller ??= run.controller();
-        return controller.signal;
+        return signal();
       },
       // A copy, made on first use.
       get resources() {
@@ -175,7 +215,7 @@ export function makeContext(
         return resources;
       },
       meter(delta) {
-        if (!meterable) {
+        if (!opts.meterable) {
           throw new InvalidInputError(
             "meter() reports an effect's cost to its metering: run the effect with ctx.execute (ctx.run steps are not metered)",
           );
@@ -184,16 +224,39 @@ export function makeContext(
       },
     };
     let resources: ResourceSnapshot | undefined;
+    // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
+    let disarm: (() => void) | undefined;
+    const timeoutMs = opts.timeoutMs;
+    if (timeoutMs !== undefined) {
+      const deadlineAt = (frame?.firstStartedAt ?? deps.now()) + timeoutMs;
+      const timedOut = () =>
+        controller?.abort(
+          new StepTimeoutError(
+            `step "${callId}" of execution "${run.id}" ran past its timeoutMs of ${timeoutMs} ms`,
+          ),
+        );
+      signal();
+      const clock = { now: () => deps.now() };
+      if (remainingMs(clock, deadlineAt, timeoutMs) <= 0) timedOut();
+      else disarm = armDeadline(clock, deadlineAt, timeoutMs, timedOut);
+    }
     const attempt: StepAttempt = {
       reported: {},
       facts: [],
+      // K8.1: code whose signal already aborted is not started; with a timeout, the code is raced
+      // against the signal, so an attempt that ignores it still ends on time.
+      invoke<R>(work: () => R | Promise<R>): Promise<R> {
+        if (controller?.signal.aborted) return Promise.reject(reasonOf(controller.signal));
+        const running = Promise.resolve().then(work);
+        return timeoutMs === undefined ? running : raceAbort(running, signal());
+      },
       // A failed attempt is a fact before the backoff starts (retry.ts); the step stays open.
       async failed(error, retryInMs) {
         const facts = attempt.facts;
         attempt.facts = [];
         const failed: { [k: string]: Json } = {
-          ...run.takeStart(claim.callId),
-          callId: claim.callId,
+          ...run.takeStart(callId),
+          callId,
           error: errorToData(error) as unknown as Json,
           attempt: ectx.attempt,
           retryInMs,
@@ -201,42 +264,53 @@ export function makeContext(
         };
         await run.enqueue([...facts, { kind: "STEP_FAILED", payload: failed }]);
       },
-      next() {
+      async next() {
         if (!run.live || isTerminalStatus(run.state.status)) {
           throw new ExecutionEndedError(
-            `execution "${run.id}" ended during the backoff of step "${claim.callId}": no further attempt`,
+            `execution "${run.id}" ended during the backoff of step "${callId}": no further attempt`,
           );
         }
         ectx.attempt++;
         resources = undefined;
-        run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
+        await startAttempt(payload, opts.atMostOnce === true);
       },
     };
     let outcome: { output: Json | undefined } | { error: unknown };
     try {
-      const value = await fn(ectx, attempt);
-      outcome = { output: stepBound(value, `output of step "${claim.callId}"`) };
+      const value = await (opts.meterable
+        ? fn(ectx, attempt)
+        : attempt.invoke(() => fn(ectx, attempt)));
+      outcome = { output: stepBound(value, `output of step "${callId}"`) };
     } catch (e) {
       outcome = { error: e };
     } finally {
+      disarm?.();
       if (controller) run.release(controller);
     }
     if (!run.live) return halted();
-    const start = run.takeStart(claim.callId) ?? {};
-    if ("error" in outcome) {
-      const error = errorToData(outcome.error);
-      const failed: { [k: string]: Json } = {
-        ...start,
-        callId: claim.callId,
-        error: error as unknown as Json,
-      };
-      await run.enqueue([...attempt.facts, { kind: "STEP_FAILED", payload: failed }]);
-      throw errorFromData(error);
-    }
-    const done: { [k: string]: Json } = { ...start, callId: claim.callId };
+    if ("error" in outcome) return settleFailed<T>(outcome.error, attempt.facts);
+    const done: { [k: string]: Json } = { ...run.takeStart(callId), callId };
     if (outcome.output !== undefined) done.output = outcome.output;
     await run.enqueue([...attempt.facts, { kind: "STEP_COMPLETED", payload: done }]);
     return own(outcome.output) as T;
+
+    /** Records the step's failure (with the attempt's facts) and throws it to the body. */
+    async function settleFailed<R>(thrown: unknown, facts: EventSpec[]): Promise<R> {
+      const error = errorToData(thrown);
+      const failed: { [k: string]: Json } = {
+        ...run.takeStart(callId),
+        callId,
+        error: error as unknown as Json,
+      };
+      await run.enqueue([...facts, { kind: "STEP_FAILED", payload: failed }]);
+      throw errorFromData(error);
+    }
+  }
+
+  /** Counts an attempt: at once for an at-most-once step (durable first), else with the next commit. */
+  async function startAttempt(payload: { [k: string]: Json }, durable: boolean): Promise<void> {
+    if (durable) await run.enqueue([{ kind: "STEP_STARTED", payload }]);
+    else run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
   }
 
   /**
@@ -287,12 +361,12 @@ export function makeContext(
   const ctx: FlowContext = {
     executionId: run.id,
 
-    run(name, fn) {
+    run(name, fn, options) {
       return call(`step "${String(name)}"`, async () => {
         assertName(name, "step name");
         if (typeof fn !== "function")
           throw new InvalidInputError(`step "${name}" needs a function`);
-        return step(name, undefined, false, fn);
+        return step(name, undefined, false, fn, checkedRunOptions(options, `step "${name}"`));
       });
     },
 
@@ -316,7 +390,7 @@ export function makeContext(
           true,
           (ectx, attempt) =>
             deps.chain(middlewareContext(effect, input, callOptions, ectx, attempt)) as Promise<O>,
-          true,
+          { ...runOptionsOf(callOptions), meterable: true },
         ),
       );
     },
@@ -504,6 +578,37 @@ export function makeContext(
  */
 function own<T>(value: T): T {
   return value !== null && typeof value === "object" ? structuredClone(value) : value;
+}
+
+/** `ctx.run` options, checked before anything is recorded. */
+function checkedRunOptions(value: unknown, owner: string): RunOptions {
+  if (value === undefined) return {};
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new InvalidInputError(`the options of ${owner} must be an object`);
+  }
+  const { timeoutMs, atMostOnce, ...rest } = value as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) {
+    throw new InvalidInputError(
+      `the options of ${owner} have unknown keys: ${unknown.join(", ")} (known: timeoutMs, atMostOnce)`,
+    );
+  }
+  const out: RunOptions = {};
+  if (timeoutMs !== undefined) out.timeoutMs = checkedDuration(timeoutMs, `${owner} timeoutMs`);
+  if (atMostOnce !== undefined) {
+    if (typeof atMostOnce !== "boolean") {
+      throw new InvalidInputError(`${owner} atMostOnce must be true or false`);
+    }
+    out.atMostOnce = atMostOnce;
+  }
+  return out;
+}
+
+function runOptionsOf(options: ExecuteOptions): RunOptions {
+  const out: RunOptions = {};
+  if (options.timeoutMs !== undefined) out.timeoutMs = options.timeoutMs;
+  if (options.atMostOnce !== undefined) out.atMostOnce = options.atMostOnce;
+  return out;
 }
 
 function isFunctionList(value: unknown): boolean {

@@ -16,8 +16,10 @@ import type { EventSpec, Run } from "./run.ts";
 export interface StepAttempt {
   reported: ResourceDelta;
   facts: EventSpec[];
+  /** Runs the step's own code under its signal (pre-flight check, timeout race). */
+  invoke<R>(work: () => R | Promise<R>): Promise<R>;
   failed(error: unknown, retryInMs: number): Promise<void>;
-  next(): void;
+  next(): Promise<void>;
 }
 
 /** The context every middleware of an effect sees; `invoke` runs the effect itself. */

@@ -16,6 +16,7 @@ import {
 import type { FlowContext } from "./context.ts";
 import type { ExecuteOptions } from "../effects/middleware.ts";
 import { checkedRetryPolicy } from "../effects/retry.ts";
+import { checkedDuration } from "./deadline.ts";
 
 export interface EffectContext {
   executionId: string;
@@ -47,6 +48,11 @@ export interface FlowOptions {
   compatibleVersions?: readonly string[];
   /** What each execution may spend; `start({ budget })` overrides it. */
   budget?: Budget;
+  /**
+   * How long each execution may run, from its logged start on the runtime clock; past it, the
+   * execution is cancelled (DeadlineExceededError). `start({ deadlineMs })` overrides it.
+   */
+  deadlineMs?: number;
 }
 
 export interface Flow<I = unknown, O = unknown> {
@@ -56,6 +62,7 @@ export interface Flow<I = unknown, O = unknown> {
   readonly compatibleVersions: readonly string[];
   readonly fingerprint: string;
   readonly budget?: Budget;
+  readonly deadlineMs?: number;
   /** A method, so that a Flow<I, O> is usable wherever a Flow<unknown, unknown> is. */
   body(this: void, ctx: FlowContext, input: I): Promise<O>;
 }
@@ -105,8 +112,14 @@ export function flow$<I, O>(
     fingerprint,
     body,
   };
-  if (options.budget === undefined) return flow;
-  return { ...flow, budget: checkedBudget(options.budget, `flow "${name}"`) };
+  let out = flow;
+  if (options.budget !== undefined) {
+    out = { ...out, budget: checkedBudget(options.budget, `flow "${name}"`) };
+  }
+  if (options.deadlineMs !== undefined) {
+    out = { ...out, deadlineMs: checkedDuration(options.deadlineMs, `flow "${name}" deadlineMs`) };
+  }
+  return out;
 }
 
 /** A budget checked before anything is recorded: every limit a finite number >= 0. */
@@ -151,13 +164,21 @@ export function checkedExecuteOptions(value: unknown, owner: string): ExecuteOpt
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new InvalidInputError(`the options of ${owner} must be an object`);
   }
-  const { retry, ...rest } = value as { retry?: unknown };
+  const { retry, timeoutMs, atMostOnce, ...rest } = value as Record<string, unknown>;
   const unknown = Object.keys(rest);
   if (unknown.length > 0) {
     throw new InvalidInputError(
-      `the options of ${owner} have unknown keys: ${unknown.join(", ")} (known: retry)`,
+      `the options of ${owner} have unknown keys: ${unknown.join(", ")} (known: retry, timeoutMs, atMostOnce)`,
     );
   }
-  if (retry === undefined) return {};
-  return { retry: checkedRetryPolicy(retry, owner) };
+  const out: ExecuteOptions = {};
+  if (retry !== undefined) out.retry = checkedRetryPolicy(retry, owner);
+  if (timeoutMs !== undefined) out.timeoutMs = checkedDuration(timeoutMs, `${owner} timeoutMs`);
+  if (atMostOnce !== undefined) {
+    if (typeof atMostOnce !== "boolean") {
+      throw new InvalidInputError(`${owner} atMostOnce must be true or false`);
+    }
+    out.atMostOnce = atMostOnce;
+  }
+  return out;
 }

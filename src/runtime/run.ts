@@ -26,6 +26,7 @@ import type { CallKind, Envelope, EventKind } from "../kernel/events.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import {
   CancelledError,
+  DeadlineExceededError,
   ExecutionEndedError,
   InvalidInputError,
   InvariantViolation,
@@ -33,6 +34,8 @@ import {
   errorToData,
 } from "../kernel/errors.ts";
 import { jsonText, type Json } from "../kernel/json.ts";
+import { cancelSpecs } from "./cancel.ts";
+import { armDeadline } from "./deadline.ts";
 import { fold } from "../fold/fold.ts";
 import { indexChanges } from "../fold/index-changes.ts";
 import type { ExecutionState } from "../fold/state.ts";
@@ -103,6 +106,7 @@ export class Run {
     { payload: { [k: string]: Json }; at: number }
   >();
   private heartbeat: NodeJS.Timeout | undefined;
+  private disarmDeadline: (() => void) | undefined;
   private parkWatchers: (() => void)[] = [];
 
   constructor(
@@ -503,15 +507,36 @@ export class Run {
     );
   }
 
+  /** While the run is active: renew its lease, and watch its deadline. */
   private beat(): void {
     this.stopBeat();
     const every = Math.max(10, Math.floor(this.host.leaseTtlMs / 3));
     this.heartbeat = setInterval(() => this.host.renew(this), every);
     this.heartbeat.unref();
+    const budget = this.state.deadlineMs;
+    if (budget !== undefined) {
+      const at = this.state.startedAt + budget;
+      this.disarmDeadline = armDeadline(this.host.clock, at, budget, () => this.pastDeadline());
+    }
   }
 
   private stopBeat(): void {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
+    this.disarmDeadline?.();
+    this.disarmDeadline = undefined;
+  }
+
+  /**
+   * K8.3: the execution ran past its deadline: it is cancelled, like a cancel from outside, with
+   * DeadlineExceededError. Only an active run watches its deadline; a parked one is cancelled
+   * when it next wakes (its deadline is checked again then).
+   */
+  private pastDeadline(): void {
+    if (!this.active || isTerminalStatus(this.state.status)) return;
+    const budget = this.state.deadlineMs ?? 0;
+    const reason = `its deadline of ${budget} ms passed`;
+    const error = new DeadlineExceededError(`execution "${this.id}" was cancelled: ${reason}`);
+    this.enqueueDetached(cancelSpecs(this.state, reason, this.host.clock.now(), error));
   }
 }

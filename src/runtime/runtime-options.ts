@@ -59,6 +59,8 @@ export interface StartOptions {
   id?: string;
   /** What this execution may spend (overrides the flow's budget); recorded in its start. */
   budget?: Budget;
+  /** How long this execution may run (overrides the flow's `deadlineMs`); recorded in its start. */
+  deadlineMs?: number;
 }
 
 export interface ExecutionHandle {

@@ -59,8 +59,15 @@ import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
 import { cancelExecution, checkedReason } from "./cancel.ts";
+import { checkedDuration } from "./deadline.ts";
 
 const RECENT_OUTCOMES = 1000;
+
+/** What a start records besides the flow and input. */
+interface StartLimits {
+  budget: Budget | undefined;
+  deadlineMs: number | undefined;
+}
 
 export function createRuntime(options: RuntimeOptions): Runtime {
   return new Runtime(options);
@@ -128,6 +135,9 @@ export class Runtime implements RunHost {
     if (existing && existing !== flow) {
       throw new InvalidInputError(`a different flow named "${flow.name}" is already registered`);
     }
+    if (flow.deadlineMs !== undefined) {
+      checkedDuration(flow.deadlineMs, `flow "${flow.name}" deadlineMs`);
+    }
     this.flows.set(flow.name, flow);
     if (this.options.background !== false && !this.closed) this.scheduleTick(0);
     return this;
@@ -155,7 +165,12 @@ export class Runtime implements RunHost {
       options.budget === undefined
         ? registered.budget
         : checkedBudget(options.budget, `execution "${id}"`);
-    await this.tasks.exclusive(id, () => this.create(registered, id, json, budget));
+    const deadlineMs =
+      options.deadlineMs === undefined
+        ? registered.deadlineMs
+        : checkedDuration(options.deadlineMs, `execution "${id}" deadlineMs`);
+    const limits = { budget, deadlineMs };
+    await this.tasks.exclusive(id, () => this.create(registered, id, json, limits));
     return this.handle(id);
   }
 
@@ -384,7 +399,7 @@ export class Runtime implements RunHost {
     flow: Flow,
     id: string,
     input: Json | undefined,
-    budget: Budget | undefined,
+    limits: StartLimits,
   ): Promise<void> {
     const giveUpAt = this.clock.now() + this.leaseTtlMs * 2;
     let fence: number | undefined = 1;
@@ -397,7 +412,7 @@ export class Runtime implements RunHost {
           fence === 1
             ? { owner: this.ownerId, expiresAtMs: this.clock.now() + this.leaseTtlMs }
             : undefined;
-        const outcome = await this.writeStart(flow, id, input, budget, fence, claim);
+        const outcome = await this.writeStart(flow, id, input, limits, fence, claim);
         if (outcome === "started") return;
         fence = undefined;
         if (outcome === "fenced") continue;
@@ -413,7 +428,7 @@ export class Runtime implements RunHost {
     flow: Flow,
     id: string,
     input: Json | undefined,
-    budget: Budget | undefined,
+    limits: StartLimits,
     fence: number,
     claimLease: { owner: string; expiresAtMs: number } | undefined,
   ): Promise<"started" | "fenced" | "taken"> {
@@ -426,7 +441,8 @@ export class Runtime implements RunHost {
       schemaVersion: EVENT_SCHEMA_VERSION,
     };
     if (input !== undefined) payload.input = input;
-    if (budget !== undefined) payload.budget = budget as unknown as Json;
+    if (limits.budget !== undefined) payload.budget = limits.budget as unknown as Json;
+    if (limits.deadlineMs !== undefined) payload.deadlineMs = limits.deadlineMs;
     try {
       await run.enqueue([{ kind: "EXECUTION_STARTED", payload }], claimLease ? { claimLease } : {});
     } catch (e) {
