@@ -64,6 +64,31 @@ describe("step timeoutMs and flow deadlineMs (ADR 0020 K8.3, A4, L26)", () => {
     await expectReplayEquality(b, "t-1");
   });
 
+  it("a step recovered after its timeout passed is not started again (K8.1 pre-flight)", async () => {
+    const store = memoryStore();
+    const clock = offsetClock();
+    let calls = 0;
+    const slow = step$("slow", async (_: null, ectx: EffectContext) => {
+      calls++;
+      return tenMinutes(ectx.signal);
+    });
+    const f = flow$("late", async (ctx) =>
+      ctx.execute(slow, null, { timeoutMs: 1000 }).catch((e: unknown) => String(e)),
+    );
+    const a = rt(store, { clock, leaseTtlMs: 1000, background: false, ownerId: "A" });
+    a.registerFlow(f);
+    await a.start(f, null, { id: "pf-1" });
+    await until(async () => find(await a.readLog("pf-1"), "STEP_STARTED") !== undefined);
+    await a.close();
+    clock.advance(5000);
+    const b = rt(store.reopen(), { clock, leaseTtlMs: 1000, background: false, ownerId: "B" });
+    b.registerFlow(f);
+    await b.recoverAbandoned();
+    const outcome = await b.waitForCompletion("pf-1", { timeoutMs: 5000 });
+    expect(outcome.output).toMatch(/ran past its timeoutMs of 1000 ms/);
+    expect(calls).toBe(1);
+  });
+
   it("a ctx.run step that ignores its signal still ends at its timeout", async () => {
     const f = flow$("stubborn", async (ctx) =>
       ctx
