@@ -46,6 +46,10 @@ function delayed(inner: MemoryStore, ms: number, calls: readonly (keyof Store)[]
     takeNotices: slow("takeNotices", (...a: Parameters<Store["takeNotices"]>) =>
       inner.takeNotices(...a),
     ),
+    putSchedule: (...a: Parameters<Store["putSchedule"]>) => inner.putSchedule(...a),
+    listSchedules: () => inner.listSchedules(),
+    advanceSchedule: (...a: Parameters<Store["advanceSchedule"]>) => inner.advanceSchedule(...a),
+    deleteSchedule: (...a: Parameters<Store["deleteSchedule"]>) => inner.deleteSchedule(...a),
     dueTimers: slow("dueTimers", (...a: Parameters<Store["dueTimers"]>) => inner.dueTimers(...a)),
     nextWakeAt: slow("nextWakeAt", (...a: Parameters<Store["nextWakeAt"]>) =>
       inner.nextWakeAt(...a),

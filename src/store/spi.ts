@@ -23,9 +23,12 @@
  *     transaction, and only if the batch is appended.
  * S10. A notice is taken once: `takeNotices(owner)` returns the notices posted to `owner` that
  *     it has not returned before, oldest first, and no other owner's.
+ * S11. `putSchedule` keeps a schedule's `fromMs` and cursor when it already exists (it updates
+ *     the definition only); `advanceSchedule` never moves a cursor back.
  */
 import type { Envelope, ExecutionStatus } from "../kernel/events.ts";
 import type { LoomError } from "../kernel/errors.ts";
+import type { Json } from "../kernel/json.ts";
 import type { Snapshot } from "../fold/state.ts";
 import type { IndexChanges } from "../fold/index-changes.ts";
 
@@ -154,7 +157,31 @@ export interface NoticeStore {
   takeNotices(owner: string): Promise<Notice[]>;
 }
 
-export interface Store extends EventStore, SnapshotStore, LeaseStore, TimerStore, NoticeStore {
+/** A cron schedule (runtime.schedule): one execution per occurrence, with a derived id. */
+export interface Schedule {
+  name: string;
+  flow: string;
+  cron: string;
+  /** The IANA time zone the cron expression is read in. */
+  timezone: string;
+  input?: Json;
+  /** Occurrences after this time (the runtime clock) are started: when it was first put. */
+  fromMs: number;
+  /** The latest occurrence started, or `fromMs` (a hint: starts are idempotent by id). */
+  cursorMs: number;
+}
+
+export interface ScheduleStore {
+  /** Creates the schedule, or updates its definition keeping `fromMs` and the cursor (S11). */
+  putSchedule(schedule: Omit<Schedule, "cursorMs">): Promise<void>;
+  listSchedules(): Promise<Schedule[]>;
+  /** Moves the cursor to `cursorMs` if that is later (S11). */
+  advanceSchedule(name: string, cursorMs: number): Promise<void>;
+  deleteSchedule(name: string): Promise<void>;
+}
+
+export interface Store
+  extends EventStore, SnapshotStore, LeaseStore, TimerStore, NoticeStore, ScheduleStore {
   /** A short name for messages and benchmarks ("memory", "sqlite"). */
   readonly kind: string;
   close(): Promise<void>;

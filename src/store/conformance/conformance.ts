@@ -19,6 +19,7 @@ import { batchExtrasSuite } from "./batch-extras.ts";
 import { crashAndListSuite } from "./crash-and-list.ts";
 import type { Harness } from "./helpers.ts";
 import { leaseSuite } from "./leases.ts";
+import { scheduleSuite } from "./schedules.ts";
 import { snapshotSuite } from "./snapshots-and-reopen.ts";
 import { timerSuite } from "./timers.ts";
 
@@ -66,5 +67,6 @@ export function runStoreConformance<S extends Store>(opts: StoreConformanceOptio
     leaseSuite(h);
     timerSuite(h);
     snapshotSuite(h);
+    scheduleSuite(h);
   });
 }

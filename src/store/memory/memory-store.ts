@@ -19,6 +19,7 @@ import type {
   Lease,
   ListQuery,
   Notice,
+  Schedule,
   Store,
   StoreHooks,
 } from "../spi.ts";
@@ -30,6 +31,7 @@ interface Data {
   leases: Map<string, Lease>;
   timers: Map<string, DueTimer>;
   notices: (Notice & { owner: string })[];
+  schedules: Map<string, Schedule>;
 }
 
 export interface MemoryStore extends Store {
@@ -46,6 +48,7 @@ export function memoryStore(hooks: StoreHooks = {}): MemoryStore {
       leases: new Map(),
       timers: new Map(),
       notices: [],
+      schedules: new Map(),
     },
     hooks,
   );
@@ -295,6 +298,36 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     async deleteTimer(id, timerId) {
       live();
       data.timers.delete(timerKey(id, timerId));
+    },
+
+    async putSchedule(schedule) {
+      live();
+      const known = data.schedules.get(schedule.name);
+      const copy = structuredClone(schedule);
+      data.schedules.set(
+        schedule.name,
+        known
+          ? { ...copy, fromMs: known.fromMs, cursorMs: known.cursorMs }
+          : { ...copy, cursorMs: copy.fromMs },
+      );
+    },
+
+    async listSchedules() {
+      live();
+      return [...data.schedules.values()]
+        .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+        .map((s) => structuredClone(s));
+    },
+
+    async advanceSchedule(name, cursorMs) {
+      live();
+      const known = data.schedules.get(name);
+      if (known && cursorMs > known.cursorMs) known.cursorMs = cursorMs;
+    },
+
+    async deleteSchedule(name) {
+      live();
+      data.schedules.delete(name);
     },
 
     async takeNotices(owner) {

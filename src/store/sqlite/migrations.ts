@@ -63,5 +63,14 @@ export const MIGRATIONS: readonly string[] = [
     at INTEGER NOT NULL
   );
   CREATE INDEX notices_by_owner ON notices (owner, id);
+  CREATE TABLE schedules (
+    name TEXT PRIMARY KEY,
+    flow TEXT NOT NULL,
+    cron TEXT NOT NULL,
+    timezone TEXT NOT NULL,
+    input TEXT,
+    from_ms INTEGER NOT NULL,
+    cursor_ms INTEGER NOT NULL
+  ) WITHOUT ROWID;
   `,
 ];

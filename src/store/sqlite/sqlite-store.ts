@@ -21,6 +21,7 @@ import type {
   Lease,
   ListQuery,
   NoticeKind,
+  Schedule,
   Store,
   StoreHooks,
 } from "../spi.ts";
@@ -57,6 +58,16 @@ interface LeaseRow {
 
 const SETTLE_AT_ROWS = 4000;
 const NOTICE_TTL_MS = 24 * 60 * 60 * 1000;
+
+interface ScheduleRow {
+  name: string;
+  flow: string;
+  cron: string;
+  timezone: string;
+  input: string | null;
+  from_ms: number;
+  cursor_ms: number;
+}
 
 /** The meta of nearly every envelope is `{ fence }` or `{ kernel, fence }`: no serialiser needed. */
 function metaText(meta: EnvelopeMeta): string {
@@ -155,6 +166,19 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       "SELECT id, execution_id, kind, at FROM notices WHERE owner = ? ORDER BY id",
     ),
     forgetNotices: db.prepare("DELETE FROM notices WHERE owner = ? AND id <= ?"),
+    putSchedule: db.prepare(
+      `INSERT INTO schedules (name, flow, cron, timezone, input, from_ms, cursor_ms)
+       VALUES (@name, @flow, @cron, @timezone, @input, @fromMs, @fromMs)
+       ON CONFLICT (name) DO UPDATE SET flow = excluded.flow, cron = excluded.cron,
+         timezone = excluded.timezone, input = excluded.input`,
+    ),
+    schedules: db.prepare<[], ScheduleRow>(
+      "SELECT name, flow, cron, timezone, input, from_ms, cursor_ms FROM schedules ORDER BY name",
+    ),
+    advanceSchedule: db.prepare(
+      "UPDATE schedules SET cursor_ms = ? WHERE name = ? AND cursor_ms < ?",
+    ),
+    deleteSchedule: db.prepare("DELETE FROM schedules WHERE name = ?"),
   };
 
   /** Checks first, then writes: a refused batch has written nothing, so no savepoint is needed. */
@@ -412,6 +436,40 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
 
     async deleteTimer(id, timerId) {
       q.clearTimer.run(id, timerId);
+    },
+
+    async putSchedule(s) {
+      q.putSchedule.run({
+        name: s.name,
+        flow: s.flow,
+        cron: s.cron,
+        timezone: s.timezone,
+        input: s.input === undefined ? null : jsonText(s.input),
+        fromMs: s.fromMs,
+      });
+    },
+
+    async listSchedules() {
+      return q.schedules.all().map((r): Schedule => {
+        const s: Schedule = {
+          name: r.name,
+          flow: r.flow,
+          cron: r.cron,
+          timezone: r.timezone,
+          fromMs: r.from_ms,
+          cursorMs: r.cursor_ms,
+        };
+        if (r.input !== null) s.input = JSON.parse(r.input) as Json;
+        return s;
+      });
+    },
+
+    async advanceSchedule(name, cursorMs) {
+      q.advanceSchedule.run(cursorMs, name, cursorMs);
+    },
+
+    async deleteSchedule(name) {
+      q.deleteSchedule.run(name);
     },
 
     async takeNotices(owner) {
