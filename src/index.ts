@@ -32,6 +32,7 @@ export {
   type ExecutionHandle,
 } from "./runtime/runtime.ts";
 export { systemClock } from "./runtime/system.ts";
+export { occurrenceId, type ScheduleOptions } from "./runtime/schedules.ts";
 export { memoryStore, type MemoryStore } from "./store/memory/index.ts";
 export type * from "./store/spi.ts";
 export { timeline, type TimelineRow } from "./analytics/timeline.ts";

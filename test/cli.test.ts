@@ -9,6 +9,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
+import { createRuntime, flow$ } from "../src/index.ts";
+import { sqliteStore } from "../src/store/sqlite/index.ts";
 
 const BIN = fileURLToPath(new URL("../bin/loom.js", import.meta.url));
 const fixture = (name: string): string =>
@@ -181,6 +183,28 @@ describe("modules", () => {
     expect(JSON.parse(echo.stdout)).toMatchObject({ status: "completed", output: [1, 2] });
     expect(none.code).toBe(1);
     expect(oneErrorLine(none)).toMatch(/^loom: module ".*no-flows\.js" exports no flows/);
+  });
+});
+
+describe("loom schedules", () => {
+  it("lists the stored schedules with their next occurrence and its id", async () => {
+    const cwd = tempDir();
+    const nightly = flow$("nightly", async () => "ran");
+    const runtime = createRuntime({ store: sqliteStore(join(cwd, "loom.db")), background: false });
+    await runtime.schedule(nightly, { cron: "0 2 * * *", name: "nightly-report" });
+    await runtime.close();
+    const listed = await loom(cwd, "schedules");
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/^NAME\s+FLOW\s+CRON\s+TZ\s+NEXT$/m);
+    expect(listed.stdout).toMatch(
+      /^nightly-report\s+nightly\s+0 2 \* \* \*\s+UTC\s+\S+T02:00:00\.000Z$/m,
+    );
+    const json = JSON.parse((await loom(cwd, "schedules", "--json")).stdout) as {
+      name: string;
+      nextId: string;
+    }[];
+    expect(json).toHaveLength(1);
+    expect(json[0]?.nextId).toMatch(/^nightly-report@\d{4}-\d\d-\d\dT02:00:00\.000Z$/);
   });
 });
 

@@ -25,6 +25,7 @@ commands:
   resume <id> [JSON]     answer an execution's suspend with a JSON payload
   cancel <id> [--reason TEXT]
                          cancel an execution; its owner aborts what is in flight
+  schedules [--json]     the cron schedules, with each one's next occurrence
 
 options:
   --db PATH              the SQLite database (default ${DEFAULT_DB})
@@ -46,7 +47,8 @@ export type Command =
   | (Common & { name: "ls"; status?: ExecutionStatus[]; json: boolean })
   | (Common & { name: "show"; id: string; json: boolean })
   | (Common & { name: "resume"; id: string; payload: unknown })
-  | (Common & { name: "cancel"; id: string; reason?: string });
+  | (Common & { name: "cancel"; id: string; reason?: string })
+  | (Common & { name: "schedules"; json: boolean });
 
 type OptionName = "db" | "input" | "id" | "status" | "json" | "max-active" | "reason";
 
@@ -57,6 +59,7 @@ const ALLOWED: Record<string, { positionals: [number, number]; options: OptionNa
   show: { positionals: [1, 1], options: ["db", "json"] },
   resume: { positionals: [1, 2], options: ["db"] },
   cancel: { positionals: [1, 1], options: ["db", "reason"] },
+  schedules: { positionals: [0, 0], options: ["db", "json"] },
 };
 
 const SIGNATURES: Record<string, string> = {
@@ -66,6 +69,7 @@ const SIGNATURES: Record<string, string> = {
   show: "loom show <id> [--json]",
   resume: "loom resume <id> [JSON]",
   cancel: "loom cancel <id> [--reason TEXT]",
+  schedules: "loom schedules [--json]",
 };
 
 export function parseCommand(argv: readonly string[]): Command {
@@ -133,6 +137,8 @@ export function parseCommand(argv: readonly string[]): Command {
     }
     case "show":
       return { name, db, id: arg(0), json: values.json ?? false };
+    case "schedules":
+      return { name, db, json: values.json ?? false };
     case "cancel":
       return values.reason === undefined
         ? { name, db, id: arg(0) }

@@ -11,6 +11,7 @@ import { cancelCommand } from "./commands/cancel.ts";
 import { lsCommand } from "./commands/ls.ts";
 import { resumeCommand } from "./commands/resume.ts";
 import { runCommand } from "./commands/run.ts";
+import { schedulesCommand } from "./commands/schedules.ts";
 import { showCommand } from "./commands/show.ts";
 import { workerCommand } from "./commands/worker.ts";
 import { processIo, type Io } from "./io.ts";
@@ -44,5 +45,7 @@ function dispatch(cmd: Command, io: Io): Promise<number> {
       return resumeCommand(cmd, io);
     case "cancel":
       return cancelCommand(cmd, io);
+    case "schedules":
+      return schedulesCommand(cmd, io);
   }
 }

@@ -25,6 +25,7 @@ import {
   FencedError,
   FlowVersionError,
   InvalidInputError,
+  InvariantViolation,
   LeaseHeldError,
   NonDeterminismError,
   NotResumableError,
@@ -39,7 +40,7 @@ import { assertValidId } from "../kernel/ids.ts";
 import { DEFAULT_LIMITS, type Limits } from "../kernel/limits.ts";
 import type { Clock, IdSource } from "../kernel/clock.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
-import type { ExecutionSummary, Lease, ListQuery, Store } from "../store/spi.ts";
+import type { ExecutionSummary, Lease, ListQuery, Schedule, Store } from "../store/spi.ts";
 import { makeContext, type ContextDeps } from "./context.ts";
 import { defaultMiddleware, effectChain, type MiddlewareContext } from "../effects/middleware.ts";
 import { checkedBudget, isFlow, type Flow } from "./flow.ts";
@@ -60,6 +61,7 @@ import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
 import { cancelExecution, checkedReason } from "./cancel.ts";
 import { checkedDuration } from "./deadline.ts";
+import { checkedScheduleName, cronOf, fireSchedules, type ScheduleOptions } from "./schedules.ts";
 
 const RECENT_OUTCOMES = 1000;
 
@@ -180,6 +182,65 @@ export class Runtime implements RunHost {
       result: () => this.waitForCompletion(id),
       cancel: (reason) => this.cancel(id, reason),
     };
+  }
+
+  /**
+   * Starts one execution of `flow` per occurrence of `options.cron` on the runtime clock, from
+   * now on, with the id `<name>@<ISO time>` (see schedules.ts). Stored, so every runtime that
+   * has the flow fires it, and a schedule put again keeps its progress. Idempotent.
+   */
+  async schedule(flow: string | Flow, options: ScheduleOptions): Promise<Schedule> {
+    this.assertOpen();
+    if (isFlow(flow)) this.registerFlow(flow);
+    const flowName = isFlow(flow) ? flow.name : flow;
+    if (!this.flows.has(flowName)) {
+      throw new UnknownFlowError(`no flow named ${JSON.stringify(flowName)} is registered`);
+    }
+    if (options === null || typeof options !== "object") {
+      throw new InvalidInputError("schedule needs options with a cron expression");
+    }
+    const name = checkedScheduleName(options.name ?? flowName);
+    const timezone = options.timezone ?? "UTC";
+    cronOf(options.cron, timezone, `schedule "${name}"`);
+    const input = boundedJson(
+      options.input,
+      `input of schedule "${name}"`,
+      this.limits.maxInputBytes,
+    );
+    const schedule: Omit<Schedule, "cursorMs"> = {
+      name,
+      flow: flowName,
+      cron: options.cron,
+      timezone,
+      fromMs: this.clock.now(),
+    };
+    if (input !== undefined) schedule.input = input;
+    await this.store.putSchedule(schedule);
+    if (this.options.background !== false && !this.closed) this.scheduleTick(0);
+    const stored = (await this.store.listSchedules()).find((s) => s.name === name);
+    if (!stored) throw new InvariantViolation(`schedule "${name}" was not stored`);
+    return stored;
+  }
+
+  /** Removes a schedule; executions it started are not touched. */
+  async unschedule(name: string): Promise<void> {
+    this.assertOpen();
+    await this.store.deleteSchedule(checkedScheduleName(name));
+  }
+
+  /**
+   * Starts every due occurrence of the schedules whose flow this runtime has (the background loop
+   * calls it every poll); returns the ids it started or adopted.
+   */
+  async fireSchedules(): Promise<string[]> {
+    this.assertOpen();
+    return fireSchedules({
+      store: this.store,
+      clock: this.clock,
+      flow: (name) => this.flows.get(name),
+      start: (flow, input, id) => this.start(flow, input, { id }),
+      closed: () => this.closed,
+    });
   }
 
   /**
@@ -600,6 +661,7 @@ export class Runtime implements RunHost {
         if (run?.phase === "active" && this.timers.armed(t.executionId, t.timerId)) continue;
         await this.fireTimer(t.executionId, t.timerId);
       }
+      if (!this.closed) await this.fireSchedules();
       if (!this.closed) await this.recoverAbandoned();
     } catch (e) {
       this.report(e);
