@@ -11,6 +11,7 @@ import {
   step$,
   type Envelope,
   type EffectContext,
+  type Store,
 } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { expectReplayEquality, mulberry32, runtimes, until } from "./helpers.ts";
@@ -77,6 +78,58 @@ describe("cancel (ADR 0020 K8.2)", () => {
       expect(await r.readLog(h.id)).toHaveLength(log.length);
     });
   }
+
+  it("a flow body never sees an error from a step that settles while its cancel commits (R6)", async () => {
+    const caught: string[] = [];
+    let open!: () => void;
+    const gate = new Promise<string>((r) => (open = () => r("x")));
+    const f = flow$("r6", async (ctx) => {
+      try {
+        await ctx.run("a", () => gate);
+      } catch (e) {
+        caught.push(String((e as { code?: string }).code ?? e));
+      }
+      return "end";
+    });
+    const inner = memoryStore();
+    const slow: Store = Object.create(inner) as Store;
+    slow.appendMany = async (b) => {
+      await new Promise((r) => setTimeout(r, 30));
+      return inner.appendMany(b);
+    };
+    const r = rt(slow).registerFlow(f);
+    const h = await r.start(f, null, { id: "r6-1" });
+    await until(async () => kinds(await r.readLog(h.id)).includes("STEP_STARTED"));
+    const cancelling = r.cancel(h.id, "stop");
+    setTimeout(open, 5);
+    expect(await cancelling).toBe(true);
+    expect((await h.result()).status).toBe("cancelled");
+    expect(caught).toEqual([]);
+  });
+
+  it("cancelling a stuck execution settles it: its result is the cancel", async () => {
+    const store = memoryStore();
+    const v1 = flow$("f", async (ctx) => {
+      await ctx.run("a", () => 1);
+      await ctx.suspend();
+    });
+    const a = rt(store, { ownerId: "A" }).registerFlow(v1);
+    await a.start(v1, null, { id: "s-1" });
+    await until(async () => (await a.getState("s-1")).status === "parked");
+    await a.close();
+    const v2 = flow$("f", async (ctx) => {
+      await ctx.run("b", () => 1);
+      await ctx.suspend();
+    });
+    const errors: string[] = [];
+    const b = rt(store.reopen(), { ownerId: "B", onError: (e) => errors.push(e.name) });
+    b.registerFlow(v2);
+    await b.resume("s-1", 1).catch(() => undefined);
+    await until(() => errors.includes("NonDeterminismError"));
+    await expect(b.handle("s-1").result()).rejects.toThrow(/recorded|non-?determinism/i);
+    expect(await b.cancel("s-1", "stuck")).toBe(true);
+    expect(await b.handle("s-1").result()).toMatchObject({ status: "cancelled" });
+  });
 
   it("cancels a parked execution that no process drives", async () => {
     const f = flow$("waits", async (ctx) => ctx.suspend());

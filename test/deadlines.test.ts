@@ -87,6 +87,9 @@ describe("step timeoutMs and flow deadlineMs (ADR 0020 K8.3, A4, L26)", () => {
     const outcome = await b.waitForCompletion("pf-1", { timeoutMs: 5000 });
     expect(outcome.output).toMatch(/ran past its timeoutMs of 1000 ms/);
     expect(calls).toBe(1);
+    // No attempt was counted for the recovery: the step failed without starting again.
+    const kinds = (await b.readLog("pf-1")).map((e) => e.kind);
+    expect(kinds.filter((k) => k === "STEP_STARTED")).toHaveLength(1);
   });
 
   it("a ctx.run step that ignores its signal still ends at its timeout", async () => {
@@ -135,6 +138,26 @@ describe("step timeoutMs and flow deadlineMs (ADR 0020 K8.3, A4, L26)", () => {
     expect(log.map((e) => e.kind).slice(-2)).toEqual(["STEP_CANCELLED", "EXECUTION_CANCELLED"]);
     expect(log[0]?.payload).toMatchObject({ deadlineMs: 2000 });
     await expectReplayEquality(b, "d-1");
+  });
+
+  it("a run woken past its deadline (a sleep outlasted it) runs no further step", async () => {
+    const outcomes: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const ran: string[] = [];
+      const f = flow$(
+        `sleeps-past-${i}`,
+        async (ctx) => {
+          await ctx.sleep(150);
+          await ctx.run("charge", () => ran.push("charge"));
+          return "done";
+        },
+        { deadlineMs: 50 },
+      );
+      const r = rt(memoryStore()).registerFlow(f);
+      const out = await (await r.start(f, null)).result();
+      outcomes.push(`${out.status}/${out.error?.code ?? ""}/${ran.join(",") || "-"}`);
+    }
+    expect(outcomes).toEqual(Array(5).fill("cancelled/LOOM_DEADLINE_EXCEEDED/-"));
   });
 
   it("start({ deadlineMs }) overrides the flow's", async () => {

@@ -33,8 +33,14 @@ describe("schedules on the runtime clock (L27)", () => {
     const tick = flow$("tick", async (ctx, input: { n: number }) =>
       ctx.run("note", () => input.n + 1),
     );
+    const reported: Error[] = [];
     const open = (s: Store, owner: string) =>
-      rt(s, { clock, background: false, ownerId: owner }).registerFlow(tick);
+      rt(s, {
+        clock,
+        background: false,
+        ownerId: owner,
+        onError: (e) => reported.push(e),
+      }).registerFlow(tick);
     let a = open(store, "A");
     const b = open(store.reopen(), "B");
     await a.schedule(tick, { cron: "* * * * *", input: { n: 1 }, name: "minutely" });
@@ -45,7 +51,8 @@ describe("schedules on the runtime clock (L27)", () => {
         // A crashes after starting the occurrence, before its cursor moves; a new A comes up.
         const crashing = open(flakyCursor(store.reopen(), crash), "A-crashing");
         crash.failing = true;
-        await expect(crashing.fireSchedules()).rejects.toThrow(/crashed/);
+        expect(await crashing.fireSchedules()).toEqual([]);
+        expect(reported.map((e) => e.message)).toEqual(["crashed before the cursor moved"]);
         crash.failing = false;
         await a.close();
         a = open(store.reopen(), "A2");
@@ -65,6 +72,43 @@ describe("schedules on the runtime clock (L27)", () => {
       expect(await b.waitForCompletion(id)).toEqual({ status: "completed", output: 2 });
     }
     expect((await store.listSchedules())[0]?.cursorMs).toBe(T0 + 10 * MINUTE);
+  });
+
+  it("a schedule that fails here is reported and does not stop the others or recovery", async () => {
+    let t = T0;
+    const clock = { now: () => t };
+    const store = memoryStore();
+    const reported: Error[] = [];
+    const f = flow$("job", async (_ctx, input: { v: number }) => input.v);
+    const r = rt(store, { clock, background: false, onError: (e) => reported.push(e) });
+    r.registerFlow(f);
+    await r.schedule(f, { cron: "* * * * *", name: "good", input: { v: 1 } });
+    await r.schedule(f, { cron: "* * * * *", name: "later", input: { v: 1 } });
+    // Stored by a node that knows a zone this one does not.
+    await store.putSchedule({
+      name: "alien",
+      flow: "job",
+      cron: "* * * * *",
+      timezone: "Mars/Olympus",
+      fromMs: T0,
+    });
+    // An occurrence already started under the input the schedule had before it was redefined.
+    await r.start(f, { v: 1 }, { id: occurrenceId("later", T0 + MINUTE) });
+    await r.schedule(f, { cron: "* * * * *", name: "later", input: { v: 2 } });
+    t = T0 + 2 * MINUTE;
+    expect((await r.fireSchedules()).sort()).toEqual([
+      occurrenceId("good", T0 + MINUTE),
+      occurrenceId("good", T0 + 2 * MINUTE),
+      occurrenceId("later", T0 + MINUTE),
+      occurrenceId("later", T0 + 2 * MINUTE),
+    ]);
+    expect(reported.map((e) => e.message)).toEqual([
+      expect.stringMatching(/schedule "alien".*not a cron schedule/),
+    ]);
+    expect(await r.waitForCompletion(occurrenceId("later", T0 + 2 * MINUTE))).toEqual({
+      status: "completed",
+      output: 2,
+    });
   });
 
   it("catches up on occurrences missed while no runtime ran", async () => {

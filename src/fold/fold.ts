@@ -124,6 +124,7 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
   }
   if (f.kind !== "step" || f.status !== "started") return;
   delete f.retryAtMs;
+  delete f.attemptStartedAt;
   apply(f);
   s.inFlight--;
 }
@@ -198,6 +199,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     if (existing) {
       if (existing.kind === "step" && existing.status === "started") {
         existing.attempts++;
+        existing.attemptStartedAt = startedAt(p, e);
         delete existing.retryAtMs;
       }
       return;
@@ -217,6 +219,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
       const f = frameOf(s, p.callId) ?? openStep(s, p, e);
       if (f?.kind !== "step" || f.status !== "started") return;
       f.error = errorOf(p.error);
+      delete f.attemptStartedAt;
       const wait = p.retryInMs;
       if (typeof wait === "number" && Number.isFinite(wait) && wait >= 0) f.retryAtMs = e.at + wait;
       return;

@@ -24,6 +24,8 @@ export interface Frame {
   wakeAtMs?: number;
   /** A step between attempts: when its next attempt is due (its last failure's time + backoff). */
   retryAtMs?: number;
+  /** A running step's current attempt, when it is not the first: when that attempt started. */
+  attemptStartedAt?: number;
 }
 
 export interface ExecutionState {

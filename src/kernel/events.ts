@@ -21,7 +21,8 @@ import type { Json } from "./json.ts";
  *        `retryAtMs` (the failure's time + `retryInMs`) holds until the next STEP_STARTED. The
  *        first one may open the frame, carrying the start as a settling event does.
  * 1.4.0: EXECUTION_STARTED's `deadlineMs` folds into `deadlineMs` (the execution's deadline,
- *        anchored to its `startedAt`).
+ *        anchored to its `startedAt`); a STEP_STARTED of a running step's later attempt sets
+ *        its frame's `attemptStartedAt` (until the step settles or the attempt fails).
  */
 export const EVENT_SCHEMA_VERSION = "1.4.0";
 

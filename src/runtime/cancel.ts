@@ -43,8 +43,12 @@ export function cancelSpecs(
   const specs: EventSpec[] = [];
   for (const [callId, f] of Object.entries(state.frames)) {
     if (f.kind !== "step" || f.status !== "started") continue;
-    const delta = { wallMs: Math.max(0, nowMs - f.firstStartedAt), estimated: true };
-    specs.push({ kind: "RESOURCE_METERED", payload: { callId, delta } });
+    // A step in its retry backoff runs nothing; one running is metered since its attempt began.
+    if (f.retryAtMs === undefined) {
+      const began = f.attemptStartedAt ?? f.firstStartedAt;
+      const delta = { wallMs: Math.max(0, nowMs - began), estimated: true };
+      specs.push({ kind: "RESOURCE_METERED", payload: { callId, delta } });
+    }
     specs.push({ kind: "STEP_CANCELLED", payload: { callId, error } });
   }
   specs.push({ kind: "EXECUTION_CANCELLED", payload: { reason, error }, kernel: true });
@@ -73,10 +77,14 @@ export async function cancelExecution(
   reason: string,
 ): Promise<boolean> {
   const run = deps.run(id);
+  if (run?.phase === "active" && isTerminalStatus(run.state.status)) {
+    // Its terminal event is queued: the execution ends, unless that append is refused (its
+    // lease was taken over), and then the cancel goes on through the store.
+    if (await run.done.then(yes, no)) return false;
+  }
   if (run?.phase === "active") {
-    // This runtime drives it: the run's own journal order is the fence; ending the run aborts
-    // its in-flight effects (Run.terminate).
-    if (isTerminalStatus(run.state.status)) return false;
+    // This runtime drives it: the run's own journal order is the fence, and ending the run
+    // aborts its in-flight effects (Run.terminate).
     try {
       await run.enqueue(cancelSpecs(run.state, reason, deps.clock.now()));
       return true;
@@ -93,11 +101,10 @@ export async function cancelExecution(
   for (let attempt = 1; ; attempt++) {
     // Fence first (A6): take the lease from whoever holds it.
     const current = await deps.store.getLease(id);
-    const holder =
-      current?.owner !== undefined && current.expiresAtMs > deps.clock.now()
-        ? current.owner
-        : undefined;
-    const lease = await deps.leases.acquire(id, holder === undefined ? undefined : current?.fence);
+    const held = current?.owner !== undefined && current.expiresAtMs > deps.clock.now();
+    // An owner whose lease expired may still be running (a paused event loop): tell it too.
+    const holder = current?.owner;
+    const lease = await deps.leases.acquire(id, held ? current?.fence : undefined);
     if (!lease) {
       // Someone took the lease between the read and the take: read it again.
       if (attempt < 5) continue;
@@ -126,6 +133,9 @@ export async function cancelExecution(
     }
   }
 }
+
+const yes = () => true;
+const no = () => false;
 
 /** A cancel reason: text of at most MAX_REASON_LENGTH characters (default "cancelled"). */
 export function checkedReason(reason: unknown): string {

@@ -138,16 +138,24 @@ export function makeContext(
         new InvariantViolation(`${what} was called while execution "${run.id}" is parked`),
       );
     }
+    // K8.3: past the execution's deadline nothing new starts; the run cancels itself instead.
+    if (run.pastDeadline()) {
+      run.end(scope);
+      return halted();
+    }
+    // Once the run stopped or its terminal event is queued (a cancel, a deadline), the body
+    // halts: it never sees an outcome the log will not have (R6).
+    const ended = () => !run.live || isTerminalStatus(run.state.status);
     return body().then(
       (value) => {
         run.end(scope);
-        return run.live ? value : halted<T>();
+        return ended() ? halted<T>() : value;
       },
       (error: unknown) => {
         run.end(scope);
-        return run.live
-          ? Promise.reject(error instanceof Error ? error : new Error(String(error)))
-          : halted<T>();
+        return ended()
+          ? halted<T>()
+          : Promise.reject(error instanceof Error ? error : new Error(String(error)));
       },
     );
   }
@@ -178,6 +186,17 @@ export function makeContext(
     const payload: { [k: string]: Json } = { callId, scope, name };
     if (hasInput && input !== undefined) payload.input = input;
     claim.take();
+    // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
+    const timeoutMs = opts.timeoutMs;
+    const clock = { now: () => deps.now() };
+    const timeoutAt =
+      timeoutMs === undefined ? undefined : (frame?.firstStartedAt ?? deps.now()) + timeoutMs;
+    const timeoutError = () =>
+      new StepTimeoutError(
+        `step "${callId}" of execution "${run.id}" ran past its timeoutMs of ${timeoutMs} ms`,
+      );
+    const timedOut = () =>
+      timeoutAt !== undefined && remainingMs(clock, timeoutAt, timeoutMs ?? 0) <= 0;
     if (frame && opts.atMostOnce && frame.retryAtMs === undefined) {
       // K9: its last attempt started and never settled; whether it took effect is unknown.
       return settleFailed<T>(
@@ -188,8 +207,11 @@ export function makeContext(
       );
     }
     if (frame) {
-      // Recovered between attempts: the recorded backoff still holds (retry.ts).
-      if (!(await retryDue(frame.retryAtMs))) return halted();
+      // Recovered between attempts: the recorded backoff still holds (retry.ts), but not past
+      // the timeout; a step whose timeout passed starts no new attempt (K8.1 pre-flight).
+      const due = Math.min(frame.retryAtMs ?? -Infinity, timeoutAt ?? Infinity);
+      if (!(await retryDue(Number.isFinite(due) ? due : undefined))) return halted();
+      if (timedOut()) return settleFailed<T>(timeoutError(), []);
       // A re-run of a step whose start was recorded counts an attempt at once.
       await startAttempt(payload, opts.atMostOnce === true);
     } else if (opts.atMostOnce) {
@@ -224,21 +246,12 @@ export function makeContext(
       },
     };
     let resources: ResourceSnapshot | undefined;
-    // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
     let disarm: (() => void) | undefined;
-    const timeoutMs = opts.timeoutMs;
-    if (timeoutMs !== undefined) {
-      const deadlineAt = (frame?.firstStartedAt ?? deps.now()) + timeoutMs;
-      const timedOut = () =>
-        controller?.abort(
-          new StepTimeoutError(
-            `step "${callId}" of execution "${run.id}" ran past its timeoutMs of ${timeoutMs} ms`,
-          ),
-        );
+    if (timeoutAt !== undefined && timeoutMs !== undefined) {
+      const abort = () => controller?.abort(timeoutError());
       signal();
-      const clock = { now: () => deps.now() };
-      if (remainingMs(clock, deadlineAt, timeoutMs) <= 0) timedOut();
-      else disarm = armDeadline(clock, deadlineAt, timeoutMs, timedOut);
+      if (timedOut()) abort();
+      else disarm = armDeadline(clock, timeoutAt, timeoutMs, abort);
     }
     const attempt: StepAttempt = {
       reported: {},

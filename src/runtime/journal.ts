@@ -101,7 +101,8 @@ function mergeConsecutive(items: Pending[]): Group[] {
     if (
       g &&
       g.batch.expectedSeq + g.batch.events.length === b.expectedSeq &&
-      g.batch.fence === b.fence
+      g.batch.fence === b.fence &&
+      !(g.batch.notice && b.notice)
     ) {
       const merged: AppendBatch = {
         ...g.batch,
@@ -114,6 +115,8 @@ function mergeConsecutive(items: Pending[]): Group[] {
       if (snapshot) merged.snapshot = snapshot;
       const release = b.releaseLease ?? g.batch.releaseLease;
       if (release !== undefined) merged.releaseLease = release;
+      const notice = b.notice ?? g.batch.notice;
+      if (notice) merged.notice = notice;
       g.batch = merged;
       g.items.push(item);
       continue;

@@ -516,7 +516,7 @@ export class Run {
     const budget = this.state.deadlineMs;
     if (budget !== undefined) {
       const at = this.state.startedAt + budget;
-      this.disarmDeadline = armDeadline(this.host.clock, at, budget, () => this.pastDeadline());
+      this.disarmDeadline = armDeadline(this.host.clock, at, budget, () => this.deadlineExceeded());
     }
   }
 
@@ -528,14 +528,24 @@ export class Run {
   }
 
   /**
-   * K8.3: the execution ran past its deadline: it is cancelled, like a cancel from outside, with
-   * DeadlineExceededError. Only an active run watches its deadline; a parked one is cancelled
-   * when it next wakes (its deadline is checked again then).
+   * K8.3: true once the execution is past its deadline, which cancels it (once), like a cancel
+   * from outside, with DeadlineExceededError. An active run's timer calls it, and so does every
+   * syscall before it starts (context.ts), so a run woken or recovered past its deadline runs no
+   * further step. A parked execution nobody wakes stays parked until something does.
    */
-  private pastDeadline(): void {
+  pastDeadline(): boolean {
+    const budget = this.state.deadlineMs;
+    if (budget === undefined || this.host.clock.now() - this.state.startedAt < budget) {
+      return false;
+    }
+    this.deadlineExceeded();
+    return true;
+  }
+
+  /** Cancels the execution for its deadline (the timer's verdict stands, whatever the clock). */
+  private deadlineExceeded(): void {
     if (!this.active || isTerminalStatus(this.state.status)) return;
-    const budget = this.state.deadlineMs ?? 0;
-    const reason = `its deadline of ${budget} ms passed`;
+    const reason = `its deadline of ${this.state.deadlineMs ?? 0} ms passed`;
     const error = new DeadlineExceededError(`execution "${this.id}" was cancelled: ${reason}`);
     this.enqueueDetached(cancelSpecs(this.state, reason, this.host.clock.now(), error));
   }

@@ -240,6 +240,7 @@ export class Runtime implements RunHost {
       flow: (name) => this.flows.get(name),
       start: (flow, input, id) => this.start(flow, input, { id }),
       closed: () => this.closed,
+      report: (e) => this.report(e),
     });
   }
 
@@ -252,7 +253,7 @@ export class Runtime implements RunHost {
     this.assertOpen();
     assertValidId(id);
     const why = checkedReason(reason);
-    return this.tasks.exclusive(id, () =>
+    const cancelled = await this.tasks.exclusive(id, () =>
       cancelExecution(
         {
           store: this.store,
@@ -270,6 +271,10 @@ export class Runtime implements RunHost {
         why,
       ),
     );
+    // A stuck execution (code that cannot replay it) is settled by the cancel: its outcome is
+    // the log's from now on.
+    if (cancelled) this.stuck.delete(id);
+    return cancelled;
   }
 
   /** Answers the execution's suspend (the oldest waiting one, or the next one it makes). */
@@ -653,21 +658,30 @@ export class Runtime implements RunHost {
   private async tick(): Promise<void> {
     if (this.ticking || this.closed) return;
     this.ticking = true;
+    // Each duty on its own: one that fails (a store error) does not keep the others from running.
+    const duties = [
+      () => this.fireDueTimers(),
+      () => this.fireSchedules(),
+      () => this.recoverAbandoned(),
+    ];
     try {
-      const due = await this.store.dueTimers(this.clock.now(), 200);
-      for (const t of due) {
+      for (const duty of duties) {
         if (this.closed) return;
-        const run = this.runs.get(t.executionId);
-        if (run?.phase === "active" && this.timers.armed(t.executionId, t.timerId)) continue;
-        await this.fireTimer(t.executionId, t.timerId);
+        await duty().catch((e: unknown) => this.report(e));
       }
-      if (!this.closed) await this.fireSchedules();
-      if (!this.closed) await this.recoverAbandoned();
-    } catch (e) {
-      this.report(e);
     } finally {
       this.ticking = false;
       this.scheduleTick(this.pollIntervalMs);
+    }
+  }
+
+  private async fireDueTimers(): Promise<void> {
+    const due = await this.store.dueTimers(this.clock.now(), 200);
+    for (const t of due) {
+      if (this.closed) return;
+      const run = this.runs.get(t.executionId);
+      if (run?.phase === "active" && this.timers.armed(t.executionId, t.timerId)) continue;
+      await this.fireTimer(t.executionId, t.timerId);
     }
   }
 

@@ -14,7 +14,7 @@
  */
 import { Cron } from "croner";
 import type { Clock } from "../kernel/clock.ts";
-import { InvalidInputError } from "../kernel/errors.ts";
+import { ExecutionConflictError, InvalidInputError } from "../kernel/errors.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Schedule, Store } from "../store/spi.ts";
@@ -71,38 +71,56 @@ export interface FireDeps {
   flow(name: string): Flow | undefined;
   start(flow: Flow, input: Json | undefined, id: string): Promise<unknown>;
   closed(): boolean;
+  /** A schedule that cannot fire here (an unknown time zone on this node, say). */
+  report(error: Error): void;
 }
 
-/** Starts every due occurrence of the schedules whose flow this runtime has; returns the ids. */
+/**
+ * Starts every due occurrence of the schedules whose flow this runtime has; returns the ids. A
+ * schedule that fails is reported and left for the next pass; the others fire regardless.
+ */
 export async function fireSchedules(deps: FireDeps): Promise<string[]> {
   const started: string[] = [];
   for (const s of await deps.store.listSchedules()) {
     const flow = deps.flow(s.flow);
     if (!flow) continue;
-    started.push(...(await fireOne(deps, s, flow)));
+    try {
+      await fireOne(deps, s, flow, started);
+    } catch (e) {
+      deps.report(e instanceof Error ? e : new Error(String(e)));
+    }
   }
   return started;
 }
 
-async function fireOne(deps: FireDeps, s: Schedule, flow: Flow): Promise<string[]> {
+async function fireOne(deps: FireDeps, s: Schedule, flow: Flow, started: string[]): Promise<void> {
   const cron = cronOf(s.cron, s.timezone, `schedule "${s.name}"`);
   const now = deps.clock.now();
-  const started: string[] = [];
   let after = Math.max(s.fromMs, s.cursorMs);
-  while (started.length < MAX_CATCH_UP && !deps.closed()) {
+  for (let n = 0; n < MAX_CATCH_UP && !deps.closed(); n++) {
     const next = cron.nextRun(new Date(after))?.getTime();
     if (next === undefined || next > now) break;
     const id = occurrenceId(s.name, next);
-    await deps.start(flow, s.input, id);
+    try {
+      await deps.start(flow, s.input, id);
+    } catch (e) {
+      // The occurrence already started, with the input the schedule had then (it was redefined
+      // since): it has happened, so the cursor moves past it.
+      if (!(e instanceof ExecutionConflictError)) throw e;
+    }
     await deps.store.advanceSchedule(s.name, next);
     started.push(id);
     after = next;
   }
-  return started;
 }
 
-/** The next occurrence after `nowMs`, for `loom schedules`. */
+/**
+ * The next occurrence to start, for `loom schedules`: after the cursor, so an occurrence still
+ * waiting to be caught up shows (in the past), else the next one after now.
+ */
 export function nextOccurrence(s: Schedule, nowMs: number): number | undefined {
   const cron = cronOf(s.cron, s.timezone, `schedule "${s.name}"`);
+  const pending = cron.nextRun(new Date(Math.max(s.fromMs, s.cursorMs)))?.getTime();
+  if (pending !== undefined && pending <= nowMs) return pending;
   return cron.nextRun(new Date(Math.max(nowMs, s.fromMs)))?.getTime();
 }

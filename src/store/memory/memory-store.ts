@@ -55,6 +55,7 @@ export function memoryStore(hooks: StoreHooks = {}): MemoryStore {
 }
 
 const timerKey = (id: string, timerId: string) => `${id}\u0000${timerId}`;
+const NOTICE_TTL_MS = 24 * 60 * 60 * 1000;
 /**
  * A stored event is a copy: its payload rebuilt from its JSON text (which the runtime already
  * made once, `jsonText`), its meta (flat) spread.
@@ -160,8 +161,13 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
   function applyNotice(b: AppendBatch, undo: (() => void)[]): void {
     if (!b.notice) return;
     const atMs = b.events[b.events.length - 1]?.at ?? 0;
-    data.notices.push({ ...b.notice, executionId: b.executionId, atMs });
-    undo.push(() => data.notices.pop());
+    const before = data.notices;
+    // A notice to an owner that never takes it (it died) is dropped after a day, as in SQLite.
+    data.notices = [
+      ...before.filter((n) => n.atMs >= atMs - NOTICE_TTL_MS),
+      { ...b.notice, executionId: b.executionId, atMs },
+    ];
+    undo.push(() => (data.notices = before));
   }
 
   function applySnapshot(b: AppendBatch, undo: (() => void)[]): void {

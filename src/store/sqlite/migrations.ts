@@ -63,6 +63,7 @@ export const MIGRATIONS: readonly string[] = [
     at INTEGER NOT NULL
   );
   CREATE INDEX notices_by_owner ON notices (owner, id);
+  CREATE INDEX notices_by_time ON notices (at);
   CREATE TABLE schedules (
     name TEXT PRIMARY KEY,
     flow TEXT NOT NULL,
