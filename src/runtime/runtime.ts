@@ -350,6 +350,17 @@ export class Runtime implements RunHost {
     return mustLoad(this.store, id);
   }
 
+  /**
+   * The state of an execution this runtime drives, as far as it is committed: what its run holds
+   * in memory, without a store read. Undefined when this runtime drives no such execution (or it
+   * has appends in flight). For tools that compare memory with the log (the simulator).
+   */
+  heldState(id: string): ExecutionState | undefined {
+    const run = this.runs.get(id);
+    if (!run?.live || run.committedSeq !== run.state.seq) return undefined;
+    return structuredClone(run.state);
+  }
+
   async readLog(id: string): Promise<Envelope[]> {
     assertValidId(id);
     return this.store.read(id);

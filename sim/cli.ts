@@ -1,0 +1,56 @@
+/**
+ * `npm run sim -- --seeds N [--from S] [--steps K] [--mutate drop-after-ack] [--stop]`: runs N
+ * seeds of the simulator from S and prints one summary line (JSON); a failing seed prints its
+ * violations and the command that reproduces it, and the exit status is 1. `--mutate` runs a
+ * deliberately broken store (the simulator's own test); `--stop` ends at the first failure.
+ */
+import { runSeed } from "./simulator.ts";
+
+function flag(name: string, fallback: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  if (i < 0) return fallback;
+  const v = Number(process.argv[i + 1]);
+  if (!Number.isSafeInteger(v) || v < 0) {
+    process.stderr.write(`--${name} needs a whole number\n`);
+    process.exit(2);
+  }
+  return v;
+}
+
+const seeds = flag("seeds", 100);
+const from = flag("from", 1);
+const steps = flag("steps", 60);
+const mutateAt = process.argv.indexOf("--mutate");
+const mutation = mutateAt < 0 ? undefined : process.argv[mutateAt + 1];
+if (mutation !== undefined && mutation !== "drop-after-ack") {
+  process.stderr.write(`unknown mutation ${JSON.stringify(mutation)} (known: drop-after-ack)\n`);
+  process.exit(2);
+}
+const stop = process.argv.includes("--stop");
+const faults = mutation === undefined ? {} : { dropAfterAck: 0.02 };
+const extra = mutation === undefined ? "" : ` --mutate ${mutation}`;
+const t0 = performance.now();
+let events = 0;
+let crashes = 0;
+const failed: number[] = [];
+let ran = 0;
+for (let seed = from; seed < from + seeds; seed++) {
+  ran++;
+  const r = await runSeed(seed, { steps, faults });
+  events += r.events;
+  crashes += r.crashes;
+  if (r.violations.length > 0) {
+    failed.push(seed);
+    process.stderr.write(`seed ${seed} failed:\n  ${r.violations.join("\n  ")}\n`);
+    process.stderr.write(
+      `reproduce: npm run sim -- --seeds 1 --from ${seed} --steps ${steps}${extra}\n`,
+    );
+    if (stop) break;
+  }
+  if ((seed - from + 1) % 500 === 0) process.stderr.write(`sim: ${seed - from + 1} seeds\n`);
+}
+const seconds = (performance.now() - t0) / 1000;
+process.stdout.write(
+  `${JSON.stringify({ name: "sim", seeds: ran, from, passed: ran - failed.length, failed, events, crashes, seconds: Math.round(seconds * 10) / 10 })}\n`,
+);
+process.exitCode = failed.length > 0 ? 1 : 0;

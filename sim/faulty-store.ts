@@ -1,0 +1,93 @@
+/**
+ * A fault-injecting store for the simulator, one per simulated process incarnation. Around every
+ * call it may, as the seed decides:
+ *
+ * - crash the process before the call (nothing happens) or, for an append, after its commit (the
+ *   append happened, the caller never learns): the incarnation is dead from then on, every later
+ *   call of it fails, and `onCrash` stops its runtime at once;
+ * - fail the call transiently (nothing happens, the caller gets an error);
+ * - delay it on the simulated clock, which reorders concurrent calls: each call is still atomic,
+ *   which is all the store contract promises.
+ *
+ * `dropAfterAck` is a deliberately broken store for the simulator's own test: it acknowledges an
+ * append without writing it.
+ */
+import type { Store } from "../src/store/spi.ts";
+import type { Prng } from "./prng.ts";
+
+export interface FaultRates {
+  crash: number;
+  transient: number;
+  delay: number;
+  maxDelayMs: number;
+  /** Mutation: acknowledge an append without writing it. */
+  dropAfterAck: number;
+}
+
+export class SimCrash extends Error {
+  override readonly name = "SimCrash";
+}
+
+export interface Incarnation {
+  store: Store;
+  dead: boolean;
+}
+
+export function faultyStore(
+  inner: Store,
+  prng: Prng,
+  rates: FaultRates,
+  onCrash: () => void,
+): Incarnation {
+  const self: Incarnation = { store: inner, dead: false };
+  const crash = (when: string): never => {
+    if (!self.dead) {
+      self.dead = true;
+      onCrash();
+    }
+    throw new SimCrash(`simulated crash ${when}`);
+  };
+  const guard = async <T>(name: string, call: () => Promise<T>): Promise<T> => {
+    if (self.dead) throw new SimCrash("the process is dead");
+    if (prng.chance(rates.delay)) {
+      await new Promise((r) => setTimeout(r, prng.int(0, rates.maxDelayMs)));
+      if (self.dead) throw new SimCrash("the process is dead");
+    }
+    if (prng.chance(rates.crash)) crash(`before ${name}`);
+    if (prng.chance(rates.transient)) throw new Error(`simulated transient failure of ${name}`);
+    return call();
+  };
+  const store: Store = {
+    kind: `faulty-${inner.kind}`,
+    appendMany: (batches) =>
+      guard("appendMany", async () => {
+        if (prng.chance(rates.dropAfterAck)) return batches.map(() => ({ ok: true as const }));
+        const outcomes = await inner.appendMany(batches);
+        if (prng.chance(rates.crash)) crash("after appendMany committed");
+        return outcomes;
+      }),
+    read: (id, from) => guard("read", () => inner.read(id, from)),
+    head: (id) => guard("head", () => inner.head(id)),
+    list: (q) => guard("list", () => inner.list(q)),
+    saveSnapshot: (id, s) => {
+      const copy = structuredClone(s);
+      return guard("saveSnapshot", () => inner.saveSnapshot(id, copy));
+    },
+    loadSnapshot: (id) => guard("loadSnapshot", () => inner.loadSnapshot(id)),
+    acquireLease: (id, o, opts) => guard("acquireLease", () => inner.acquireLease(id, o, opts)),
+    renewLease: (id, o, f, opts) => guard("renewLease", () => inner.renewLease(id, o, f, opts)),
+    releaseLease: (id, o, f) => guard("releaseLease", () => inner.releaseLease(id, o, f)),
+    getLease: (id) => guard("getLease", () => inner.getLease(id)),
+    dueTimers: (now, limit) => guard("dueTimers", () => inner.dueTimers(now, limit)),
+    nextWakeAt: () => guard("nextWakeAt", () => inner.nextWakeAt()),
+    deleteTimer: (id, t) => guard("deleteTimer", () => inner.deleteTimer(id, t)),
+    takeNotices: (o) => guard("takeNotices", () => inner.takeNotices(o)),
+    putSchedule: (s) => guard("putSchedule", () => inner.putSchedule(s)),
+    listSchedules: () => guard("listSchedules", () => inner.listSchedules()),
+    advanceSchedule: (n, at) => guard("advanceSchedule", () => inner.advanceSchedule(n, at)),
+    deleteSchedule: (n) => guard("deleteSchedule", () => inner.deleteSchedule(n)),
+    close: async () => undefined,
+  };
+  self.store = store;
+  return self;
+}
