@@ -25,18 +25,25 @@ const ev = (seq: number, kind: Envelope["kind"], payload: Json, kernel = false):
   ...(kernel ? { meta: { kernel: true } } : {}),
 });
 
+/** Cases per fold property (issue 5: at least 10,000 in CI). */
+const RUNS = 10_000;
+
 const kinds = [
   "EXECUTION_STARTED",
   "STEP_STARTED",
   "STEP_COMPLETED",
   "STEP_FAILED",
+  "STEP_CANCELLED",
   "DECISION_RECORDED",
   "TIMER_SCHEDULED",
   "TIMER_FIRED",
   "SUSPENDED",
   "RESUMED",
+  "RESOURCE_METERED",
+  "QUOTA_EXCEEDED",
   "EXECUTION_COMPLETED",
   "EXECUTION_FAILED",
+  "EXECUTION_CANCELLED",
   "__proto__",
   "toString",
   "NOT_A_KIND",
@@ -53,6 +60,17 @@ const payloadArb = fc.oneof(
     value: fc.jsonValue(),
     payload: fc.jsonValue(),
     error: fc.anything(),
+    retrying: fc.oneof(fc.constant(true), fc.anything()),
+    retryInMs: fc.oneof(fc.nat(), fc.constant(Number.NaN), fc.constant(-1)),
+    startedAt: fc.oneof(fc.nat(), fc.constant(Number.NaN)),
+    deadlineMs: fc.oneof(fc.nat(), fc.constant(0), fc.constant(Number.POSITIVE_INFINITY)),
+    budget: fc.oneof(fc.record({ tokens: fc.nat() }), fc.anything()),
+    delta: fc.oneof(
+      fc.record({ tokens: fc.record({ input: fc.nat() }), wallMs: fc.nat() }),
+      fc.anything(),
+    ),
+    budgets: fc.oneof(fc.constant(["s", "__proto__"]), fc.anything()),
+    dimension: fc.constantFrom("tokens", "wallMs", "custom.x", 3),
   }),
 );
 
@@ -83,7 +101,7 @@ describe("the fold", () => {
         const list = es as unknown as Envelope[];
         expect(canonicalJson(foldAll(list))).toBe(canonicalJson(foldAll(list)));
       }),
-      { numRuns: 300 },
+      { numRuns: RUNS },
     );
   });
 
@@ -95,7 +113,7 @@ describe("the fold", () => {
         expect(Object.getPrototypeOf(a.frames)).toBe(Object.prototype);
         expect(JSON.parse(JSON.stringify(a))).toEqual(a);
       }),
-      { numRuns: 300 },
+      { numRuns: RUNS },
     );
   });
 
@@ -108,7 +126,7 @@ describe("the fold", () => {
           canonicalJson(foldAll(log)),
         );
       }),
-      { numRuns: 300 },
+      { numRuns: RUNS },
     );
   });
 
