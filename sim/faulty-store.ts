@@ -31,6 +31,14 @@ export class SimCrash extends Error {
 export interface Incarnation {
   store: Store;
   dead: boolean;
+  /** The appends (appendMany calls) this incarnation made. */
+  appends: number;
+}
+
+/** A crash at a chosen append instead of a random one: the `append`-th, before or after it. */
+export interface CrashPoint {
+  append: number;
+  after: boolean;
 }
 
 export function faultyStore(
@@ -38,8 +46,9 @@ export function faultyStore(
   prng: Prng,
   rates: FaultRates,
   onCrash: () => void,
+  crashAt?: CrashPoint,
 ): Incarnation {
-  const self: Incarnation = { store: inner, dead: false };
+  const self: Incarnation = { store: inner, dead: false, appends: 0 };
   const crash = (when: string): never => {
     if (!self.dead) {
       self.dead = true;
@@ -61,8 +70,11 @@ export function faultyStore(
     kind: `faulty-${inner.kind}`,
     appendMany: (batches) =>
       guard("appendMany", async () => {
+        const n = self.appends++;
+        if (crashAt?.append === n && !crashAt.after) crash(`before append ${n}`);
         if (prng.chance(rates.dropAfterAck)) return batches.map(() => ({ ok: true as const }));
         const outcomes = await inner.appendMany(batches);
+        if (crashAt?.append === n && crashAt.after) crash(`after append ${n} committed`);
         if (prng.chance(rates.crash)) crash("after appendMany committed");
         return outcomes;
       }),

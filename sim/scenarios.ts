@@ -1,0 +1,221 @@
+/**
+ * Canonical scenarios crashed at every append (issue 5): each scenario runs once without a
+ * fault, counting the owner's appends; then once per append and side (before it commits, after
+ * it committed), with the owner's process crashing there and a fresh runtime recovering from the
+ * store alone. Every run must end where the uncrashed run ended.
+ *
+ * On the simulated clock of the simulator, so a scenario's operator actions (a resume, a cancel)
+ * land at the same simulated time in every run.
+ */
+import FakeTimers from "@sinonjs/fake-timers";
+import {
+  createRuntime,
+  flow$,
+  step$,
+  StepTimeoutError,
+  type EffectContext,
+  type Flow,
+  type Runtime,
+} from "../src/index.ts";
+import { memoryStore } from "../src/store/memory/index.ts";
+import { loadState } from "../src/runtime/load-state.ts";
+import { faultyStore, type CrashPoint } from "./faulty-store.ts";
+import { Prng } from "./prng.ts";
+import { T0 } from "./simulator.ts";
+
+export interface Scenario {
+  name: string;
+  flow: Flow;
+  input: unknown;
+  /** Operator actions at simulated times after the start. */
+  actions: { atMs: number; act: (operator: Runtime, id: string) => Promise<unknown> }[];
+  /**
+   * What must match the uncrashed run (default: all of it). A cancel's end state is the same,
+   * but how far the flow got before it depends on whether its process was down when it came.
+   */
+  compare?: (end: ScenarioEnd) => unknown;
+}
+
+export interface ScenarioEnd {
+  status: string;
+  output?: unknown;
+  errorCode?: string;
+  /** Each step's name and how it settled. */
+  steps: Record<string, string>;
+  /** The owner's appends (group commits), counted in a run without a crash. */
+  appends: number;
+}
+
+const wait = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      reject(new Error("aborted"));
+    });
+  });
+
+const tenSteps = flow$("ten-steps", async (ctx) => {
+  let sum = 0;
+  for (let i = 0; i < 10; i++) {
+    sum += await ctx.run(`s${i}`, async ({ signal }) => (await wait(10, signal), i));
+  }
+  return sum;
+});
+
+const suspendResume = flow$("suspend-resume", async (ctx) => {
+  const before = await ctx.run("before", () => 1);
+  const answer = await ctx.suspend<number>();
+  return ctx.run("after", () => before + answer);
+});
+
+const slow = step$("slow", async (ms: number, ectx: EffectContext) => {
+  await wait(ms, ectx.signal);
+  return ms;
+});
+
+const cancelDuringStep = flow$("cancel-during-step", async (ctx) => {
+  await ctx.run("first", () => 1);
+  return ctx.execute(slow, 5000);
+});
+
+const stepTimeout = flow$("step-timeout", async (ctx) =>
+  ctx
+    .execute(slow, 10_000, { timeoutMs: 1000 })
+    .catch((e: unknown) => (e instanceof StepTimeoutError ? "timed out" : "other")),
+);
+
+const flaky = step$("flaky", async (_: null, ectx: EffectContext) => {
+  await wait(20, ectx.signal);
+  if (ectx.attempt < 3) throw new Error(`attempt ${ectx.attempt} failed`);
+  return "ok";
+});
+
+const retry = flow$("retry", async (ctx) =>
+  ctx.execute(flaky, null, { retry: { initialDelayMs: 50, jitter: 0, maxAttempts: 5 } }),
+);
+
+export const SCENARIOS: Scenario[] = [
+  { name: "a 10-step flow", flow: tenSteps, input: null, actions: [] },
+  {
+    name: "a suspend and a resume",
+    flow: suspendResume,
+    input: null,
+    actions: [{ atMs: 300, act: (op, id) => op.resume(id, 41) }],
+  },
+  {
+    name: "a cancel during a step",
+    flow: cancelDuringStep,
+    input: null,
+    actions: [{ atMs: 400, act: (op, id) => op.cancel(id, "operator") }],
+    compare: (end) => ({
+      status: end.status,
+      errorCode: end.errorCode,
+      nothingInFlight: Object.values(end.steps).every((s) => s !== "started"),
+    }),
+  },
+  { name: "a step timeout", flow: stepTimeout, input: null, actions: [] },
+  { name: "a retry", flow: retry, input: null, actions: [] },
+];
+
+export async function runScenario(s: Scenario, crash?: CrashPoint): Promise<ScenarioEnd> {
+  const fake = FakeTimers.withGlobal(globalThis).install({
+    now: T0,
+    toFake: [
+      "setTimeout",
+      "clearTimeout",
+      "setInterval",
+      "clearInterval",
+      "setImmediate",
+      "clearImmediate",
+      "Date",
+    ],
+  });
+  try {
+    return await drive(
+      s,
+      crash,
+      () => fake.now,
+      (ms) => fake.tickAsync(ms),
+    );
+  } finally {
+    fake.uninstall();
+  }
+}
+
+async function drive(
+  s: Scenario,
+  crash: CrashPoint | undefined,
+  now: () => number,
+  tick: (ms: number) => Promise<unknown>,
+): Promise<ScenarioEnd> {
+  const data = memoryStore();
+  const clock = { now };
+  const id = "scenario-1";
+  const pending: Promise<unknown>[] = [];
+  const spawn = (p: Promise<unknown>) => pending.push(p.catch(() => undefined));
+  const held: { owner?: Runtime } = {};
+  const none = { crash: 0, transient: 0, delay: 0, maxDelayMs: 0, dropAfterAck: 0 };
+  const first = faultyStore(
+    data.reopen(),
+    new Prng(1),
+    none,
+    () => void held.owner?.close(),
+    crash,
+  );
+  const options = {
+    clock,
+    leaseTtlMs: 1000,
+    pollIntervalMs: 50,
+    noticePollMs: 20,
+    closeStore: false,
+  };
+  const owner = createRuntime({ ...options, store: first.store, ownerId: "first" });
+  owner.registerFlow(s.flow);
+  held.owner = owner;
+  const operator = createRuntime({
+    ...options,
+    store: data.reopen(),
+    background: false,
+    ownerId: "operator",
+  });
+  spawn(owner.start(s.flow, s.input, { id }));
+  let recovered: Runtime | undefined;
+  const actions = [...s.actions];
+  for (let t = 0; t < 60_000; t += 10) {
+    await tick(10);
+    for (const a of actions.filter((x) => x.atMs <= t)) {
+      actions.splice(actions.indexOf(a), 1);
+      spawn(a.act(operator, id));
+    }
+    if (first.dead && !recovered) {
+      recovered = createRuntime({ ...options, store: data.reopen(), ownerId: "second" });
+      recovered.registerFlow(s.flow);
+      // A start that died before it committed failed at its caller, who starts it again (with
+      // the same id, so a start that did commit is adopted, not doubled).
+      spawn(recovered.start(s.flow, s.input, { id }));
+    }
+    const state = await loadState(data, id);
+    if (
+      state &&
+      ["completed", "failed", "cancelled"].includes(state.status) &&
+      actions.length === 0
+    )
+      break;
+  }
+  const state = await loadState(data, id);
+  const steps: Record<string, string> = {};
+  for (const f of Object.values(state?.frames ?? {}))
+    if (f.kind === "step") steps[f.name] = f.status;
+  const end: ScenarioEnd = { status: state?.status ?? "missing", steps, appends: first.appends };
+  if (state?.output !== undefined) end.output = state.output;
+  if (state?.error) end.errorCode = state.error.code;
+  for (const r of [owner, operator, recovered]) {
+    if (!r) continue;
+    let closed = false;
+    void r.close().finally(() => (closed = true));
+    for (let i = 0; i < 1000 && !closed; i++) await tick(10);
+  }
+  await Promise.all(pending);
+  return end;
+}

@@ -1,0 +1,25 @@
+/**
+ * Issue 5: each canonical scenario, crashed at every one of its appends (before the commit and
+ * after it), recovers to the end state of the run without a crash (sim/scenarios.ts).
+ */
+import { describe, expect, it } from "vitest";
+import { runScenario, SCENARIOS, type ScenarioEnd } from "../sim/scenarios.ts";
+
+describe("a crash at every append", () => {
+  for (const scenario of SCENARIOS) {
+    it(`${scenario.name} recovers to the same end state`, async () => {
+      const clean = await runScenario(scenario);
+      expect(clean.appends).toBeGreaterThan(1);
+      expect(["completed", "cancelled"]).toContain(clean.status);
+      const view = scenario.compare ?? (({ appends: _, ...end }: ScenarioEnd) => end);
+      for (let append = 0; append < clean.appends; append++) {
+        for (const after of [false, true]) {
+          const crashed = await runScenario(scenario, { append, after });
+          expect(view(crashed), `crash ${after ? "after" : "before"} append ${append}`).toEqual(
+            view(clean),
+          );
+        }
+      }
+    });
+  }
+});
