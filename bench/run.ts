@@ -8,6 +8,7 @@ import { UsageError } from "./lib.ts";
 import { cancelBench } from "./cancel.ts";
 import { middlewareBench } from "./middleware.ts";
 import { resumeBench } from "./resume.ts";
+import { simBench } from "./sim.ts";
 import { stepsBench } from "./steps.ts";
 
 const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
@@ -15,6 +16,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   resume: resumeBench,
   middleware: middlewareBench,
   cancel: cancelBench,
+  sim: simBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -30,6 +32,8 @@ const USAGE = `usage: npm run bench -- NAME [flags]
   cancel  [--runs 50]
           latency from runtime.cancel to the effect's abort, in-process and from a second
           process on the same SQLite file, beside one append's p50
+  sim     [--seeds 200]
+          events per second the simulator explores with faults, beside the same seeds without
 `;
 
 async function main(argv: readonly string[]): Promise<number> {
