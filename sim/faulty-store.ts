@@ -2,12 +2,16 @@
  * A fault-injecting store for the simulator, one per simulated process incarnation. Around every
  * call it may, as the seed decides:
  *
- * - crash the process before the call (nothing happens) or, for an append, after its commit (the
- *   append happened, the caller never learns): the incarnation is dead from then on, every later
- *   call of it fails, and `onCrash` stops its runtime at once;
- * - fail the call transiently (nothing happens, the caller gets an error);
- * - delay it on the simulated clock, which reorders concurrent calls: each call is still atomic,
- *   which is all the store contract promises.
+ * - crash the process before the call (nothing happens) or, for a call that writes, after it
+ *   committed (it happened, the caller never learns): the incarnation is dead from then on, every
+ *   later call of it fails, and `onCrash` stops its runtime at once;
+ * - fail the call transiently before it (nothing happens) or, for a call that writes, lose its
+ *   reply after it committed (it happened, the caller gets an error);
+ * - delay it, or its reply, on the simulated clock, which reorders concurrent calls: each call is
+ *   still atomic, which is all the store contract promises.
+ *
+ * `onCommit` runs after every append that committed, so the invariants are checked after every
+ * event the log gains.
  *
  * `dropAfterAck` is a deliberately broken store for the simulator's own test: it acknowledges an
  * append without writing it.
@@ -47,6 +51,7 @@ export function faultyStore(
   rates: FaultRates,
   onCrash: () => void,
   crashAt?: CrashPoint,
+  onCommit?: () => Promise<void>,
 ): Incarnation {
   const self: Incarnation = { store: inner, dead: false, appends: 0 };
   const crash = (when: string): never => {
@@ -56,28 +61,40 @@ export function faultyStore(
     }
     throw new SimCrash(`simulated crash ${when}`);
   };
-  const guard = async <T>(name: string, call: () => Promise<T>): Promise<T> => {
+  const pause = async () => {
+    await new Promise((r) => setTimeout(r, prng.int(0, rates.maxDelayMs)));
     if (self.dead) throw new SimCrash("the process is dead");
-    if (prng.chance(rates.delay)) {
-      await new Promise((r) => setTimeout(r, prng.int(0, rates.maxDelayMs)));
-      if (self.dead) throw new SimCrash("the process is dead");
-    }
+  };
+  const guard = async <T>(name: string, call: () => Promise<T>, writes = false): Promise<T> => {
+    if (self.dead) throw new SimCrash("the process is dead");
+    if (prng.chance(rates.delay)) await pause();
     if (prng.chance(rates.crash)) crash(`before ${name}`);
     if (prng.chance(rates.transient)) throw new Error(`simulated transient failure of ${name}`);
-    return call();
+    const result = await call();
+    if (!writes) return result;
+    if (prng.chance(rates.delay)) await pause();
+    if (prng.chance(rates.crash)) crash(`after ${name} committed`);
+    if (prng.chance(rates.transient)) {
+      throw new Error(`simulated lost reply of ${name} (it committed)`);
+    }
+    return result;
   };
   const store: Store = {
     kind: `faulty-${inner.kind}`,
     appendMany: (batches) =>
-      guard("appendMany", async () => {
-        const n = self.appends++;
-        if (crashAt?.append === n && !crashAt.after) crash(`before append ${n}`);
-        if (prng.chance(rates.dropAfterAck)) return batches.map(() => ({ ok: true as const }));
-        const outcomes = await inner.appendMany(batches);
-        if (crashAt?.append === n && crashAt.after) crash(`after append ${n} committed`);
-        if (prng.chance(rates.crash)) crash("after appendMany committed");
-        return outcomes;
-      }),
+      guard(
+        "appendMany",
+        async () => {
+          const n = self.appends++;
+          if (crashAt?.append === n && !crashAt.after) crash(`before append ${n}`);
+          if (prng.chance(rates.dropAfterAck)) return batches.map(() => ({ ok: true as const }));
+          const outcomes = await inner.appendMany(batches);
+          if (outcomes.some((o) => o.ok)) await onCommit?.();
+          if (crashAt?.append === n && crashAt.after) crash(`after append ${n} committed`);
+          return outcomes;
+        },
+        true,
+      ),
     read: (id, from) => guard("read", () => inner.read(id, from)),
     head: (id) => guard("head", () => inner.head(id)),
     list: (q) => guard("list", () => inner.list(q)),
@@ -86,14 +103,16 @@ export function faultyStore(
       return guard("saveSnapshot", () => inner.saveSnapshot(id, copy));
     },
     loadSnapshot: (id) => guard("loadSnapshot", () => inner.loadSnapshot(id)),
-    acquireLease: (id, o, opts) => guard("acquireLease", () => inner.acquireLease(id, o, opts)),
-    renewLease: (id, o, f, opts) => guard("renewLease", () => inner.renewLease(id, o, f, opts)),
-    releaseLease: (id, o, f) => guard("releaseLease", () => inner.releaseLease(id, o, f)),
+    acquireLease: (id, o, opts) =>
+      guard("acquireLease", () => inner.acquireLease(id, o, opts), true),
+    renewLease: (id, o, f, opts) =>
+      guard("renewLease", () => inner.renewLease(id, o, f, opts), true),
+    releaseLease: (id, o, f) => guard("releaseLease", () => inner.releaseLease(id, o, f), true),
     getLease: (id) => guard("getLease", () => inner.getLease(id)),
     dueTimers: (now, limit) => guard("dueTimers", () => inner.dueTimers(now, limit)),
     nextWakeAt: () => guard("nextWakeAt", () => inner.nextWakeAt()),
-    deleteTimer: (id, t) => guard("deleteTimer", () => inner.deleteTimer(id, t)),
-    takeNotices: (o) => guard("takeNotices", () => inner.takeNotices(o)),
+    deleteTimer: (id, t) => guard("deleteTimer", () => inner.deleteTimer(id, t), true),
+    takeNotices: (o) => guard("takeNotices", () => inner.takeNotices(o), true),
     putSchedule: (s) => guard("putSchedule", () => inner.putSchedule(s)),
     listSchedules: () => guard("listSchedules", () => inner.listSchedules()),
     advanceSchedule: (n, at) => guard("advanceSchedule", () => inner.advanceSchedule(n, at)),

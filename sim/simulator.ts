@@ -9,7 +9,9 @@
  * incarnation: its runtime stops at once and every later store call of it fails, and a fresh
  * runtime on the same data recovers from the store alone. Invariants: invariants.ts.
  */
+import { createHash } from "node:crypto";
 import FakeTimers from "@sinonjs/fake-timers";
+import { canonicalJson } from "../src/kernel/json.ts";
 import { createRuntime, type Runtime } from "../src/index.ts";
 import { memoryStore } from "../src/store/memory/index.ts";
 import { loadState } from "../src/runtime/load-state.ts";
@@ -33,6 +35,10 @@ export interface SimResult {
   events: number;
   crashes: number;
   executions: number;
+  /** A hash of every log: the same seed must give the same logs, byte for byte. */
+  logHash: string;
+  /** How the executions ended, by status. */
+  ended: Record<string, number>;
 }
 
 const DEFAULT_FAULTS: FaultRates = {
@@ -89,13 +95,17 @@ async function simulate(
     async begin(executionId, stepId) {
       running.set(executionId, (running.get(executionId) ?? 0) + 1);
       const log = await oracle.read(executionId);
-      const done = log.some(
-        (e) => e.kind === "STEP_COMPLETED" && (e.payload as { callId?: unknown }).callId === stepId,
-      );
-      if (done)
+      const settled = log.find((e) => {
+        const p = e.payload as { callId?: unknown; retrying?: unknown };
+        if (p.callId !== stepId) return false;
+        if (e.kind === "STEP_FAILED") return p.retrying !== true;
+        return e.kind === "STEP_COMPLETED" || e.kind === "STEP_CANCELLED";
+      });
+      if (settled) {
         violations.push(
-          `SIM2 ${executionId}: step ${stepId} ran again after its completion was recorded`,
+          `SIM2 ${executionId}: step ${stepId} ran again after its ${settled.kind} was recorded`,
         );
+      }
       const cancelled = cancelledAt(log);
       if (cancelled !== undefined && now() - cancelled > CANCEL_GRACE_MS) {
         violations.push(
@@ -110,15 +120,25 @@ async function simulate(
   });
 
   const clock = { now };
+  // Snapshots every few events, so that loading through them is checked too (SIM3).
+  const snapshotEvery = prng.int(1, 8);
   let generation = 0;
   const boot = (): { incarnation: Incarnation; runtime: Runtime } => {
     const me = generation++;
     const held: { runtime?: Runtime } = {};
-    const incarnation = faultyStore(oracle.reopen(), faultPrng, rates, () => {
-      crashes++;
-      // The process is gone: its runtime stops at once (close stops every run synchronously).
-      void held.runtime?.close();
-    });
+    const incarnation = faultyStore(
+      oracle.reopen(),
+      faultPrng,
+      rates,
+      () => {
+        crashes++;
+        // The process is gone: its runtime stops at once (close stops every run synchronously).
+        void held.runtime?.close();
+      },
+      undefined,
+      // After every event the log gains.
+      () => check(),
+    );
     const runtime = createRuntime({
       store: incarnation.store,
       clock,
@@ -126,8 +146,8 @@ async function simulate(
       leaseTtlMs: 1000,
       pollIntervalMs: 50,
       noticePollMs: 20,
+      snapshotEvery,
       closeStore: false,
-      ids: { newId: () => `sim-${seed}-x${me}` },
       onError: () => undefined,
     });
     runtime.registerFlow(flow);
@@ -156,7 +176,7 @@ async function simulate(
     spawn(proc.runtime.start(flow, spec, opts));
   };
 
-  const check = async () => {
+  async function check(): Promise<void> {
     for (const id of ids) {
       const log = await oracle.read(id);
       if (log.length === 0) continue;
@@ -175,15 +195,21 @@ async function simulate(
         );
       }
     }
-  };
+  }
 
   for (let i = prng.int(1, 3); i > 0; i--) start();
   const steps = options.steps ?? 60;
   for (let step = 0; step < steps && violations.length === 0; step++) {
     const r = prng.next();
     if (r < 0.1 && ids.length < 6) start();
-    else if (r < 0.25) spawn(admin.resume(prng.pick(ids), prng.int(1, 9)));
-    else if (r < 0.29) spawn(admin.cancel(prng.pick(ids), "simulated operator"));
+    else if (r < 0.25) {
+      // From the operator's process, or from the owner's own (its cached, parked run).
+      const from = prng.chance(0.5) ? admin : proc.runtime;
+      spawn(from.resume(prng.pick(ids), prng.int(1, 9)));
+    } else if (r < 0.29) {
+      const from = prng.chance(0.5) ? admin : proc.runtime;
+      spawn(from.cancel(prng.pick(ids), "simulated operator"));
+    }
     await tick(prng.int(0, 250));
     if (proc.incarnation.dead) {
       await tick(prng.int(0, 1200));
@@ -211,8 +237,10 @@ async function simulate(
   await check();
   const failedBefore = violations.length;
   let events = 0;
+  const ended: Record<string, number> = {};
   for (const id of ids) {
     const state = await loadState(oracle, id);
+    if (state) ended[state.status] = (ended[state.status] ?? 0) + 1;
     const log: Envelope[] = await oracle.read(id);
     events += log.length;
     if (!state) continue;
@@ -233,5 +261,15 @@ async function simulate(
   await settle(proc.runtime.close());
   await settle(admin.close());
   await settle(Promise.all(pending));
-  return { seed, violations: [...new Set(violations)], events, crashes, executions: ids.length };
+  const logs = await Promise.all(ids.map((id) => oracle.read(id)));
+  const logHash = createHash("sha256").update(canonicalJson(logs)).digest("hex").slice(0, 16);
+  return {
+    seed,
+    violations: [...new Set(violations)],
+    events,
+    crashes,
+    executions: ids.length,
+    logHash,
+    ended,
+  };
 }

@@ -8,7 +8,14 @@ import { flow$, step$, type EffectContext, type FlowContext } from "../src/index
 import type { Prng } from "./prng.ts";
 
 export type Op =
-  | { op: "step"; ms: number; tokens: number; fail: number; timeoutMs?: number }
+  | {
+      op: "step";
+      ms: number;
+      tokens: number;
+      fail: number;
+      timeoutMs?: number;
+      uncaught?: true;
+    }
   | { op: "decide" }
   | { op: "sleep"; ms: number }
   | { op: "suspend"; timeoutMs?: number }
@@ -43,6 +50,8 @@ function randomOps(prng: Prng, n: number, top: boolean): Op[] {
         fail: prng.chance(0.2) ? prng.int(1, 3) : 0,
       };
       if (prng.chance(0.15)) step.timeoutMs = prng.int(20, 400);
+      // A failure the flow does not catch fails the execution (and a parallel's siblings stop).
+      if (prng.chance(0.05)) step.uncaught = true;
       ops.push(step);
     } else if (r < 0.6) ops.push({ op: "decide" });
     else if (r < 0.72) ops.push({ op: "sleep", ms: prng.int(1, 2000) });
@@ -98,9 +107,8 @@ export function simFlow(world: EffectWorld) {
         case "step": {
           const options = { retry: { initialDelayMs: 10, maxDelayMs: 50, maxAttempts: 3 } };
           const opts = o.timeoutMs === undefined ? options : { ...options, timeoutMs: o.timeoutMs };
-          n += await ctx
-            .execute(work, { ms: o.ms, tokens: o.tokens, fail: o.fail }, opts)
-            .catch(() => 0);
+          const call = ctx.execute(work, { ms: o.ms, tokens: o.tokens, fail: o.fail }, opts);
+          n += o.uncaught ? await call : await call.catch(() => 0);
           break;
         }
         case "decide":
