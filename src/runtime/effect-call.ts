@@ -33,6 +33,7 @@ export function makeMiddlewareContext(
   attempt: StepAttempt,
   invoke: () => Promise<unknown>,
 ): MiddlewareContext {
+  let budgets: { seq: number; inForce: BudgetInForce[] } | undefined;
   return {
     executionId: ectx.executionId,
     stepId: ectx.stepId,
@@ -49,8 +50,12 @@ export function makeMiddlewareContext(
     meter: (delta) => ectx.meter(delta),
     effect,
     options,
+    // Read afresh once the log moved (a failed attempt's spend), else reused within the attempt.
     get budgets() {
-      return budgetsInForce(run, nested);
+      if (budgets?.seq !== run.state.seq) {
+        budgets = { seq: run.state.seq, inForce: budgetsInForce(run, nested) };
+      }
+      return budgets.inForce;
     },
     metered: () => attempt.reported,
     emit: (kind, payload) => {
