@@ -39,6 +39,12 @@ export { timeline, type TimelineRow } from "./analytics/timeline.ts";
 export { compose, rerunning, type Middleware } from "./effects/compose.ts";
 export { retryMiddleware, defaultIsRetryable, type RetryPolicy } from "./effects/retry.ts";
 export { meteredFetch } from "./effects/fetch.ts";
+export * from "./providers/index.ts";
+export {
+  fakeAnthropic,
+  type FakeAnthropic,
+  type FakeAnthropicOptions,
+} from "./testing/fake-anthropic.ts";
 export {
   isolated,
   IsolatedCrashError,

@@ -8,7 +8,7 @@
  * log with or without the chain (G2).
  */
 import { QuotaExceededError } from "../kernel/errors.ts";
-import type { Json } from "../kernel/json.ts";
+import { isPlainObject, type Json } from "../kernel/json.ts";
 import {
   addResources,
   exhausted,
@@ -70,7 +70,11 @@ export interface MiddlewareContext extends EffectContext {
 
 export type EffectMiddleware = Middleware<MiddlewareContext>;
 
-/** Refuses the effect, before it runs, when a budget in force is used up. */
+/**
+ * Refuses the effect, before it runs, when a budget in force is used up. A QuotaExceededError the
+ * effect throws itself (a stream severed by its guard, K8.4) is recorded as a QUOTA_EXCEEDED
+ * fact too, with what its details say (`estimated: true` for an estimate).
+ */
 export function budgetAdmission(): EffectMiddleware {
   return async (ctx, next) => {
     for (const b of ctx.budgets) {
@@ -82,7 +86,19 @@ export function budgetAdmission(): EffectMiddleware {
         { dimension, budget: b.name },
       );
     }
-    return next();
+    try {
+      return await next();
+    } catch (e) {
+      if (e instanceof QuotaExceededError) {
+        const details = isPlainObject(e.details) ? e.details : {};
+        ctx.emit("QUOTA_EXCEEDED", {
+          ...details,
+          callId: ctx.stepId,
+          dimension: typeof details.dimension === "string" ? details.dimension : "tokens",
+        });
+      }
+      throw e;
+    }
   };
 }
 

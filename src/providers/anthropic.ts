@@ -1,0 +1,237 @@
+/**
+ * `createLlmEffect({ provider: "anthropic", ... })`: a Messages API call through the official SDK
+ * (`@anthropic-ai/sdk`) as a Loom effect.
+ *
+ * - The SDK's own retries are off (`maxRetries: 0`): Loom's retry middleware owns every attempt,
+ *   and each is in the log.
+ * - The step's signal is forwarded. An abort while iterating a stream ends the SDK's loop without
+ *   an error, so the signal is checked after the loop.
+ * - Usage is what the provider reports: input and cache tokens at `message_start`, the cumulative
+ *   `output_tokens` of `message_delta` (overwritten, never added). A stream cut short is metered
+ *   with its output estimated from the text so far, marked as an estimate.
+ * - Cost comes from the pinned price data of `@pydantic/genai-prices`; the price used is part of
+ *   the step's recorded result, so a replay never re-prices.
+ * - The step records the final result (text, tool calls, usage, stop reason, price), not deltas.
+ */
+import Anthropic from "@anthropic-ai/sdk";
+import { calcPrice } from "@pydantic/genai-prices";
+import { InvalidInputError } from "../kernel/errors.ts";
+import type { Effect, EffectContext } from "../runtime/flow.ts";
+import { charsOver4, type StreamGuard } from "./stream.ts";
+
+export interface LlmMessage {
+  role: "user" | "assistant";
+  content: string;
+}
+
+export interface LlmInput {
+  messages: LlmMessage[];
+  system?: string;
+  maxTokens?: number;
+}
+
+export interface LlmUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+}
+
+export interface LlmResult {
+  text: string;
+  toolCalls: { id: string; name: string; input: unknown }[];
+  stopReason: string | null;
+  model: string;
+  usage: LlmUsage;
+  /** What the call cost and where the price came from (absent when the model has no price). */
+  price?: { usd: number; source: string };
+}
+
+export interface AnthropicEffectOptions {
+  provider: "anthropic";
+  model: string;
+  /** Stream the answer (default true); the guard needs a stream. */
+  stream?: boolean;
+  /** The step's name (default "llm"). */
+  name?: string;
+  /** A client of your own; Loom still passes `maxRetries: 0` and the signal with every call. */
+  client?: Anthropic;
+  baseURL?: string;
+  apiKey?: string;
+  /** Called after every delta; throw to sever (streamTokenBudget). */
+  guard?: StreamGuard;
+}
+
+export const PRICE_SOURCE = "@pydantic/genai-prices 0.1.8";
+
+export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInput, LlmResult> {
+  if (typeof options.model !== "string" || options.model === "") {
+    throw new InvalidInputError("createLlmEffect needs a model name");
+  }
+  const client =
+    options.client ??
+    new Anthropic({
+      apiKey: options.apiKey ?? process.env.ANTHROPIC_API_KEY ?? "none",
+      maxRetries: 0,
+      ...(options.baseURL ? { baseURL: options.baseURL } : {}),
+    });
+  return {
+    name: options.name ?? "llm",
+    run: (input, ectx) =>
+      options.stream === false
+        ? once(client, options, input, ectx)
+        : streamed(client, options, input, ectx),
+  };
+}
+
+function params(options: AnthropicEffectOptions, input: LlmInput) {
+  return {
+    model: options.model,
+    max_tokens: input.maxTokens ?? 1024,
+    messages: input.messages,
+    ...(input.system === undefined ? {} : { system: input.system }),
+  };
+}
+
+async function once(
+  client: Anthropic,
+  options: AnthropicEffectOptions,
+  input: LlmInput,
+  ectx: EffectContext,
+): Promise<LlmResult> {
+  const message = await client.messages.create(
+    { ...params(options, input), stream: false },
+    { signal: ectx.signal, maxRetries: 0 },
+  );
+  const usage: LlmUsage = {
+    inputTokens: message.usage.input_tokens,
+    outputTokens: message.usage.output_tokens,
+    cacheReadTokens: message.usage.cache_read_input_tokens ?? 0,
+    cacheWriteTokens: message.usage.cache_creation_input_tokens ?? 0,
+  };
+  let text = "";
+  const toolCalls: LlmResult["toolCalls"] = [];
+  for (const block of message.content) {
+    if (block.type === "text") text += block.text;
+    if (block.type === "tool_use")
+      toolCalls.push({ id: block.id, name: block.name, input: block.input });
+  }
+  return finish(ectx, {
+    text,
+    toolCalls,
+    stopReason: message.stop_reason,
+    model: message.model,
+    usage,
+  });
+}
+
+async function streamed(
+  client: Anthropic,
+  options: AnthropicEffectOptions,
+  input: LlmInput,
+  ectx: EffectContext,
+): Promise<LlmResult> {
+  // Severing the call aborts this controller; the step's own signal aborts it too.
+  const controller = new AbortController();
+  const forward = () => controller.abort(ectx.signal.reason);
+  if (ectx.signal.aborted) forward();
+  ectx.signal.addEventListener("abort", forward, { once: true });
+  const usage: LlmUsage = {
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+  };
+  let text = "";
+  let model = options.model;
+  let stopReason: string | null = null;
+  let reportedOutput = false;
+  const tools = new Map<number, { id: string; name: string; json: string }>();
+  let severed: Error | undefined;
+  try {
+    const stream = await client.messages.create(
+      { ...params(options, input), stream: true },
+      { signal: controller.signal, maxRetries: 0 },
+    );
+    for await (const event of stream) {
+      if (event.type === "message_start") {
+        const u = event.message.usage;
+        usage.inputTokens = u.input_tokens;
+        usage.cacheReadTokens = u.cache_read_input_tokens ?? 0;
+        usage.cacheWriteTokens = u.cache_creation_input_tokens ?? 0;
+        model = event.message.model;
+      } else if (event.type === "content_block_start" && event.content_block.type === "tool_use") {
+        const b = event.content_block;
+        tools.set(event.index, { id: b.id, name: b.name, json: "" });
+      } else if (event.type === "content_block_delta") {
+        if (event.delta.type === "text_delta") {
+          text += event.delta.text;
+          try {
+            options.guard?.({ text, inputTokens: usage.inputTokens, ectx });
+          } catch (e) {
+            severed = e instanceof Error ? e : new Error(String(e));
+            controller.abort(severed);
+            break;
+          }
+        } else if (event.delta.type === "input_json_delta") {
+          const tool = tools.get(event.index);
+          if (tool) tool.json += event.delta.partial_json;
+        }
+      } else if (event.type === "message_delta") {
+        stopReason = event.delta.stop_reason;
+        // Cumulative: overwrite, never add.
+        usage.outputTokens = event.usage.output_tokens;
+        reportedOutput = true;
+      }
+    }
+  } catch (e) {
+    if (!controller.signal.aborted) throw e;
+  } finally {
+    ectx.signal.removeEventListener("abort", forward);
+  }
+  if (severed !== undefined || controller.signal.aborted) {
+    // Cut short: the provider reported no final usage; meter what is known and estimate the rest.
+    const output = reportedOutput ? usage.outputTokens : charsOver4(text);
+    ectx.meter({
+      tokens: { input: usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens, output },
+      estimated: true,
+    });
+    throw severed ?? reason(controller.signal);
+  }
+  const toolCalls = [...tools.values()].map((t) => ({
+    id: t.id,
+    name: t.name,
+    input: t.json === "" ? {} : (JSON.parse(t.json) as unknown),
+  }));
+  return finish(ectx, { text, toolCalls, stopReason, model, usage });
+}
+
+/** Meters the provider's figures and the price, and records the price with the result. */
+function finish(ectx: EffectContext, result: LlmResult): LlmResult {
+  const u = result.usage;
+  const priced = calcPrice(
+    {
+      input_tokens: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens,
+      output_tokens: u.outputTokens,
+      cache_read_tokens: u.cacheReadTokens,
+      cache_write_tokens: u.cacheWriteTokens,
+    },
+    result.model,
+    { providerId: "anthropic" },
+  );
+  const tokens = {
+    input: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens,
+    output: u.outputTokens,
+  };
+  if (priced) {
+    ectx.meter({ tokens, costUsd: priced.total_price });
+    return { ...result, price: { usd: priced.total_price, source: PRICE_SOURCE } };
+  }
+  ectx.meter({ tokens });
+  return result;
+}
+
+function reason(signal: AbortSignal): Error {
+  const r: unknown = signal.reason;
+  return r instanceof Error ? r : new Error(`aborted: ${String(r)}`);
+}

@@ -1,0 +1,53 @@
+/**
+ * Consuming a provider's stream with a guard (ADR 0020 K8.4, A8): `collectStream` calls the guard
+ * after every delta; `streamTokenBudget` is the guard that severs a streaming call whose output,
+ * estimated from the text so far, would take the execution past its token budget.
+ *
+ * The estimate is named as one: in the guard's type, in the error's details and in the
+ * QUOTA_EXCEEDED fact (`estimated: true`). Enforcement is as fine as the delta rate: a provider
+ * that streams one enormous chunk gets one check.
+ */
+import { QuotaExceededError } from "../kernel/errors.ts";
+import type { EffectContext } from "../runtime/flow.ts";
+
+/** What a guard sees after each delta. */
+export interface StreamProgress {
+  /** The text so far. */
+  text: string;
+  /** Input tokens the provider reported for this call (0 until it has). */
+  inputTokens: number;
+  ectx: EffectContext;
+}
+
+/** Throws to sever the stream; the error is rethrown to the flow untouched. */
+export type StreamGuard = (progress: StreamProgress) => void;
+
+export interface StreamTokenBudgetOptions {
+  /** Estimates tokens from text (default: characters / 4, an estimate). */
+  estimate?: (text: string) => number;
+}
+
+export const charsOver4 = (text: string): number => Math.ceil(text.length / 4);
+
+/**
+ * A guard that severs the call once what the execution already spent (`ectx.resources`), plus
+ * this call's input, plus its output estimated from the text so far, passes `budget` tokens.
+ */
+export function streamTokenBudget(
+  budget: number,
+  options: StreamTokenBudgetOptions = {},
+): StreamGuard {
+  if (typeof budget !== "number" || !Number.isFinite(budget) || budget < 0) {
+    throw new QuotaExceededError("streamTokenBudget needs a finite number of tokens >= 0");
+  }
+  const estimate = options.estimate ?? charsOver4;
+  return ({ text, inputTokens, ectx }) => {
+    const spent = (ectx.resources.tokens?.input ?? 0) + (ectx.resources.tokens?.output ?? 0);
+    const projected = spent + inputTokens + estimate(text);
+    if (projected <= budget) return;
+    throw new QuotaExceededError(
+      `step "${ectx.stepId}" was severed mid-stream: about ${projected} tokens (an estimate from the text so far) would pass the budget of ${budget}`,
+      { dimension: "tokens", budget: "stream", estimated: true, projected, limit: budget },
+    );
+  };
+}

@@ -1,0 +1,158 @@
+/**
+ * A local server that speaks Anthropic's Messages API (`POST /v1/messages`), for tests and the
+ * demo: a real HTTP server the official SDK reaches through `baseURL`, streaming the real SSE
+ * wire format (named `event:` lines, `message_start` ... `message_stop`, `ping`, `event: error`).
+ *
+ * What it answers is set per server: the text, how many characters each delta carries and how
+ * long it waits between deltas, the usage it reports (cache tokens included), and statuses to
+ * answer the first requests with (a 529 with `x-should-retry`, say). It records every request,
+ * and whether and when the client closed a stream before its last delta.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+
+export interface FakeAnthropicOptions {
+  text?: string;
+  /** Characters per `text_delta` (default 8). */
+  deltaChars?: number;
+  /** Milliseconds between deltas (default 0). */
+  deltaMs?: number;
+  inputTokens?: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+  /** Statuses for the first requests, in order (then 200). */
+  failFirst?: number[];
+}
+
+export interface FakeRequest {
+  body: { model?: string; stream?: boolean; max_tokens?: number; messages?: unknown };
+  /** Deltas written before the stream ended or the client went away. */
+  deltasSent: number;
+  /** Deltas the full answer has. */
+  deltasTotal: number;
+  /** True when the client closed the connection before the last event. */
+  closedEarly: boolean;
+  /** When the client closed it (performance.now() of this process), if early. */
+  closedAt?: number;
+}
+
+export interface FakeAnthropic {
+  baseURL: string;
+  requests: FakeRequest[];
+  set(options: FakeAnthropicOptions): void;
+  close(): Promise<void>;
+}
+
+export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise<FakeAnthropic> {
+  let opts = options;
+  const requests: FakeRequest[] = [];
+  const server = createServer((req, res) => void answer(req, res));
+  async function answer(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let raw = "";
+    for await (const chunk of req) raw += String(chunk);
+    const body = JSON.parse(raw || "{}") as FakeRequest["body"];
+    const text = opts.text ?? "Tides rise and fall twice a day.";
+    const size = Math.max(1, opts.deltaChars ?? 8);
+    const deltas: string[] = [];
+    for (let i = 0; i < text.length; i += size) deltas.push(text.slice(i, i + size));
+    const record: FakeRequest = {
+      body,
+      deltasSent: 0,
+      deltasTotal: deltas.length,
+      closedEarly: false,
+    };
+    requests.push(record);
+    const status = opts.failFirst?.[requests.length - 1];
+    if (status !== undefined && status !== 200) {
+      res.writeHead(status, { "content-type": "application/json", "x-should-retry": "true" });
+      const type = status === 529 ? "overloaded_error" : "api_error";
+      res.end(JSON.stringify({ type: "error", error: { type, message: `fake ${status}` } }));
+      return;
+    }
+    const usage = {
+      input_tokens: opts.inputTokens ?? 11,
+      cache_read_input_tokens: opts.cacheReadTokens ?? 0,
+      cache_creation_input_tokens: opts.cacheWriteTokens ?? 0,
+    };
+    const outputTokens = Math.ceil(text.length / 4);
+    const model = body.model ?? "claude-sonnet-4-5";
+    if (!body.stream) {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          id: "msg_fake",
+          type: "message",
+          role: "assistant",
+          model,
+          content: [{ type: "text", text }],
+          stop_reason: "end_turn",
+          stop_sequence: null,
+          usage: { ...usage, output_tokens: outputTokens },
+        }),
+      );
+      return;
+    }
+    let finished = false;
+    res.on("close", () => {
+      if (finished) return;
+      record.closedEarly = true;
+      record.closedAt = performance.now();
+    });
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const send = (event: string, data: unknown) =>
+      res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    send("message_start", {
+      type: "message_start",
+      message: {
+        id: "msg_fake",
+        type: "message",
+        role: "assistant",
+        content: [],
+        model,
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { ...usage, output_tokens: 1 },
+      },
+    });
+    send("content_block_start", {
+      type: "content_block_start",
+      index: 0,
+      content_block: { type: "text", text: "" },
+    });
+    send("ping", { type: "ping" });
+    for (const delta of deltas) {
+      if (record.closedEarly) return;
+      if (opts.deltaMs) await new Promise((r) => setTimeout(r, opts.deltaMs));
+      if (record.closedEarly) return;
+      send("content_block_delta", {
+        type: "content_block_delta",
+        index: 0,
+        delta: { type: "text_delta", text: delta },
+      });
+      record.deltasSent++;
+    }
+    send("content_block_stop", { type: "content_block_stop", index: 0 });
+    send("message_delta", {
+      type: "message_delta",
+      delta: { stop_reason: "end_turn", stop_sequence: null },
+      usage: { output_tokens: outputTokens },
+    });
+    send("message_stop", { type: "message_stop" });
+    finished = true;
+    res.end();
+  }
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return {
+    baseURL: `http://127.0.0.1:${port}`,
+    requests,
+    set(next) {
+      opts = next;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
