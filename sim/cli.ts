@@ -45,6 +45,16 @@ for (let seed = from; seed < from + seeds; seed++) {
     process.stderr.write(
       `reproduce: npm run sim -- --seeds 1 --from ${seed} --steps ${steps}${extra}\n`,
     );
+    if (process.argv.includes("--dump")) {
+      for (const [id, log] of Object.entries(r.logs ?? {})) {
+        process.stderr.write(`--- ${id}\n`);
+        for (const e of log) {
+          process.stderr.write(
+            `${e.seq} @${e.at - log[0]!.at} ${e.kind} ${JSON.stringify(e.payload).slice(0, 160)}\n`,
+          );
+        }
+      }
+    }
     if (stop) break;
   }
   if ((seed - from + 1) % 500 === 0) process.stderr.write(`sim: ${seed - from + 1} seeds\n`);
