@@ -45,6 +45,7 @@ export {
   type FakeAnthropic,
   type FakeAnthropicOptions,
 } from "./testing/fake-anthropic.ts";
+export { fakeOpenAi, type FakeOpenAi, type FakeOpenAiOptions } from "./testing/fake-openai.ts";
 export {
   isolated,
   IsolatedCrashError,

@@ -14,38 +14,10 @@
  * - The step records the final result (text, tool calls, usage, stop reason, price), not deltas.
  */
 import Anthropic from "@anthropic-ai/sdk";
-import { calcPrice } from "@pydantic/genai-prices";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
-
-export interface LlmMessage {
-  role: "user" | "assistant";
-  content: string;
-}
-
-export interface LlmInput {
-  messages: LlmMessage[];
-  system?: string;
-  maxTokens?: number;
-}
-
-export interface LlmUsage {
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-}
-
-export interface LlmResult {
-  text: string;
-  toolCalls: { id: string; name: string; input: unknown }[];
-  stopReason: string | null;
-  model: string;
-  usage: LlmUsage;
-  /** What the call cost and where the price came from (absent when the model has no price). */
-  price?: { usd: number; source: string };
-}
+import { finish, type LlmInput, type LlmResult, type LlmUsage } from "./llm-core.ts";
 
 export interface AnthropicEffectOptions {
   provider: "anthropic";
@@ -61,8 +33,6 @@ export interface AnthropicEffectOptions {
   /** Called after every delta; throw to sever (streamTokenBudget). */
   guard?: StreamGuard;
 }
-
-export const PRICE_SOURCE = "@pydantic/genai-prices 0.1.8";
 
 export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInput, LlmResult> {
   if (typeof options.model !== "string" || options.model === "") {
@@ -116,7 +86,7 @@ async function once(
     if (block.type === "tool_use")
       toolCalls.push({ id: block.id, name: block.name, input: block.input });
   }
-  return finish(ectx, {
+  return finish(ectx, "anthropic", {
     text,
     toolCalls,
     stopReason: message.stop_reason,
@@ -203,32 +173,7 @@ async function streamed(
     name: t.name,
     input: t.json === "" ? {} : (JSON.parse(t.json) as unknown),
   }));
-  return finish(ectx, { text, toolCalls, stopReason, model, usage });
-}
-
-/** Meters the provider's figures and the price, and records the price with the result. */
-function finish(ectx: EffectContext, result: LlmResult): LlmResult {
-  const u = result.usage;
-  const priced = calcPrice(
-    {
-      input_tokens: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens,
-      output_tokens: u.outputTokens,
-      cache_read_tokens: u.cacheReadTokens,
-      cache_write_tokens: u.cacheWriteTokens,
-    },
-    result.model,
-    { providerId: "anthropic" },
-  );
-  const tokens = {
-    input: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens,
-    output: u.outputTokens,
-  };
-  if (priced) {
-    ectx.meter({ tokens, costUsd: priced.total_price });
-    return { ...result, price: { usd: priced.total_price, source: PRICE_SOURCE } };
-  }
-  ectx.meter({ tokens });
-  return result;
+  return finish(ectx, "anthropic", { text, toolCalls, stopReason, model, usage });
 }
 
 function reason(signal: AbortSignal): Error {

@@ -1,19 +1,24 @@
-/** LLM effects over the official provider SDKs (issue 6). OpenAI, MCP tools and A2A agents follow. */
+/**
+ * LLM effects over the official provider SDKs (issue 6): Anthropic Messages and OpenAI Chat
+ * Completions. The OpenAI Responses API, MCP tools and A2A agents follow.
+ */
+import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect } from "../runtime/flow.ts";
-import {
-  anthropicEffect,
-  type AnthropicEffectOptions,
-  type LlmInput,
-  type LlmResult,
-} from "./anthropic.ts";
+import { anthropicEffect, type AnthropicEffectOptions } from "./anthropic.ts";
+import { openAiEffect, type OpenAiEffectOptions } from "./openai.ts";
+import type { LlmInput, LlmResult } from "./llm-core.ts";
 
-export type LlmEffectOptions = AnthropicEffectOptions;
+export type LlmEffectOptions = AnthropicEffectOptions | OpenAiEffectOptions;
 
 /** An LLM call as an effect: `ctx.execute(llm, { messages })`. */
 export function createLlmEffect(options: LlmEffectOptions): Effect<LlmInput, LlmResult> {
-  return anthropicEffect(options);
+  if (options.provider === "openai") return openAiEffect(options);
+  if (options.provider === "anthropic") return anthropicEffect(options);
+  throw new InvalidInputError(
+    `createLlmEffect: unknown provider ${JSON.stringify((options as { provider?: unknown }).provider)} (known: anthropic, openai)`,
+  );
 }
 
-export type { LlmInput, LlmMessage, LlmResult, LlmUsage } from "./anthropic.ts";
-export { PRICE_SOURCE } from "./anthropic.ts";
+export type { LlmInput, LlmMessage, LlmResult, LlmUsage } from "./llm-core.ts";
+export { PRICE_SOURCE } from "./llm-core.ts";
 export { streamTokenBudget, charsOver4, type StreamGuard, type StreamProgress } from "./stream.ts";

@@ -1,0 +1,190 @@
+/**
+ * `createLlmEffect({ provider: "openai", ... })`: a Chat Completions call through the official
+ * SDK (`openai`) as a Loom effect, under the same rules as the Anthropic one (anthropic.ts): the
+ * SDK's retries off, the step's signal forwarded (checked after the stream's loop, which an abort
+ * ends silently), usage as the provider reports it, priced from pinned data and recorded.
+ *
+ * A stream asks for its trailing usage chunk (`stream_options.include_usage`). A stream cut short
+ * never gets it: its usage is Loom's estimate (input from the prompt's characters, output from the
+ * text so far), metered and marked as an estimate. Cached prompt tokens count as input read from
+ * cache. The Responses API is not wired yet.
+ */
+import OpenAI from "openai";
+import { InvalidInputError } from "../kernel/errors.ts";
+import type { Effect, EffectContext } from "../runtime/flow.ts";
+import { finish, type LlmInput, type LlmResult, type LlmUsage } from "./llm-core.ts";
+import { charsOver4, type StreamGuard } from "./stream.ts";
+
+export interface OpenAiEffectOptions {
+  provider: "openai";
+  model: string;
+  stream?: boolean;
+  name?: string;
+  client?: OpenAI;
+  /** Must include `/v1`. */
+  baseURL?: string;
+  apiKey?: string;
+  guard?: StreamGuard;
+}
+
+export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, LlmResult> {
+  if (typeof options.model !== "string" || options.model === "") {
+    throw new InvalidInputError("createLlmEffect needs a model name");
+  }
+  const client =
+    options.client ??
+    new OpenAI({
+      apiKey: options.apiKey ?? process.env.OPENAI_API_KEY ?? "none",
+      maxRetries: 0,
+      ...(options.baseURL ? { baseURL: options.baseURL } : {}),
+    });
+  return {
+    name: options.name ?? "llm",
+    run: (input, ectx) =>
+      options.stream === false
+        ? once(client, options, input, ectx)
+        : streamed(client, options, input, ectx),
+  };
+}
+
+function messages(input: LlmInput) {
+  const system =
+    input.system === undefined ? [] : [{ role: "system" as const, content: input.system }];
+  return [...system, ...input.messages];
+}
+
+function usageOf(u: OpenAI.CompletionUsage): LlmUsage {
+  const cached = u.prompt_tokens_details?.cached_tokens ?? 0;
+  return {
+    inputTokens: u.prompt_tokens - cached,
+    outputTokens: u.completion_tokens,
+    cacheReadTokens: cached,
+    cacheWriteTokens: 0,
+  };
+}
+
+async function once(
+  client: OpenAI,
+  options: OpenAiEffectOptions,
+  input: LlmInput,
+  ectx: EffectContext,
+): Promise<LlmResult> {
+  const completion = await client.chat.completions.create(
+    {
+      model: options.model,
+      messages: messages(input),
+      ...(input.maxTokens === undefined ? {} : { max_completion_tokens: input.maxTokens }),
+    },
+    { signal: ectx.signal, maxRetries: 0 },
+  );
+  const choice = completion.choices[0];
+  const usage: LlmUsage = completion.usage
+    ? usageOf(completion.usage)
+    : { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
+  return finish(ectx, "openai", {
+    text: choice?.message.content ?? "",
+    toolCalls: (choice?.message.tool_calls ?? []).flatMap((t) =>
+      t.type === "function"
+        ? [{ id: t.id, name: t.function.name, input: parseArguments(t.function.arguments) }]
+        : [],
+    ),
+    stopReason: choice?.finish_reason ?? null,
+    model: completion.model,
+    usage,
+  });
+}
+
+async function streamed(
+  client: OpenAI,
+  options: OpenAiEffectOptions,
+  input: LlmInput,
+  ectx: EffectContext,
+): Promise<LlmResult> {
+  const controller = new AbortController();
+  const forward = () => controller.abort(ectx.signal.reason);
+  if (ectx.signal.aborted) forward();
+  ectx.signal.addEventListener("abort", forward, { once: true });
+  // Until the provider reports usage, the prompt's size is the input estimate.
+  const promptEstimate = charsOver4(
+    messages(input)
+      .map((m) => m.content)
+      .join("\n"),
+  );
+  let text = "";
+  let model = options.model;
+  let stopReason: string | null = null;
+  let usage: LlmUsage | undefined;
+  const tools = new Map<number, { id: string; name: string; json: string }>();
+  let severed: Error | undefined;
+  try {
+    const stream = await client.chat.completions.create(
+      {
+        model: options.model,
+        messages: messages(input),
+        stream: true,
+        stream_options: { include_usage: true },
+        ...(input.maxTokens === undefined ? {} : { max_completion_tokens: input.maxTokens }),
+      },
+      { signal: controller.signal, maxRetries: 0 },
+    );
+    for await (const chunk of stream) {
+      model = chunk.model;
+      if (chunk.usage) usage = usageOf(chunk.usage);
+      const choice = chunk.choices[0];
+      if (!choice) continue;
+      if (choice.finish_reason) stopReason = choice.finish_reason;
+      for (const t of choice.delta.tool_calls ?? []) {
+        const tool = tools.get(t.index) ?? { id: "", name: "", json: "" };
+        if (t.id) tool.id = t.id;
+        if (t.function?.name) tool.name = t.function.name;
+        tool.json += t.function?.arguments ?? "";
+        tools.set(t.index, tool);
+      }
+      const delta = choice.delta.content;
+      if (!delta) continue;
+      text += delta;
+      try {
+        options.guard?.({ text, inputTokens: promptEstimate, ectx });
+      } catch (e) {
+        severed = e instanceof Error ? e : new Error(String(e));
+        controller.abort(severed);
+        break;
+      }
+    }
+  } catch (e) {
+    if (!controller.signal.aborted) throw e;
+  } finally {
+    ectx.signal.removeEventListener("abort", forward);
+  }
+  if (severed !== undefined || controller.signal.aborted) {
+    // An aborted OpenAI stream reports no usage: meter Loom's estimate, marked as one.
+    ectx.meter({ tokens: { input: promptEstimate, output: charsOver4(text) }, estimated: true });
+    const r: unknown = controller.signal.reason;
+    throw severed ?? (r instanceof Error ? r : new Error(`aborted: ${String(r)}`));
+  }
+  return finish(ectx, "openai", {
+    text,
+    toolCalls: [...tools.values()].map((t) => ({
+      id: t.id,
+      name: t.name,
+      input: parseArguments(t.json),
+    })),
+    stopReason,
+    model,
+    usage: usage ?? {
+      inputTokens: promptEstimate,
+      outputTokens: charsOver4(text),
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+    },
+  });
+}
+
+function parseArguments(json: string): unknown {
+  if (json === "") return {};
+  try {
+    return JSON.parse(json) as unknown;
+  } catch {
+    return { unparsed: json };
+  }
+}

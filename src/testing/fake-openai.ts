@@ -1,0 +1,124 @@
+/**
+ * A local server that speaks OpenAI's Chat Completions API (`POST /v1/chat/completions`), for
+ * tests and the demo: the official SDK reaches it through `baseURL` (`http://127.0.0.1:PORT/v1`).
+ * Streams are the real SSE wire format: data-only lines, `usage: null` on every chunk, a trailing
+ * usage chunk with `choices: []` when `stream_options.include_usage` is set, then `[DONE]`.
+ *
+ * Set per server: the text, characters per delta, milliseconds between deltas, the usage it
+ * reports, and statuses for the first requests. It records every request and early closes.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { FakeRequest } from "./fake-anthropic.ts";
+
+export interface FakeOpenAiOptions {
+  text?: string;
+  deltaChars?: number;
+  deltaMs?: number;
+  promptTokens?: number;
+  cachedTokens?: number;
+  failFirst?: number[];
+}
+
+export interface FakeOpenAi {
+  /** Includes `/v1`, as the SDK wants it. */
+  baseURL: string;
+  requests: (FakeRequest & { body: { stream_options?: { include_usage?: boolean } } })[];
+  set(options: FakeOpenAiOptions): void;
+  close(): Promise<void>;
+}
+
+export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeOpenAi> {
+  let opts = options;
+  const requests: FakeOpenAi["requests"] = [];
+  const server = createServer((req, res) => void answer(req, res));
+  async function answer(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let raw = "";
+    for await (const chunk of req) raw += String(chunk);
+    const body = JSON.parse(raw || "{}") as FakeOpenAi["requests"][number]["body"];
+    const text = opts.text ?? "Tides rise and fall twice a day.";
+    const size = Math.max(1, opts.deltaChars ?? 8);
+    const deltas: string[] = [];
+    for (let i = 0; i < text.length; i += size) deltas.push(text.slice(i, i + size));
+    const record = {
+      body,
+      deltasSent: 0,
+      deltasTotal: deltas.length,
+      closedEarly: false,
+    } as FakeOpenAi["requests"][number];
+    requests.push(record);
+    const status = opts.failFirst?.[requests.length - 1];
+    if (status !== undefined && status !== 200) {
+      res.writeHead(status, { "content-type": "application/json", "x-should-retry": "true" });
+      res.end(
+        JSON.stringify({ error: { message: `fake ${status}`, type: "server_error", code: null } }),
+      );
+      return;
+    }
+    const model = body.model ?? "gpt-4o";
+    const usage = {
+      prompt_tokens: opts.promptTokens ?? 11,
+      completion_tokens: Math.ceil(text.length / 4),
+      total_tokens: (opts.promptTokens ?? 11) + Math.ceil(text.length / 4),
+      prompt_tokens_details: { cached_tokens: opts.cachedTokens ?? 0 },
+    };
+    const base = { id: "chatcmpl-fake", created: 1, model };
+    if (!body.stream) {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          ...base,
+          object: "chat.completion",
+          choices: [
+            { index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" },
+          ],
+          usage,
+        }),
+      );
+      return;
+    }
+    let finished = false;
+    res.on("close", () => {
+      if (finished) return;
+      record.closedEarly = true;
+      record.closedAt = performance.now();
+    });
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
+    const chunk = (delta: unknown, finish: string | null) => ({
+      ...base,
+      object: "chat.completion.chunk",
+      choices: [{ index: 0, delta, finish_reason: finish }],
+      usage: null,
+    });
+    send(chunk({ role: "assistant", content: "" }, null));
+    for (const delta of deltas) {
+      if (record.closedEarly) return;
+      if (opts.deltaMs) await new Promise((r) => setTimeout(r, opts.deltaMs));
+      if (record.closedEarly) return;
+      send(chunk({ content: delta }, null));
+      record.deltasSent++;
+    }
+    send(chunk({}, "stop"));
+    if (body.stream_options?.include_usage) {
+      send({ ...base, object: "chat.completion.chunk", choices: [], usage });
+    }
+    res.write("data: [DONE]\n\n");
+    finished = true;
+    res.end();
+  }
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return {
+    baseURL: `http://127.0.0.1:${port}/v1`,
+    requests,
+    set(next) {
+      opts = next;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

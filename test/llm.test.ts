@@ -1,0 +1,191 @@
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  createLlmEffect,
+  fakeAnthropic,
+  fakeOpenAi,
+  flow$,
+  isLoomError,
+  memoryStore,
+  PRICE_SOURCE,
+  QuotaExceededError,
+  streamTokenBudget,
+  type LlmResult,
+  type StreamGuard,
+} from "../src/index.ts";
+import { expectReplayEquality, runtimes, until } from "./helpers.ts";
+
+const rt = runtimes();
+interface Fake {
+  baseURL: string;
+  requests: {
+    body: { stream?: boolean };
+    deltasSent: number;
+    deltasTotal: number;
+    closedEarly: boolean;
+    closedAt?: number;
+  }[];
+  close(): Promise<void>;
+}
+interface ServerOptions {
+  text?: string;
+  deltaChars?: number;
+  deltaMs?: number;
+  inputTokens?: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+  failFirst?: number[];
+}
+/** What a test sets on an effect beyond its provider. */
+interface Extra {
+  stream?: boolean;
+  guard?: StreamGuard;
+}
+const servers: Fake[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.close()));
+});
+
+/** Each provider: its fake server, its effect, and what it reports for the same call. */
+const PROVIDERS = [
+  {
+    provider: "anthropic",
+    effect: (baseURL: string, extra: Extra = {}) =>
+      createLlmEffect({ provider: "anthropic", model: "claude-sonnet-4-5", baseURL, ...extra }),
+    server: (o: ServerOptions): Promise<Fake> => fakeAnthropic(o),
+    // Anthropic reports cache reads and writes besides the input.
+    usage: { inputTokens: 20, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 10 },
+    /** The input tokens the guard counts: the provider's, reported at message_start. */
+    guardInput: 10,
+    stopReason: "end_turn",
+  },
+  {
+    provider: "openai",
+    effect: (baseURL: string, extra: Extra = {}) =>
+      createLlmEffect({ provider: "openai", model: "gpt-4o", baseURL, ...extra }),
+    server: (o: ServerOptions): Promise<Fake> =>
+      fakeOpenAi({
+        ...o,
+        promptTokens: (o.inputTokens ?? 0) + (o.cacheReadTokens ?? 0) + (o.cacheWriteTokens ?? 0),
+        cachedTokens: o.cacheReadTokens ?? 0,
+      }),
+    // OpenAI reports cached prompt tokens inside prompt_tokens, and no cache writes.
+    usage: { inputTokens: 30, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 0 },
+    /** OpenAI reports usage only at the end: the guard counts the prompt's characters / 4. */
+    guardInput: 5,
+    stopReason: "stop",
+  },
+];
+
+const ask = { messages: [{ role: "user" as const, content: "tell me about tides" }] };
+
+for (const p of PROVIDERS) {
+  describe(`createLlmEffect: ${p.provider} through the official SDK (issue 6)`, () => {
+    async function server(options: ServerOptions): Promise<Fake> {
+      const s = await p.server(options);
+      servers.push(s);
+      return s;
+    }
+    const effect = p.effect;
+
+    for (const stream of [true, false]) {
+      it(`meters a completed ${stream ? "streaming" : "plain"} call with the provider's tokens and the recorded price`, async () => {
+        const fake = await server({
+          text: "Tides rise and fall twice a day.",
+          inputTokens: 20,
+          cacheReadTokens: 100,
+          cacheWriteTokens: 10,
+        });
+        const llm = effect(fake.baseURL, { stream });
+        const f = flow$("asks", async (ctx) => ctx.execute(llm, ask));
+        const r = rt(memoryStore()).registerFlow(f);
+        const out = await (await r.start(f, null, { id: `llm-${p.provider}-${stream}` })).result();
+        const result = out.output as unknown as LlmResult;
+        expect(result.text).toBe("Tides rise and fall twice a day.");
+        expect(result.stopReason).toBe(p.stopReason);
+        expect(result.usage).toEqual(p.usage);
+        expect(result.price?.source).toBe(PRICE_SOURCE);
+        expect(result.price?.usd).toBeGreaterThan(0);
+        const state = await r.getState(`llm-${p.provider}-${stream}`);
+        expect(state._resources?.tokens).toEqual({ input: 130, output: 8 });
+        expect(state._resources?.costUsd).toBeCloseTo(result.price?.usd ?? -1, 12);
+        expect(fake.requests).toHaveLength(1);
+        expect(fake.requests[0]?.body.stream ?? false).toBe(stream);
+        await expectReplayEquality(r, `llm-${p.provider}-${stream}`);
+      });
+    }
+
+    it("severs an over-budget stream mid-stream: QUOTA_EXCEEDED flagged as an estimate, at most one delta past", async () => {
+      const text = "x".repeat(400); // 100 tokens at chars/4, in 50 deltas of 8 characters
+      const fake = await server({ text, deltaChars: 8, deltaMs: 2, inputTokens: 10 });
+      const llm = effect(fake.baseURL, { guard: streamTokenBudget(40) });
+      const f = flow$("over", async (ctx) =>
+        ctx.execute(llm, ask).then(
+          () => "finished",
+          (e: unknown) =>
+            e instanceof QuotaExceededError ? "quota" : isLoomError(e) ? e.code : "?",
+        ),
+      );
+      const r = rt(memoryStore()).registerFlow(f);
+      const out = await (await r.start(f, null, { id: "over-1" })).result();
+      expect(out.output).toBe("quota");
+      await until(() => fake.requests[0]?.closedEarly === true, 2000);
+      const req = fake.requests[0];
+      expect(req?.deltasTotal).toBe(50);
+      expect(req?.deltasSent).toBeLessThan(req?.deltasTotal ?? 0);
+      const log = await r.readLog("over-1");
+      const quota = log.find((e) => e.kind === "QUOTA_EXCEEDED")?.payload as Record<
+        string,
+        unknown
+      >;
+      expect(quota).toMatchObject({ dimension: "tokens", estimated: true, limit: 40 });
+      const failed = log.find((e) => e.kind === "STEP_FAILED")?.payload as {
+        error: { code: string };
+      };
+      expect(failed.error.code).toBe("LOOM_QUOTA_EXCEEDED");
+      const metered = log.find((e) => e.kind === "RESOURCE_METERED")?.payload as {
+        delta: { tokens: { input: number; output: number }; estimated?: boolean };
+      };
+      expect(metered.delta.estimated).toBe(true);
+      expect(metered.delta.tokens.input).toBe(p.guardInput);
+      // At most one delta (8 characters, 2 tokens) past the budget reached the client.
+      expect(p.guardInput + metered.delta.tokens.output - 40).toBeGreaterThan(0);
+      expect(p.guardInput + metered.delta.tokens.output - 40).toBeLessThanOrEqual(2);
+    });
+
+    it("a cancel during a stream closes the connection within 1 s and says cancelled, not quota", async () => {
+      const fake = await server({ text: "y".repeat(4000), deltaChars: 4, deltaMs: 10 });
+      const llm = effect(fake.baseURL, { guard: streamTokenBudget(1_000_000) });
+      const f = flow$("long-answer", async (ctx) => ctx.execute(llm, ask));
+      const r = rt(memoryStore()).registerFlow(f);
+      const h = await r.start(f, null, { id: "cancel-stream" });
+      await until(() => (fake.requests[0]?.deltasSent ?? 0) > 5, 5000);
+      const t0 = performance.now();
+      expect(await h.cancel("enough")).toBe(true);
+      await until(() => fake.requests[0]?.closedEarly === true, 1000);
+      expect((fake.requests[0]?.closedAt ?? Infinity) - t0).toBeLessThan(1000);
+      const outcome = await h.result();
+      expect(outcome.error?.code).toBe("LOOM_CANCELLED");
+      const kinds = (await r.readLog(h.id)).map((e) => e.kind);
+      expect(kinds.slice(-2)).toEqual(["STEP_CANCELLED", "EXECUTION_CANCELLED"]);
+      expect(kinds).not.toContain("QUOTA_EXCEEDED");
+    });
+
+    it("the SDK's retries are off: every request the server saw is an attempt in the log", async () => {
+      const fake = await server({ failFirst: [529, 500] });
+      const llm = effect(fake.baseURL);
+      const f = flow$("retried", async (ctx) =>
+        ctx.execute(llm, ask, { retry: { initialDelayMs: 5, jitter: 0 } }),
+      );
+      const r = rt(memoryStore()).registerFlow(f);
+      const out = await (await r.start(f, null, { id: "retried-1" })).result();
+      expect(out.status).toBe("completed");
+      expect(fake.requests).toHaveLength(3);
+      const log = await r.readLog("retried-1");
+      const failedAttempts = log.filter(
+        (e) => e.kind === "STEP_FAILED" && (e.payload as { retrying?: boolean }).retrying === true,
+      );
+      expect(failedAttempts).toHaveLength(2);
+      expect((await r.getState("retried-1")).frames["llm#0"]?.attempts).toBe(3);
+    });
+  });
+}
