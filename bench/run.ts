@@ -9,6 +9,7 @@ import { cancelBench } from "./cancel.ts";
 import { middlewareBench } from "./middleware.ts";
 import { resumeBench } from "./resume.ts";
 import { simBench } from "./sim.ts";
+import { streamBudgetBench } from "./stream-budget.ts";
 import { stepsBench } from "./steps.ts";
 
 const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
@@ -17,6 +18,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   middleware: middlewareBench,
   cancel: cancelBench,
   sim: simBench,
+  "stream-budget": streamBudgetBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -34,6 +36,8 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           process on the same SQLite file, beside one append's p50
   sim     [--seeds 200]
           events per second the simulator explores with faults, beside the same seeds without
+  stream-budget [--streams 100]
+          streams severed by streamTokenBudget: overshoot in deltas, breach-to-close latency
 `;
 
 async function main(argv: readonly string[]): Promise<number> {

@@ -50,7 +50,7 @@ const PROVIDERS = [
   {
     provider: "anthropic",
     effect: (baseURL: string, extra: Extra = {}) =>
-      createLlmEffect({ provider: "anthropic", model: "claude-sonnet-4-5", baseURL, ...extra }),
+      createLlmEffect({ provider: "anthropic", model: "claude-sonnet-4-6", baseURL, ...extra }),
     server: (o: ServerOptions): Promise<Fake> => fakeAnthropic(o),
     // Anthropic reports cache reads and writes besides the input.
     usage: { inputTokens: 20, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 10 },

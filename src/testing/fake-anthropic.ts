@@ -74,7 +74,7 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
       cache_creation_input_tokens: opts.cacheWriteTokens ?? 0,
     };
     const outputTokens = Math.ceil(text.length / 4);
-    const model = body.model ?? "claude-sonnet-4-5";
+    const model = body.model ?? "claude-sonnet-4-6";
     if (!body.stream) {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(
