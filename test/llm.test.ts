@@ -170,6 +170,31 @@ for (const p of PROVIDERS) {
       expect(kinds).not.toContain("QUOTA_EXCEEDED");
     });
 
+    it("the caller sees the deltas live, and the log holds only the step's result", async () => {
+      const text = "The moon pulls the sea; the sea answers twice a day.";
+      const fake = await server({ text, deltaChars: 5, deltaMs: 5 });
+      const llm = effect(fake.baseURL);
+      const f = flow$("live", async (ctx) => (await ctx.execute(llm, ask)).text);
+      const r = rt(memoryStore()).registerFlow(f);
+      const h = await r.start(f, null, { id: "live-1" });
+      const seen: string[] = [];
+      for await (const d of h.deltas()) {
+        expect(d.stepId).toBe("llm#0");
+        seen.push(d.text);
+      }
+      expect(seen.length).toBeGreaterThan(5);
+      expect(seen.join("")).toBe(text);
+      expect((await h.result()).output).toBe(text);
+      const kinds = (await r.readLog("live-1")).map((e) => e.kind);
+      expect(kinds).toEqual([
+        "EXECUTION_STARTED",
+        "STEP_STARTED",
+        "RESOURCE_METERED",
+        "STEP_COMPLETED",
+        "EXECUTION_COMPLETED",
+      ]);
+    });
+
     it("the SDK's retries are off: every request the server saw is an attempt in the log", async () => {
       const fake = await server({ failFirst: [529, 500] });
       const llm = effect(fake.baseURL);

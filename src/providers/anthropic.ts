@@ -17,6 +17,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
+import { publishDelta } from "./deltas.ts";
 import { finish, type LlmInput, type LlmResult, type LlmUsage } from "./llm-core.ts";
 
 export interface AnthropicEffectOptions {
@@ -136,6 +137,7 @@ async function streamed(
       } else if (event.type === "content_block_delta") {
         if (event.delta.type === "text_delta") {
           text += event.delta.text;
+          publishDelta(ectx.executionId, { stepId: ectx.stepId, text: event.delta.text });
           try {
             options.guard?.({ text, inputTokens: usage.inputTokens, ectx });
           } catch (e) {

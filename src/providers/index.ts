@@ -21,4 +21,5 @@ export function createLlmEffect(options: LlmEffectOptions): Effect<LlmInput, Llm
 
 export type { LlmInput, LlmMessage, LlmResult, LlmUsage } from "./llm-core.ts";
 export { PRICE_SOURCE } from "./llm-core.ts";
+export { type LiveDelta } from "./deltas.ts";
 export { streamTokenBudget, charsOver4, type StreamGuard, type StreamProgress } from "./stream.ts";

@@ -14,6 +14,7 @@ import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import { finish, type LlmInput, type LlmResult, type LlmUsage } from "./llm-core.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
+import { publishDelta } from "./deltas.ts";
 
 export interface OpenAiEffectOptions {
   provider: "openai";
@@ -143,6 +144,7 @@ async function streamed(
       const delta = choice.delta.content;
       if (!delta) continue;
       text += delta;
+      publishDelta(ectx.executionId, { stepId: ectx.stepId, text: delta });
       try {
         options.guard?.({ text, inputTokens: promptEstimate, ectx });
       } catch (e) {

@@ -5,6 +5,7 @@ import type { Store } from "../store/spi.ts";
 import type { Budget } from "../kernel/resources.ts";
 import type { EffectMiddleware } from "../effects/middleware.ts";
 import type { Outcome } from "./outcome.ts";
+import type { LiveDelta } from "../providers/deltas.ts";
 
 export interface RuntimeOptions {
   store: Store;
@@ -69,4 +70,6 @@ export interface ExecutionHandle {
   result(): Promise<Outcome>;
   /** Cancels the execution (see `Runtime.cancel`); false when it had already ended. */
   cancel(reason?: string): Promise<boolean>;
+  /** Its LLM steps' text deltas as they stream, in this process (see `Runtime.deltas`). */
+  deltas(): AsyncIterableIterator<LiveDelta>;
 }

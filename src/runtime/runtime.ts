@@ -60,6 +60,7 @@ import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
 import { cancelExecution, checkedReason } from "./cancel.ts";
+import { subscribeDeltas, type LiveDelta } from "../providers/deltas.ts";
 import { checkedDuration } from "./deadline.ts";
 import { checkedScheduleName, cronOf, fireSchedules, type ScheduleOptions } from "./schedules.ts";
 
@@ -181,7 +182,20 @@ export class Runtime implements RunHost {
       id,
       result: () => this.waitForCompletion(id),
       cancel: (reason) => this.cancel(id, reason),
+      deltas: () => this.deltas(id),
     };
+  }
+
+  /**
+   * The text deltas of the execution's running LLM steps as they stream, in this process, from
+   * now until the execution ends (not journaled one by one: the log holds each step's result).
+   */
+  deltas(id: string): AsyncIterableIterator<LiveDelta> {
+    assertValidId(id);
+    return subscribeDeltas(
+      id,
+      this.waitForCompletion(id).catch(() => undefined),
+    );
   }
 
   /**
