@@ -22,4 +22,12 @@ export function createLlmEffect(options: LlmEffectOptions): Effect<LlmInput, Llm
 export type { LlmInput, LlmMessage, LlmResult, LlmUsage } from "./llm-core.ts";
 export { PRICE_SOURCE } from "./llm-core.ts";
 export { type LiveDelta } from "./deltas.ts";
+export {
+  createToolEffect,
+  ToolTimeoutError,
+  type ToolEffect,
+  type ToolEffectOptions,
+  type ToolResult,
+  type ToolTransport,
+} from "./mcp.ts";
 export { streamTokenBudget, charsOver4, type StreamGuard, type StreamProgress } from "./stream.ts";

@@ -1,0 +1,113 @@
+/**
+ * `createToolEffect({ tool, transport })`: an MCP tool call (`@modelcontextprotocol/sdk` 1.x
+ * client) as a Loom effect, over stdio (a server process this effect starts) or Streamable HTTP.
+ *
+ * - The step's signal and the effect's `timeoutMs` are passed to `callTool`. Aborting sends
+ *   `notifications/cancelled`, so the server's handler sees its own signal abort.
+ * - The SDK rejects an abort and a timeout with the same `McpError` code (-32001), so the two are
+ *   told apart by Loom's own signal: an aborted step rethrows its signal's reason (a cancel, a
+ *   step timeout); otherwise it is `ToolTimeoutError`.
+ * - One connection per effect, made on first use and kept; `close()` ends it (and a stdio
+ *   server process).
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import { InvalidInputError, LoomError, registerErrorClass } from "../kernel/errors.ts";
+import type { Json } from "../kernel/json.ts";
+import type { Effect } from "../runtime/flow.ts";
+
+/** An MCP tool call ran past the effect's `timeoutMs` (not a cancel). */
+export class ToolTimeoutError extends LoomError {
+  static readonly code = "LOOM_TOOL_TIMEOUT";
+  constructor(message: string, details?: Json) {
+    super("LOOM_TOOL_TIMEOUT", message, details);
+  }
+}
+registerErrorClass(ToolTimeoutError.code, ToolTimeoutError);
+
+export type ToolTransport =
+  | { stdio: { command: string; args?: string[]; env?: Record<string, string> } }
+  | { http: { url: string } };
+
+export interface ToolEffectOptions {
+  /** The MCP tool's name. */
+  tool: string;
+  transport: ToolTransport;
+  /** The step's name (default: the tool's). */
+  name?: string;
+  /** How long one call may take (the SDK's default is 60 s). */
+  timeoutMs?: number;
+}
+
+export interface ToolResult {
+  content: Json;
+  isError: boolean;
+  structuredContent?: Json;
+}
+
+export type ToolEffect<I> = Effect<I, ToolResult> & { close(): Promise<void> };
+
+export function createToolEffect<I extends Record<string, unknown>>(
+  options: ToolEffectOptions,
+): ToolEffect<I> {
+  if (typeof options.tool !== "string" || options.tool === "") {
+    throw new InvalidInputError("createToolEffect needs the tool's name");
+  }
+  let connecting: Promise<Client> | undefined;
+  const connect = () =>
+    (connecting ??= (async () => {
+      const client = new Client({ name: "loom", version: "1" });
+      const t = options.transport;
+      const transport =
+        "stdio" in t
+          ? new StdioClientTransport({
+              command: t.stdio.command,
+              args: t.stdio.args ?? [],
+              ...(t.stdio.env ? { env: t.stdio.env } : {}),
+              stderr: "inherit",
+            })
+          : new StreamableHTTPClientTransport(new URL(t.http.url));
+      await client.connect(transport);
+      return client;
+    })());
+  return {
+    name: options.name ?? options.tool,
+    async run(input, ectx) {
+      const client = await connect();
+      try {
+        const result = await client.callTool({ name: options.tool, arguments: input }, undefined, {
+          signal: ectx.signal,
+          ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
+        });
+        const out: ToolResult = {
+          content: (result.content ?? []) as Json,
+          isError: result.isError === true,
+        };
+        if (result.structuredContent !== undefined) {
+          out.structuredContent = result.structuredContent as Json;
+        }
+        return out;
+      } catch (e) {
+        // -32001 is both an abort and a timeout: Loom's signal says which.
+        if (ectx.signal.aborted) {
+          const r: unknown = ectx.signal.reason;
+          throw r instanceof Error ? r : new Error(`aborted: ${String(r)}`);
+        }
+        if (e instanceof McpError && e.code === (ErrorCode.RequestTimeout as number)) {
+          throw new ToolTimeoutError(
+            `MCP tool "${options.tool}" did not answer within ${options.timeoutMs ?? 60_000} ms`,
+            { tool: options.tool },
+          );
+        }
+        throw e;
+      }
+    },
+    async close() {
+      const client = await connecting?.catch(() => undefined);
+      connecting = undefined;
+      await client?.close();
+    },
+  };
+}
