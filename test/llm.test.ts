@@ -57,6 +57,7 @@ const PROVIDERS = [
     /** The input tokens the guard counts: the provider's, reported at message_start. */
     guardInput: 10,
     stopReason: "end_turn",
+    plain: true,
   },
   {
     provider: "openai",
@@ -73,6 +74,24 @@ const PROVIDERS = [
     /** OpenAI reports usage only at the end: the guard counts the prompt's characters / 4. */
     guardInput: 5,
     stopReason: "stop",
+    plain: true,
+  },
+  {
+    provider: "openai-responses",
+    effect: (baseURL: string, extra: Extra = {}) =>
+      createLlmEffect({ provider: "openai", api: "responses", model: "gpt-4o", baseURL, ...extra }),
+    server: (o: ServerOptions): Promise<Fake> =>
+      fakeOpenAi({
+        ...o,
+        promptTokens: (o.inputTokens ?? 0) + (o.cacheReadTokens ?? 0) + (o.cacheWriteTokens ?? 0),
+        cachedTokens: o.cacheReadTokens ?? 0,
+      }),
+    // OpenAI reports cached prompt tokens inside prompt_tokens, and no cache writes.
+    usage: { inputTokens: 30, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 0 },
+    /** OpenAI reports usage only at the end: the guard counts the prompt's characters / 4. */
+    guardInput: 5,
+    stopReason: "completed",
+    plain: false,
   },
 ];
 
@@ -87,7 +106,7 @@ for (const p of PROVIDERS) {
     }
     const effect = p.effect;
 
-    for (const stream of [true, false]) {
+    for (const stream of p.plain ? [true, false] : [true]) {
       it(`meters a completed ${stream ? "streaming" : "plain"} call with the provider's tokens and the recorded price`, async () => {
         const fake = await server({
           text: "Tides rise and fall twice a day.",

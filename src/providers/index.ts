@@ -1,6 +1,6 @@
 /**
- * LLM effects over the official provider SDKs (issue 6): Anthropic Messages and OpenAI Chat
- * Completions. The OpenAI Responses API, MCP tools and A2A agents follow.
+ * LLM and tool effects over the official SDKs (issue 6): Anthropic Messages, OpenAI Chat
+ * Completions and Responses, MCP tools. A2A agents follow.
  */
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect } from "../runtime/flow.ts";

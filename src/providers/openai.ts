@@ -7,7 +7,8 @@
  * A stream asks for its trailing usage chunk (`stream_options.include_usage`). A stream cut short
  * never gets it: its usage is Loom's estimate (input from the prompt's characters, output from the
  * text so far), metered and marked as an estimate. Cached prompt tokens count as input read from
- * cache. The Responses API is not wired yet.
+ * cache. `api: "responses"` uses the Responses API instead (streaming only): its usage comes on
+ * `response.completed`, so a cut-short call is metered from estimates the same way.
  */
 import OpenAI from "openai";
 import { InvalidInputError } from "../kernel/errors.ts";
@@ -19,6 +20,8 @@ import { publishDelta } from "./deltas.ts";
 export interface OpenAiEffectOptions {
   provider: "openai";
   model: string;
+  /** Chat Completions (default) or the Responses API (streaming only). */
+  api?: "chat" | "responses";
   stream?: boolean;
   name?: string;
   client?: OpenAI;
@@ -39,13 +42,100 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
       maxRetries: 0,
       ...(options.baseURL ? { baseURL: options.baseURL } : {}),
     });
+  if (options.api === "responses" && options.stream === false) {
+    throw new InvalidInputError("the Responses API is wired for streaming only: omit stream");
+  }
   return {
     name: options.name ?? "llm",
     run: (input, ectx) =>
-      options.stream === false
-        ? once(client, options, input, ectx)
-        : streamed(client, options, input, ectx),
+      options.api === "responses"
+        ? viaResponses(client, options, input, ectx)
+        : options.stream === false
+          ? once(client, options, input, ectx)
+          : streamed(client, options, input, ectx),
   };
+}
+
+/** The Responses API: text as `response.output_text.delta`, usage only on `response.completed`. */
+async function viaResponses(
+  client: OpenAI,
+  options: OpenAiEffectOptions,
+  input: LlmInput,
+  ectx: EffectContext,
+): Promise<LlmResult> {
+  const controller = new AbortController();
+  const forward = () => controller.abort(ectx.signal.reason);
+  if (ectx.signal.aborted) forward();
+  ectx.signal.addEventListener("abort", forward, { once: true });
+  const promptEstimate = charsOver4(
+    messages(input)
+      .map((m) => m.content)
+      .join("\n"),
+  );
+  let text = "";
+  let model = options.model;
+  let usage: LlmUsage | undefined;
+  let stopReason: string | null = null;
+  let severed: Error | undefined;
+  try {
+    const stream = await client.responses.create(
+      {
+        model: options.model,
+        input: input.messages,
+        stream: true,
+        ...(input.system === undefined ? {} : { instructions: input.system }),
+        ...(input.maxTokens === undefined ? {} : { max_output_tokens: input.maxTokens }),
+      },
+      { signal: controller.signal, maxRetries: 0 },
+    );
+    for await (const event of stream) {
+      if (event.type === "response.output_text.delta") {
+        text += event.delta;
+        publishDelta(ectx.executionId, { stepId: ectx.stepId, text: event.delta });
+        try {
+          options.guard?.({ text, inputTokens: promptEstimate, ectx });
+        } catch (e) {
+          severed = e instanceof Error ? e : new Error(String(e));
+          controller.abort(severed);
+          break;
+        }
+      } else if (event.type === "response.completed") {
+        model = event.response.model;
+        stopReason = event.response.status ?? null;
+        const u = event.response.usage;
+        if (u) {
+          const cached = u.input_tokens_details?.cached_tokens ?? 0;
+          usage = {
+            inputTokens: u.input_tokens - cached,
+            outputTokens: u.output_tokens,
+            cacheReadTokens: cached,
+            cacheWriteTokens: 0,
+          };
+        }
+      }
+    }
+  } catch (e) {
+    if (!controller.signal.aborted) throw e;
+  } finally {
+    ectx.signal.removeEventListener("abort", forward);
+  }
+  if (severed !== undefined || controller.signal.aborted) {
+    ectx.meter({ tokens: { input: promptEstimate, output: charsOver4(text) }, estimated: true });
+    const r: unknown = controller.signal.reason;
+    throw severed ?? (r instanceof Error ? r : new Error(`aborted: ${String(r)}`));
+  }
+  return finish(ectx, "openai", {
+    text,
+    toolCalls: [],
+    stopReason,
+    model,
+    usage: usage ?? {
+      inputTokens: promptEstimate,
+      outputTokens: charsOver4(text),
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+    },
+  });
 }
 
 function messages(input: LlmInput) {

@@ -62,6 +62,7 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
       prompt_tokens_details: { cached_tokens: opts.cachedTokens ?? 0 },
     };
     const base = { id: "chatcmpl-fake", created: 1, model };
+    if (req.url?.endsWith("/responses")) return responses(res, record, deltas, text, model, usage);
     if (!body.stream) {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(
@@ -106,6 +107,71 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
     finished = true;
     res.end();
   }
+  /** The Responses API (`POST /v1/responses`, streaming): text deltas, usage on completion. */
+  async function responses(
+    res: ServerResponse,
+    record: FakeOpenAi["requests"][number],
+    deltas: string[],
+    text: string,
+    model: string,
+    usage: {
+      prompt_tokens: number;
+      completion_tokens: number;
+      prompt_tokens_details: { cached_tokens: number };
+    },
+  ): Promise<void> {
+    let finished = false;
+    res.on("close", () => {
+      if (finished) return;
+      record.closedEarly = true;
+      record.closedAt = performance.now();
+    });
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    let seq = 0;
+    const send = (type: string, data: Record<string, unknown>) =>
+      res.write(
+        `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...data })}\n\n`,
+      );
+    const response = { id: "resp_fake", object: "response", created_at: 1, model, output: [] };
+    send("response.created", { response: { ...response, status: "in_progress" } });
+    for (const delta of deltas) {
+      if (record.closedEarly) return;
+      if (opts.deltaMs) await new Promise((r) => setTimeout(r, opts.deltaMs));
+      if (record.closedEarly) return;
+      send("response.output_text.delta", {
+        item_id: "msg_fake",
+        output_index: 0,
+        content_index: 0,
+        delta,
+      });
+      record.deltasSent++;
+    }
+    send("response.completed", {
+      response: {
+        ...response,
+        status: "completed",
+        output: [
+          {
+            id: "msg_fake",
+            type: "message",
+            role: "assistant",
+            status: "completed",
+            content: [{ type: "output_text", text, annotations: [] }],
+          },
+        ],
+        usage: {
+          input_tokens: usage.prompt_tokens,
+          input_tokens_details: { cached_tokens: usage.prompt_tokens_details.cached_tokens },
+          output_tokens: usage.completion_tokens,
+          output_tokens_details: { reasoning_tokens: 0 },
+          total_tokens: usage.prompt_tokens + usage.completion_tokens,
+        },
+      },
+    });
+    finished = true;
+    res.end();
+  }
+
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : 0;
