@@ -24,7 +24,8 @@ export function toJson(value: unknown, what: string): Json | undefined {
         return v;
       case "number":
         if (!Number.isFinite(v)) throw invalid(what, path, `the number ${String(v)}`);
-        return v;
+        // JSON has no negative zero: what is live must equal what a store reads back.
+        return Object.is(v, -0) ? 0 : v;
       case "undefined":
         return undefined;
       case "bigint":
