@@ -34,6 +34,8 @@ interface ServerOptions {
   cacheReadTokens?: number;
   cacheWriteTokens?: number;
   failFirst?: number[];
+  /** Anthropic only: an `event: error` after this many deltas, for the first requests. */
+  errorAfter?: (number | undefined)[];
 }
 /** What a test sets on an effect beyond its provider. */
 interface Extra {
@@ -213,6 +215,28 @@ for (const p of PROVIDERS) {
         "EXECUTION_COMPLETED",
       ]);
     });
+
+    if (p.provider === "anthropic") {
+      it("a stream that fails midway (event: error) is metered as an estimate and retried by Loom", async () => {
+        const fake = await server({ text: "w".repeat(80), inputTokens: 12, errorAfter: [3] });
+        const llm = effect(fake.baseURL);
+        const f = flow$("midway", async (ctx) =>
+          ctx.execute(llm, ask, { retry: { initialDelayMs: 5, jitter: 0 } }),
+        );
+        const r = rt(memoryStore()).registerFlow(f);
+        const out = await (await r.start(f, null, { id: "midway-1" })).result();
+        expect((out.output as unknown as LlmResult).text).toBe("w".repeat(80));
+        expect(fake.requests).toHaveLength(2);
+        const log = await r.readLog("midway-1");
+        const metered = log
+          .filter((e) => e.kind === "RESOURCE_METERED")
+          .map((e) => (e.payload as { delta: { tokens?: unknown; estimated?: boolean } }).delta);
+        // The failed attempt: its input from message_start, 3 deltas of 8 characters estimated.
+        expect(metered[0]).toMatchObject({ tokens: { input: 12, output: 6 }, estimated: true });
+        expect(metered[1]).toMatchObject({ tokens: { input: 12, output: 20 } });
+        expect(metered[1]?.estimated).toBeUndefined();
+      });
+    }
 
     it("the SDK's retries are off: every request the server saw is an attempt in the log", async () => {
       const fake = await server({ failFirst: [529, 500] });

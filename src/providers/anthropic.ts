@@ -119,6 +119,7 @@ async function streamed(
   let reportedOutput = false;
   const tools = new Map<number, { id: string; name: string; json: string }>();
   let severed: Error | undefined;
+  let failure: Error | undefined;
   try {
     const stream = await client.messages.create(
       { ...params(options, input), stream: true },
@@ -157,18 +158,18 @@ async function streamed(
       }
     }
   } catch (e) {
-    if (!controller.signal.aborted) throw e;
+    // A stream that fails midway (an `event: error`, a dropped connection) is metered below too.
+    if (!controller.signal.aborted) failure = e instanceof Error ? e : new Error(String(e));
   } finally {
     ectx.signal.removeEventListener("abort", forward);
   }
-  if (severed !== undefined || controller.signal.aborted) {
-    // Cut short: the provider reported no final usage; meter what is known and estimate the rest.
+  if (failure !== undefined || severed !== undefined || controller.signal.aborted) {
+    // Cut short: the provider reported no final usage; meter what is known and estimate the
+    // rest (nothing, when the call never got as far as its first event: no false zeros).
     const output = reportedOutput ? usage.outputTokens : charsOver4(text);
-    ectx.meter({
-      tokens: { input: usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens, output },
-      estimated: true,
-    });
-    throw severed ?? reason(controller.signal);
+    const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens;
+    if (input > 0 || output > 0) ectx.meter({ tokens: { input, output }, estimated: true });
+    throw failure ?? severed ?? reason(controller.signal);
   }
   const toolCalls = [...tools.values()].map((t) => ({
     id: t.id,

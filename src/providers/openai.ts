@@ -77,6 +77,7 @@ async function viaResponses(
   let usage: LlmUsage | undefined;
   let stopReason: string | null = null;
   let severed: Error | undefined;
+  let failure: Error | undefined;
   try {
     const stream = await client.responses.create(
       {
@@ -115,14 +116,18 @@ async function viaResponses(
       }
     }
   } catch (e) {
-    if (!controller.signal.aborted) throw e;
+    // A stream that fails midway is metered below too.
+    if (!controller.signal.aborted) failure = e instanceof Error ? e : new Error(String(e));
   } finally {
     ectx.signal.removeEventListener("abort", forward);
   }
-  if (severed !== undefined || controller.signal.aborted) {
-    ectx.meter({ tokens: { input: promptEstimate, output: charsOver4(text) }, estimated: true });
+  if (failure !== undefined || severed !== undefined || controller.signal.aborted) {
+    // Nothing is metered for a call that failed before it streamed anything (no false zeros).
+    if (failure === undefined || text !== "") {
+      ectx.meter({ tokens: { input: promptEstimate, output: charsOver4(text) }, estimated: true });
+    }
     const r: unknown = controller.signal.reason;
-    throw severed ?? (r instanceof Error ? r : new Error(`aborted: ${String(r)}`));
+    throw failure ?? severed ?? (r instanceof Error ? r : new Error(`aborted: ${String(r)}`));
   }
   return finish(ectx, "openai", {
     text,
@@ -207,6 +212,7 @@ async function streamed(
   let usage: LlmUsage | undefined;
   const tools = new Map<number, { id: string; name: string; json: string }>();
   let severed: Error | undefined;
+  let failure: Error | undefined;
   try {
     const stream = await client.chat.completions.create(
       {
@@ -244,15 +250,19 @@ async function streamed(
       }
     }
   } catch (e) {
-    if (!controller.signal.aborted) throw e;
+    // A stream that fails midway is metered below too.
+    if (!controller.signal.aborted) failure = e instanceof Error ? e : new Error(String(e));
   } finally {
     ectx.signal.removeEventListener("abort", forward);
   }
-  if (severed !== undefined || controller.signal.aborted) {
+  if (failure !== undefined || severed !== undefined || controller.signal.aborted) {
     // An aborted OpenAI stream reports no usage: meter Loom's estimate, marked as one.
-    ectx.meter({ tokens: { input: promptEstimate, output: charsOver4(text) }, estimated: true });
+    // Nothing is metered for a call that failed before it streamed anything (no false zeros).
+    if (failure === undefined || text !== "") {
+      ectx.meter({ tokens: { input: promptEstimate, output: charsOver4(text) }, estimated: true });
+    }
     const r: unknown = controller.signal.reason;
-    throw severed ?? (r instanceof Error ? r : new Error(`aborted: ${String(r)}`));
+    throw failure ?? severed ?? (r instanceof Error ? r : new Error(`aborted: ${String(r)}`));
   }
   return finish(ectx, "openai", {
     text,

@@ -4,8 +4,9 @@
  * wire format (named `event:` lines, `message_start` ... `message_stop`, `ping`, `event: error`).
  *
  * What it answers is set per server: the text, how many characters each delta carries and how
- * long it waits between deltas, the usage it reports (cache tokens included), and statuses to
- * answer the first requests with (a 529 with `x-should-retry`, say). It records every request,
+ * long it waits between deltas, the usage it reports (cache tokens included), statuses to
+ * answer the first requests with (a 529 with `x-should-retry`, say), and an `event: error` in the
+ * middle of the first streams. It records every request,
  * and whether and when the client closed a stream before its last delta.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -21,6 +22,11 @@ export interface FakeAnthropicOptions {
   cacheWriteTokens?: number;
   /** Statuses for the first requests, in order (then 200). */
   failFirst?: number[];
+  /**
+   * For the first requests, in order: after how many deltas the stream sends
+   * `event: error` (an overloaded_error) and ends (undefined: it does not).
+   */
+  errorAfter?: (number | undefined)[];
 }
 
 export interface FakeRequest {
@@ -119,10 +125,20 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
       content_block: { type: "text", text: "" },
     });
     send("ping", { type: "ping" });
+    const errorAfter = opts.errorAfter?.[requests.length - 1];
     for (const delta of deltas) {
       if (record.closedEarly) return;
       if (opts.deltaMs) await new Promise((r) => setTimeout(r, opts.deltaMs));
       if (record.closedEarly) return;
+      if (errorAfter !== undefined && record.deltasSent >= errorAfter) {
+        send("error", {
+          type: "error",
+          error: { type: "overloaded_error", message: "Overloaded" },
+        });
+        finished = true;
+        res.end();
+        return;
+      }
       send("content_block_delta", {
         type: "content_block_delta",
         index: 0,
