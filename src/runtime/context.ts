@@ -23,11 +23,12 @@ import {
   assertName,
   checkedBudget,
   checkedExecuteOptions,
+  checkedOptions,
   type Effect,
   type EffectContext,
 } from "./flow.ts";
 import { halted, type EventSpec, type Run } from "./run.ts";
-import { armDeadline, checkedDuration, remainingMs } from "./deadline.ts";
+import { armDeadline, remainingMs } from "./deadline.ts";
 import { makeMiddlewareContext, type NestedBudget, type StepAttempt } from "./effect-call.ts";
 import { isDimension, spentIn, type Budget, type ResourceSnapshot } from "../kernel/resources.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
@@ -595,26 +596,7 @@ function own<T>(value: T): T {
 
 /** `ctx.run` options, checked before anything is recorded. */
 function checkedRunOptions(value: unknown, owner: string): RunOptions {
-  if (value === undefined) return {};
-  if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    throw new InvalidInputError(`the options of ${owner} must be an object`);
-  }
-  const { timeoutMs, atMostOnce, ...rest } = value as Record<string, unknown>;
-  const unknown = Object.keys(rest);
-  if (unknown.length > 0) {
-    throw new InvalidInputError(
-      `the options of ${owner} have unknown keys: ${unknown.join(", ")} (known: timeoutMs, atMostOnce)`,
-    );
-  }
-  const out: RunOptions = {};
-  if (timeoutMs !== undefined) out.timeoutMs = checkedDuration(timeoutMs, `${owner} timeoutMs`);
-  if (atMostOnce !== undefined) {
-    if (typeof atMostOnce !== "boolean") {
-      throw new InvalidInputError(`${owner} atMostOnce must be true or false`);
-    }
-    out.atMostOnce = atMostOnce;
-  }
-  return out;
+  return value === undefined ? {} : checkedOptions(value, owner, ["timeoutMs", "atMostOnce"]);
 }
 
 function runOptionsOf(options: ExecuteOptions): RunOptions {

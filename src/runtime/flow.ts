@@ -159,18 +159,30 @@ export function step$<I, O>(
   return { name, run, options: checkedExecuteOptions(options, `step "${name}"`) };
 }
 
-/** Per-call options checked before anything is recorded. */
+type OptionKey = "retry" | "timeoutMs" | "atMostOnce";
+
+/** Per-call options of `ctx.execute` and `step$`, checked before anything is recorded. */
 export function checkedExecuteOptions(value: unknown, owner: string): ExecuteOptions {
+  return checkedOptions(value, owner, ["retry", "timeoutMs", "atMostOnce"]);
+}
+
+/** Options of a step call, of the `known` kinds only; a refusal names the owner and the key. */
+export function checkedOptions(
+  value: unknown,
+  owner: string,
+  known: readonly OptionKey[],
+): ExecuteOptions {
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new InvalidInputError(`the options of ${owner} must be an object`);
   }
-  const { retry, timeoutMs, atMostOnce, ...rest } = value as Record<string, unknown>;
-  const unknown = Object.keys(rest);
+  const given = value as Record<string, unknown>;
+  const unknown = Object.keys(given).filter((k) => !(known as readonly string[]).includes(k));
   if (unknown.length > 0) {
     throw new InvalidInputError(
-      `the options of ${owner} have unknown keys: ${unknown.join(", ")} (known: retry, timeoutMs, atMostOnce)`,
+      `the options of ${owner} have unknown keys: ${unknown.join(", ")} (known: ${known.join(", ")})`,
     );
   }
+  const { retry, timeoutMs, atMostOnce } = given;
   const out: ExecuteOptions = {};
   if (retry !== undefined) out.retry = checkedRetryPolicy(retry, owner);
   if (timeoutMs !== undefined) out.timeoutMs = checkedDuration(timeoutMs, `${owner} timeoutMs`);
