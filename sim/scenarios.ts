@@ -7,7 +7,6 @@
  * On the simulated clock of the simulator, so a scenario's operator actions (a resume, a cancel)
  * land at the same simulated time in every run.
  */
-import FakeTimers from "@sinonjs/fake-timers";
 import {
   createRuntime,
   flow$,
@@ -21,7 +20,7 @@ import { memoryStore } from "../src/store/memory/index.ts";
 import { loadState } from "../src/runtime/load-state.ts";
 import { faultyStore, type CrashPoint } from "./faulty-store.ts";
 import { Prng } from "./prng.ts";
-import { T0 } from "./simulator.ts";
+import { withFakeClock } from "./fake-clock.ts";
 
 export interface Scenario {
   name: string;
@@ -119,28 +118,7 @@ export const SCENARIOS: Scenario[] = [
 ];
 
 export async function runScenario(s: Scenario, crash?: CrashPoint): Promise<ScenarioEnd> {
-  const fake = FakeTimers.withGlobal(globalThis).install({
-    now: T0,
-    toFake: [
-      "setTimeout",
-      "clearTimeout",
-      "setInterval",
-      "clearInterval",
-      "setImmediate",
-      "clearImmediate",
-      "Date",
-    ],
-  });
-  try {
-    return await drive(
-      s,
-      crash,
-      () => fake.now,
-      (ms) => fake.tickAsync(ms),
-    );
-  } finally {
-    fake.uninstall();
-  }
+  return withFakeClock(({ now, tick }) => drive(s, crash, now, tick));
 }
 
 async function drive(

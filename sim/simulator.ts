@@ -10,18 +10,17 @@
  * runtime on the same data recovers from the store alone. Invariants: invariants.ts.
  */
 import { createHash } from "node:crypto";
-import FakeTimers from "@sinonjs/fake-timers";
 import { canonicalJson } from "../src/kernel/json.ts";
 import { createRuntime, type Runtime } from "../src/index.ts";
 import { memoryStore } from "../src/store/memory/index.ts";
 import { loadState } from "../src/runtime/load-state.ts";
 import type { Envelope } from "../src/kernel/events.ts";
+import { withFakeClock } from "./fake-clock.ts";
 import { faultyStore, type FaultRates, type Incarnation } from "./faulty-store.ts";
 import { CANCEL_GRACE_MS, cancelledAt, checkBudget, checkFold, checkLog } from "./invariants.ts";
 import { Prng } from "./prng.ts";
 import { randomSpec, simFlow, type Spec } from "./workload.ts";
 
-export const T0 = Date.UTC(2026, 0, 1);
 
 export interface SimOptions {
   steps?: number;
@@ -52,28 +51,7 @@ const DEFAULT_FAULTS: FaultRates = {
 };
 
 export async function runSeed(seed: number, options: SimOptions = {}): Promise<SimResult> {
-  const clock = FakeTimers.withGlobal(globalThis).install({
-    now: T0,
-    toFake: [
-      "setTimeout",
-      "clearTimeout",
-      "setInterval",
-      "clearInterval",
-      "setImmediate",
-      "clearImmediate",
-      "Date",
-    ],
-  });
-  try {
-    return await simulate(
-      seed,
-      options,
-      () => clock.now,
-      (ms) => clock.tickAsync(ms),
-    );
-  } finally {
-    clock.uninstall();
-  }
+  return withFakeClock(({ now, tick }) => simulate(seed, options, now, tick));
 }
 
 async function simulate(
