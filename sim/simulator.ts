@@ -21,7 +21,6 @@ import { CANCEL_GRACE_MS, cancelledAt, checkBudget, checkFold, checkLog } from "
 import { Prng } from "./prng.ts";
 import { randomSpec, simFlow, type Spec } from "./workload.ts";
 
-
 export interface SimOptions {
   steps?: number;
   faults?: Partial<FaultRates>;

@@ -17,8 +17,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
-import { publishDelta } from "./deltas.ts";
-import { finish, type LlmInput, type LlmResult, type LlmUsage } from "./llm-core.ts";
+import { finish, StreamSession, type LlmInput, type LlmResult, type LlmUsage } from "./llm-core.ts";
 
 export interface AnthropicEffectOptions {
   provider: "anthropic";
@@ -102,28 +101,21 @@ async function streamed(
   input: LlmInput,
   ectx: EffectContext,
 ): Promise<LlmResult> {
-  // Severing the call aborts this controller; the step's own signal aborts it too.
-  const controller = new AbortController();
-  const forward = () => controller.abort(ectx.signal.reason);
-  if (ectx.signal.aborted) forward();
-  ectx.signal.addEventListener("abort", forward, { once: true });
+  const call = new StreamSession(ectx, options.guard);
   const usage: LlmUsage = {
     inputTokens: 0,
     outputTokens: 0,
     cacheReadTokens: 0,
     cacheWriteTokens: 0,
   };
-  let text = "";
   let model = options.model;
   let stopReason: string | null = null;
   let reportedOutput = false;
   const tools = new Map<number, { id: string; name: string; json: string }>();
-  let severed: Error | undefined;
-  let failure: Error | undefined;
-  try {
+  await call.consume(async () => {
     const stream = await client.messages.create(
       { ...params(options, input), stream: true },
-      { signal: controller.signal, maxRetries: 0 },
+      { signal: call.signal, maxRetries: 0 },
     );
     for await (const event of stream) {
       if (event.type === "message_start") {
@@ -137,15 +129,7 @@ async function streamed(
         tools.set(event.index, { id: b.id, name: b.name, json: "" });
       } else if (event.type === "content_block_delta") {
         if (event.delta.type === "text_delta") {
-          text += event.delta.text;
-          publishDelta(ectx.executionId, { stepId: ectx.stepId, text: event.delta.text });
-          try {
-            options.guard?.({ text, inputTokens: usage.inputTokens, ectx });
-          } catch (e) {
-            severed = e instanceof Error ? e : new Error(String(e));
-            controller.abort(severed);
-            break;
-          }
+          if (!call.delta(event.delta.text, usage.inputTokens)) break;
         } else if (event.delta.type === "input_json_delta") {
           const tool = tools.get(event.index);
           if (tool) tool.json += event.delta.partial_json;
@@ -157,29 +141,19 @@ async function streamed(
         reportedOutput = true;
       }
     }
-  } catch (e) {
-    // A stream that fails midway (an `event: error`, a dropped connection) is metered below too.
-    if (!controller.signal.aborted) failure = e instanceof Error ? e : new Error(String(e));
-  } finally {
-    ectx.signal.removeEventListener("abort", forward);
-  }
-  if (failure !== undefined || severed !== undefined || controller.signal.aborted) {
-    // Cut short: the provider reported no final usage; meter what is known and estimate the
-    // rest (nothing, when the call never got as far as its first event: no false zeros).
-    const output = reportedOutput ? usage.outputTokens : charsOver4(text);
+  });
+  // Cut short: the provider reported no final usage; what is known, the rest estimated
+  // (nothing, when the call never got as far as its first event: no false zeros).
+  call.throwIfCutShort(() => {
+    const output = reportedOutput ? usage.outputTokens : charsOver4(call.text);
     const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens;
-    if (input > 0 || output > 0) ectx.meter({ tokens: { input, output }, estimated: true });
-    throw failure ?? severed ?? reason(controller.signal);
-  }
+    return input > 0 || output > 0 ? { input, output } : undefined;
+  });
+  const text = call.text;
   const toolCalls = [...tools.values()].map((t) => ({
     id: t.id,
     name: t.name,
     input: t.json === "" ? {} : (JSON.parse(t.json) as unknown),
   }));
   return finish(ectx, "anthropic", { text, toolCalls, stopReason, model, usage });
-}
-
-function reason(signal: AbortSignal): Error {
-  const r: unknown = signal.reason;
-  return r instanceof Error ? r : new Error(`aborted: ${String(r)}`);
 }

@@ -13,9 +13,8 @@
 import OpenAI from "openai";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
-import { finish, type LlmInput, type LlmResult, type LlmUsage } from "./llm-core.ts";
+import { finish, StreamSession, type LlmInput, type LlmResult, type LlmUsage } from "./llm-core.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
-import { publishDelta } from "./deltas.ts";
 
 export interface OpenAiEffectOptions {
   provider: "openai";
@@ -63,22 +62,12 @@ async function viaResponses(
   input: LlmInput,
   ectx: EffectContext,
 ): Promise<LlmResult> {
-  const controller = new AbortController();
-  const forward = () => controller.abort(ectx.signal.reason);
-  if (ectx.signal.aborted) forward();
-  ectx.signal.addEventListener("abort", forward, { once: true });
-  const promptEstimate = charsOver4(
-    messages(input)
-      .map((m) => m.content)
-      .join("\n"),
-  );
-  let text = "";
+  const call = new StreamSession(ectx, options.guard);
+  const promptEstimate = promptTokensEstimate(input);
   let model = options.model;
   let usage: LlmUsage | undefined;
   let stopReason: string | null = null;
-  let severed: Error | undefined;
-  let failure: Error | undefined;
-  try {
+  await call.consume(async () => {
     const stream = await client.responses.create(
       {
         model: options.model,
@@ -87,19 +76,11 @@ async function viaResponses(
         ...(input.system === undefined ? {} : { instructions: input.system }),
         ...(input.maxTokens === undefined ? {} : { max_output_tokens: input.maxTokens }),
       },
-      { signal: controller.signal, maxRetries: 0 },
+      { signal: call.signal, maxRetries: 0 },
     );
     for await (const event of stream) {
       if (event.type === "response.output_text.delta") {
-        text += event.delta;
-        publishDelta(ectx.executionId, { stepId: ectx.stepId, text: event.delta });
-        try {
-          options.guard?.({ text, inputTokens: promptEstimate, ectx });
-        } catch (e) {
-          severed = e instanceof Error ? e : new Error(String(e));
-          controller.abort(severed);
-          break;
-        }
+        if (!call.delta(event.delta, promptEstimate)) break;
       } else if (event.type === "response.completed") {
         model = event.response.model;
         stopReason = event.response.status ?? null;
@@ -115,20 +96,9 @@ async function viaResponses(
         }
       }
     }
-  } catch (e) {
-    // A stream that fails midway is metered below too.
-    if (!controller.signal.aborted) failure = e instanceof Error ? e : new Error(String(e));
-  } finally {
-    ectx.signal.removeEventListener("abort", forward);
-  }
-  if (failure !== undefined || severed !== undefined || controller.signal.aborted) {
-    // Nothing is metered for a call that failed before it streamed anything (no false zeros).
-    if (failure === undefined || text !== "") {
-      ectx.meter({ tokens: { input: promptEstimate, output: charsOver4(text) }, estimated: true });
-    }
-    const r: unknown = controller.signal.reason;
-    throw failure ?? severed ?? (r instanceof Error ? r : new Error(`aborted: ${String(r)}`));
-  }
+  });
+  call.throwIfCutShort((failed) => estimateCutShort(failed, promptEstimate, call.text));
+  const text = call.text;
   return finish(ectx, "openai", {
     text,
     toolCalls: [],
@@ -196,24 +166,14 @@ async function streamed(
   input: LlmInput,
   ectx: EffectContext,
 ): Promise<LlmResult> {
-  const controller = new AbortController();
-  const forward = () => controller.abort(ectx.signal.reason);
-  if (ectx.signal.aborted) forward();
-  ectx.signal.addEventListener("abort", forward, { once: true });
+  const call = new StreamSession(ectx, options.guard);
   // Until the provider reports usage, the prompt's size is the input estimate.
-  const promptEstimate = charsOver4(
-    messages(input)
-      .map((m) => m.content)
-      .join("\n"),
-  );
-  let text = "";
+  const promptEstimate = promptTokensEstimate(input);
   let model = options.model;
   let stopReason: string | null = null;
   let usage: LlmUsage | undefined;
   const tools = new Map<number, { id: string; name: string; json: string }>();
-  let severed: Error | undefined;
-  let failure: Error | undefined;
-  try {
+  await call.consume(async () => {
     const stream = await client.chat.completions.create(
       {
         model: options.model,
@@ -222,7 +182,7 @@ async function streamed(
         stream_options: { include_usage: true },
         ...(input.maxTokens === undefined ? {} : { max_completion_tokens: input.maxTokens }),
       },
-      { signal: controller.signal, maxRetries: 0 },
+      { signal: call.signal, maxRetries: 0 },
     );
     for await (const chunk of stream) {
       model = chunk.model;
@@ -238,32 +198,12 @@ async function streamed(
         tools.set(t.index, tool);
       }
       const delta = choice.delta.content;
-      if (!delta) continue;
-      text += delta;
-      publishDelta(ectx.executionId, { stepId: ectx.stepId, text: delta });
-      try {
-        options.guard?.({ text, inputTokens: promptEstimate, ectx });
-      } catch (e) {
-        severed = e instanceof Error ? e : new Error(String(e));
-        controller.abort(severed);
-        break;
-      }
+      if (delta && !call.delta(delta, promptEstimate)) break;
     }
-  } catch (e) {
-    // A stream that fails midway is metered below too.
-    if (!controller.signal.aborted) failure = e instanceof Error ? e : new Error(String(e));
-  } finally {
-    ectx.signal.removeEventListener("abort", forward);
-  }
-  if (failure !== undefined || severed !== undefined || controller.signal.aborted) {
-    // An aborted OpenAI stream reports no usage: meter Loom's estimate, marked as one.
-    // Nothing is metered for a call that failed before it streamed anything (no false zeros).
-    if (failure === undefined || text !== "") {
-      ectx.meter({ tokens: { input: promptEstimate, output: charsOver4(text) }, estimated: true });
-    }
-    const r: unknown = controller.signal.reason;
-    throw failure ?? severed ?? (r instanceof Error ? r : new Error(`aborted: ${String(r)}`));
-  }
+  });
+  // An aborted OpenAI stream reports no usage: Loom's estimate is metered, marked as one.
+  call.throwIfCutShort((failed) => estimateCutShort(failed, promptEstimate, call.text));
+  const text = call.text;
   return finish(ectx, "openai", {
     text,
     toolCalls: [...tools.values()].map((t) => ({
@@ -280,6 +220,20 @@ async function streamed(
       cacheWriteTokens: 0,
     },
   });
+}
+
+/** The prompt's characters / 4: the input estimate until the provider reports its usage. */
+function promptTokensEstimate(input: LlmInput): number {
+  return charsOver4(
+    messages(input)
+      .map((m) => m.content)
+      .join("\n"),
+  );
+}
+
+/** A cut-short call's estimate; none for one that failed before it streamed anything. */
+function estimateCutShort(failed: boolean, input: number, text: string) {
+  return failed && text === "" ? undefined : { input, output: charsOver4(text) };
 }
 
 function parseArguments(json: string): unknown {
