@@ -9,7 +9,7 @@
  * middle of the first streams. It records every request,
  * and whether and when the client closed a stream before its last delta.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { openStream, serveJson, splitText, type StreamRecord } from "./fake-server.ts";
 
 export interface FakeAnthropicOptions {
   text?: string;
@@ -29,16 +29,8 @@ export interface FakeAnthropicOptions {
   errorAfter?: (number | undefined)[];
 }
 
-export interface FakeRequest {
+export interface FakeRequest extends StreamRecord {
   body: { model?: string; stream?: boolean; max_tokens?: number; messages?: unknown };
-  /** Deltas written before the stream ended or the client went away. */
-  deltasSent: number;
-  /** Deltas the full answer has. */
-  deltasTotal: number;
-  /** True when the client closed the connection before the last event. */
-  closedEarly: boolean;
-  /** When the client closed it (performance.now() of this process), if early. */
-  closedAt?: number;
 }
 
 export interface FakeAnthropic {
@@ -51,15 +43,10 @@ export interface FakeAnthropic {
 export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise<FakeAnthropic> {
   let opts = options;
   const requests: FakeRequest[] = [];
-  const server = createServer((req, res) => void answer(req, res));
-  async function answer(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    let raw = "";
-    for await (const chunk of req) raw += String(chunk);
-    const body = JSON.parse(raw || "{}") as FakeRequest["body"];
+  const server = await serveJson(async (parsed, _req, res) => {
+    const body = parsed as FakeRequest["body"];
     const text = opts.text ?? "Tides rise and fall twice a day.";
-    const size = Math.max(1, opts.deltaChars ?? 8);
-    const deltas: string[] = [];
-    for (let i = 0; i < text.length; i += size) deltas.push(text.slice(i, i + size));
+    const deltas = splitText(text, opts.deltaChars ?? 8);
     const record: FakeRequest = {
       body,
       deltasSent: 0,
@@ -97,13 +84,7 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
       );
       return;
     }
-    let finished = false;
-    res.on("close", () => {
-      if (finished) return;
-      record.closedEarly = true;
-      record.closedAt = performance.now();
-    });
-    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const end = openStream(res, record);
     const send = (event: string, data: unknown) =>
       res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     send("message_start", {
@@ -135,8 +116,7 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
           type: "error",
           error: { type: "overloaded_error", message: "Overloaded" },
         });
-        finished = true;
-        res.end();
+        end();
         return;
       }
       send("content_block_delta", {
@@ -153,22 +133,14 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
       usage: { output_tokens: outputTokens },
     });
     send("message_stop", { type: "message_stop" });
-    finished = true;
-    res.end();
-  }
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
+    end();
+  });
   return {
-    baseURL: `http://127.0.0.1:${port}`,
+    baseURL: `http://127.0.0.1:${server.port}`,
     requests,
     set(next) {
       opts = next;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => server.close(),
   };
 }

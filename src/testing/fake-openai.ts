@@ -7,7 +7,8 @@
  * Set per server: the text, characters per delta, milliseconds between deltas, the usage it
  * reports, and statuses for the first requests. It records every request and early closes.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { ServerResponse } from "node:http";
+import { openStream, serveJson, splitText } from "./fake-server.ts";
 import type { FakeRequest } from "./fake-anthropic.ts";
 
 export interface FakeOpenAiOptions {
@@ -30,15 +31,10 @@ export interface FakeOpenAi {
 export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeOpenAi> {
   let opts = options;
   const requests: FakeOpenAi["requests"] = [];
-  const server = createServer((req, res) => void answer(req, res));
-  async function answer(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    let raw = "";
-    for await (const chunk of req) raw += String(chunk);
-    const body = JSON.parse(raw || "{}") as FakeOpenAi["requests"][number]["body"];
+  const server = await serveJson(async (parsed, req, res) => {
+    const body = parsed as FakeOpenAi["requests"][number]["body"];
     const text = opts.text ?? "Tides rise and fall twice a day.";
-    const size = Math.max(1, opts.deltaChars ?? 8);
-    const deltas: string[] = [];
-    for (let i = 0; i < text.length; i += size) deltas.push(text.slice(i, i + size));
+    const deltas = splitText(text, opts.deltaChars ?? 8);
     const record = {
       body,
       deltasSent: 0,
@@ -77,13 +73,7 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
       );
       return;
     }
-    let finished = false;
-    res.on("close", () => {
-      if (finished) return;
-      record.closedEarly = true;
-      record.closedAt = performance.now();
-    });
-    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const end = openStream(res, record);
     const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
     const chunk = (delta: unknown, finish: string | null) => ({
       ...base,
@@ -104,9 +94,9 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
       send({ ...base, object: "chat.completion.chunk", choices: [], usage });
     }
     res.write("data: [DONE]\n\n");
-    finished = true;
-    res.end();
-  }
+    end();
+  });
+
   /** The Responses API (`POST /v1/responses`, streaming): text deltas, usage on completion. */
   async function responses(
     res: ServerResponse,
@@ -120,13 +110,7 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
       prompt_tokens_details: { cached_tokens: number };
     },
   ): Promise<void> {
-    let finished = false;
-    res.on("close", () => {
-      if (finished) return;
-      record.closedEarly = true;
-      record.closedAt = performance.now();
-    });
-    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const end = openStream(res, record);
     let seq = 0;
     const send = (type: string, data: Record<string, unknown>) =>
       res.write(
@@ -168,23 +152,15 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
         },
       },
     });
-    finished = true;
-    res.end();
+    end();
   }
 
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
   return {
-    baseURL: `http://127.0.0.1:${port}/v1`,
+    baseURL: `http://127.0.0.1:${server.port}/v1`,
     requests,
     set(next) {
       opts = next;
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    close: () => server.close(),
   };
 }
