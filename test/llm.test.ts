@@ -10,33 +10,17 @@ import {
   QuotaExceededError,
   streamTokenBudget,
   type LlmResult,
+  type FakeAnthropic,
+  type FakeAnthropicOptions,
   type StreamGuard,
 } from "../src/index.ts";
 import { expectReplayEquality, runtimes, until } from "./helpers.ts";
 
 const rt = runtimes();
-interface Fake {
-  baseURL: string;
-  requests: {
-    body: { stream?: boolean };
-    deltasSent: number;
-    deltasTotal: number;
-    closedEarly: boolean;
-    closedAt?: number;
-  }[];
-  close(): Promise<void>;
-}
-interface ServerOptions {
-  text?: string;
-  deltaChars?: number;
-  deltaMs?: number;
-  inputTokens?: number;
-  cacheReadTokens?: number;
-  cacheWriteTokens?: number;
-  failFirst?: number[];
-  /** Anthropic only: an `event: error` after this many deltas, for the first requests. */
-  errorAfter?: (number | undefined)[];
-}
+/** Both fake servers, as the tests use them. */
+type Fake = Pick<FakeAnthropic, "baseURL" | "requests" | "close">;
+/** Anthropic's options; the OpenAI fake maps them onto its own. */
+type ServerOptions = FakeAnthropicOptions;
 /** What a test sets on an effect beyond its provider. */
 interface Extra {
   stream?: boolean;
