@@ -44,6 +44,8 @@ export {
   fakeAnthropic,
   type FakeAnthropic,
   type FakeAnthropicOptions,
+  type FakeRequest,
+  type FakeToolCall,
 } from "./testing/fake-anthropic.ts";
 export { fakeOpenAi, type FakeOpenAi, type FakeOpenAiOptions } from "./testing/fake-openai.ts";
 export {

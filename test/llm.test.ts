@@ -12,6 +12,9 @@ import {
   type LlmResult,
   type FakeAnthropic,
   type FakeAnthropicOptions,
+  type FakeRequest,
+  InvalidInputError,
+  type LlmInput,
   type StreamGuard,
 } from "../src/index.ts";
 import { expectReplayEquality, runtimes, until } from "./helpers.ts";
@@ -44,6 +47,18 @@ const PROVIDERS = [
     guardInput: 10,
     stopReason: "end_turn",
     plain: true,
+    toolStop: "tool_use",
+    /** The tool as sent, and the second turn: the call and its result in Anthropic's form. */
+    toolSent: { name: "weather", input_schema: { type: "object" } },
+    turns: (b: FakeRequest["body"]) => b.messages,
+    callTurn: {
+      role: "assistant",
+      content: [{ type: "tool_use", id: "call_1", name: "weather", input: { city: "Oslo" } }],
+    },
+    resultTurn: {
+      role: "user",
+      content: [{ type: "tool_result", tool_use_id: "call_1", content: "18°C" }],
+    },
   },
   {
     provider: "openai",
@@ -61,6 +76,23 @@ const PROVIDERS = [
     guardInput: 5,
     stopReason: "stop",
     plain: true,
+    toolStop: "tool_calls",
+    toolSent: {
+      type: "function",
+      function: { name: "weather", description: "Today's weather", parameters: { type: "object" } },
+    },
+    turns: (b: FakeRequest["body"]) => b.messages,
+    callTurn: {
+      role: "assistant",
+      tool_calls: [
+        {
+          id: "call_1",
+          type: "function",
+          function: { name: "weather", arguments: '{"city":"Oslo"}' },
+        },
+      ],
+    },
+    resultTurn: { role: "tool", tool_call_id: "call_1", content: "18°C" },
   },
   {
     provider: "openai-responses",
@@ -77,7 +109,17 @@ const PROVIDERS = [
     /** OpenAI reports usage only at the end: the guard counts the prompt's characters / 4. */
     guardInput: 5,
     stopReason: "completed",
-    plain: false,
+    plain: true,
+    toolStop: "completed",
+    toolSent: { type: "function", name: "weather", parameters: { type: "object" } },
+    turns: (b: FakeRequest["body"]) => b.input,
+    callTurn: {
+      type: "function_call",
+      call_id: "call_1",
+      name: "weather",
+      arguments: '{"city":"Oslo"}',
+    },
+    resultTurn: { type: "function_call_output", call_id: "call_1", output: "18°C" },
   },
 ];
 
@@ -118,6 +160,80 @@ for (const p of PROVIDERS) {
         await expectReplayEquality(r, `llm-${p.provider}-${stream}`);
       });
     }
+
+    for (const stream of [true, false]) {
+      it(`returns the model's tool calls and sends tool results back in the provider's form (${stream ? "streaming" : "plain"})`, async () => {
+        const fake = await server({
+          text: "Let me check.",
+          toolCalls: [{ id: "call_1", name: "weather", input: { city: "Oslo" } }],
+        });
+        const llm = effect(fake.baseURL, { stream });
+        const tools = [
+          { name: "weather", description: "Today's weather", inputSchema: { type: "object" } },
+        ];
+        const f = flow$("tools", async (ctx) => {
+          const first = await ctx.execute(llm, { ...ask, tools });
+          const call = first.toolCalls[0];
+          if (!call) return { first, second: null };
+          const next: LlmInput = {
+            tools,
+            messages: [
+              ...ask.messages,
+              { role: "assistant", content: "", toolCalls: first.toolCalls },
+              { role: "tool", toolCallId: call.id, content: "18°C" },
+            ],
+          };
+          return { first, second: await ctx.execute(llm, next) };
+        });
+        const r = rt(memoryStore()).registerFlow(f);
+        const out = await (
+          await r.start(f, null, { id: `tools-${p.provider}-${stream}` })
+        ).result();
+        const { first } = out.output as unknown as { first: LlmResult };
+        expect(first.toolCalls).toEqual([
+          { id: "call_1", name: "weather", input: { city: "Oslo" } },
+        ]);
+        expect(first.stopReason).toBe(p.toolStop);
+        expect(first.text).toBe("Let me check.");
+        expect(fake.requests).toHaveLength(2);
+        expect(fake.requests[0]?.body.tools).toEqual([expect.objectContaining(p.toolSent)]);
+        const turns = p.turns(fake.requests[1]?.body ?? {}) as unknown[];
+        expect(turns).toContainEqual(expect.objectContaining(p.callTurn));
+        expect(turns.at(-1)).toEqual(p.resultTurn);
+        await expectReplayEquality(r, `tools-${p.provider}-${stream}`);
+      });
+    }
+
+    it("refuses a malformed input before anything is recorded or sent", async () => {
+      const fake = await server({});
+      const llm = effect(fake.baseURL);
+      const bad = [
+        { messages: [] },
+        { messages: [{ role: "system", content: "hi" }] },
+        { messages: [{ role: "tool", content: "18°C" }] },
+        { messages: [{ role: "user", content: "hi" }], maxTokens: 0 },
+        { messages: [{ role: "user", content: "hi" }], tools: [{ name: "weather" }] },
+      ];
+      const f = flow$("malformed", async (ctx) => {
+        const seen: string[] = [];
+        for (const input of bad) {
+          await ctx.execute(llm, input as unknown as LlmInput).then(
+            () => seen.push("ran"),
+            (e: unknown) => seen.push(e instanceof InvalidInputError ? e.message : "other"),
+          );
+        }
+        return seen;
+      });
+      const r = rt(memoryStore()).registerFlow(f);
+      const out = await (await r.start(f, null, { id: "malformed-1" })).result();
+      const seen = out.output as string[];
+      expect(seen).toHaveLength(5);
+      for (const m of seen) expect(m).toMatch(/^LLM input: /);
+      expect(seen[2]).toContain("toolCallId");
+      expect(fake.requests).toHaveLength(0);
+      const kinds = (await r.readLog("malformed-1")).map((e) => e.kind);
+      expect(kinds).toEqual(["EXECUTION_STARTED", "EXECUTION_COMPLETED"]);
+    });
 
     it("severs an over-budget stream mid-stream: QUOTA_EXCEEDED flagged as an estimate, at most one delta past", async () => {
       const text = "x".repeat(400); // 100 tokens at chars/4, in 50 deltas of 8 characters
@@ -200,8 +316,8 @@ for (const p of PROVIDERS) {
       ]);
     });
 
-    if (p.provider === "anthropic") {
-      it("a stream that fails midway (event: error) is metered as an estimate and retried by Loom", async () => {
+    {
+      it("a stream that fails midway (an error event) is metered as an estimate and retried by Loom", async () => {
         const fake = await server({ text: "w".repeat(80), inputTokens: 12, errorAfter: [3] });
         const llm = effect(fake.baseURL);
         const f = flow$("midway", async (ctx) =>
@@ -215,8 +331,10 @@ for (const p of PROVIDERS) {
         const metered = log
           .filter((e) => e.kind === "RESOURCE_METERED")
           .map((e) => (e.payload as { delta: { tokens?: unknown; estimated?: boolean } }).delta);
-        // The failed attempt: its input from message_start, 3 deltas of 8 characters estimated.
-        expect(metered[0]).toMatchObject({ tokens: { input: 12, output: 6 }, estimated: true });
+        // The failed attempt: 3 deltas of 8 characters estimated; its input is Anthropic's from
+        // message_start, or for OpenAI (no usage until the end) the prompt's characters / 4.
+        const input = p.provider === "anthropic" ? 12 : p.guardInput;
+        expect(metered[0]).toMatchObject({ tokens: { input, output: 6 }, estimated: true });
         expect(metered[1]).toMatchObject({ tokens: { input: 12, output: 20 } });
         expect(metered[1]?.estimated).toBeUndefined();
       });

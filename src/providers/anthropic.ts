@@ -17,7 +17,15 @@ import Anthropic from "@anthropic-ai/sdk";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
-import { finish, StreamSession, type LlmInput, type LlmResult, type LlmUsage } from "./llm-core.ts";
+import {
+  checkLlmInput,
+  finish,
+  parseArguments,
+  StreamSession,
+  type LlmInput,
+  type LlmResult,
+  type LlmUsage,
+} from "./llm-core.ts";
 
 export interface AnthropicEffectOptions {
   provider: "anthropic";
@@ -47,6 +55,7 @@ export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInpu
     });
   return {
     name: options.name ?? "llm",
+    checkInput: checkLlmInput,
     run: (input, ectx) =>
       options.stream === false
         ? once(client, options, input, ectx)
@@ -58,9 +67,54 @@ function params(options: AnthropicEffectOptions, input: LlmInput) {
   return {
     model: options.model,
     max_tokens: input.maxTokens ?? 1024,
-    messages: input.messages,
+    messages: messages(input),
     ...(input.system === undefined ? {} : { system: input.system }),
+    ...(input.tools === undefined
+      ? {}
+      : {
+          tools: input.tools.map((t) => ({
+            name: t.name,
+            ...(t.description === undefined ? {} : { description: t.description }),
+            input_schema: { ...t.inputSchema, type: "object" as const },
+          })),
+        }),
   };
+}
+
+/**
+ * Loom's turns in Anthropic's form: an assistant's tool calls become `tool_use` blocks, and
+ * tool results become `tool_result` blocks of one user turn (consecutive results share it).
+ */
+function messages(input: LlmInput): Anthropic.MessageParam[] {
+  const out: Anthropic.MessageParam[] = [];
+  for (const m of input.messages) {
+    if (m.role === "tool") {
+      const block: Anthropic.ToolResultBlockParam = {
+        type: "tool_result",
+        tool_use_id: m.toolCallId,
+        content: m.content,
+      };
+      const last = out.at(-1);
+      if (last?.role === "user" && Array.isArray(last.content)) last.content.push(block);
+      else out.push({ role: "user", content: [block] });
+    } else if (m.role === "assistant" && m.toolCalls?.length) {
+      out.push({
+        role: "assistant",
+        content: [
+          ...(m.content === "" ? [] : [{ type: "text" as const, text: m.content }]),
+          ...m.toolCalls.map((c) => ({
+            type: "tool_use" as const,
+            id: c.id,
+            name: c.name,
+            input: c.input,
+          })),
+        ],
+      });
+    } else {
+      out.push({ role: m.role, content: m.content });
+    }
+  }
+  return out;
 }
 
 async function once(
@@ -153,7 +207,7 @@ async function streamed(
   const toolCalls = [...tools.values()].map((t) => ({
     id: t.id,
     name: t.name,
-    input: t.json === "" ? {} : (JSON.parse(t.json) as unknown),
+    input: parseArguments(t.json),
   }));
   return finish(ectx, "anthropic", { text, toolCalls, stopReason, model, usage });
 }

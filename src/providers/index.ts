@@ -19,8 +19,15 @@ export function createLlmEffect(options: LlmEffectOptions): Effect<LlmInput, Llm
   );
 }
 
-export type { LlmInput, LlmMessage, LlmResult, LlmUsage } from "./llm-core.ts";
-export { PRICE_SOURCE } from "./llm-core.ts";
+export type {
+  LlmInput,
+  LlmMessage,
+  LlmResult,
+  LlmTool,
+  LlmToolCall,
+  LlmUsage,
+} from "./llm-core.ts";
+export { collectStream, PRICE_SOURCE, type CollectStreamOptions } from "./llm-core.ts";
 export { type LiveDelta } from "./deltas.ts";
 export {
   createToolEffect,

@@ -1,21 +1,41 @@
 /** What every LLM effect shares: its input and result shapes, and metering with a recorded price. */
 import { calcPrice } from "@pydantic/genai-prices";
+import { InvalidInputError } from "../kernel/errors.ts";
 import type { TokenCounts } from "../kernel/resources.ts";
 import type { EffectContext } from "../runtime/flow.ts";
 import { publishDelta } from "./deltas.ts";
-import type { StreamGuard } from "./stream.ts";
+import { charsOver4, type StreamGuard } from "./stream.ts";
 
 export const PRICE_SOURCE = "@pydantic/genai-prices 0.1.8";
 
-export interface LlmMessage {
-  role: "user" | "assistant";
-  content: string;
+/** A tool call the model asked for. */
+export interface LlmToolCall {
+  id: string;
+  name: string;
+  input: unknown;
+}
+
+/**
+ * One turn of the conversation: text from the user or the assistant, the assistant's tool
+ * calls (as an earlier step returned them), and a tool's result answering one of them.
+ */
+export type LlmMessage =
+  | { role: "user"; content: string }
+  | { role: "assistant"; content: string; toolCalls?: LlmToolCall[] }
+  | { role: "tool"; toolCallId: string; content: string };
+
+/** A tool the model may call: its name, what it does, and its input's JSON Schema. */
+export interface LlmTool {
+  name: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
 }
 
 export interface LlmInput {
   messages: LlmMessage[];
   system?: string;
   maxTokens?: number;
+  tools?: LlmTool[];
 }
 
 export interface LlmUsage {
@@ -27,12 +47,64 @@ export interface LlmUsage {
 
 export interface LlmResult {
   text: string;
-  toolCalls: { id: string; name: string; input: unknown }[];
+  toolCalls: LlmToolCall[];
   stopReason: string | null;
   model: string;
   usage: LlmUsage;
+  /** True when the provider reported no usage and `usage` is Loom's estimate. */
+  usageEstimated?: true;
   /** What the call cost and where the price came from (absent when the model has no price). */
   price?: { usd: number; source: string };
+}
+
+/** Refuses a malformed LLM input before anything is recorded (every LLM effect's checkInput). */
+export function checkLlmInput(input: LlmInput): void {
+  const bad = (why: string) => new InvalidInputError(`LLM input: ${why}`);
+  if (typeof input !== "object" || input === null) throw bad("expected { messages }");
+  if (!Array.isArray(input.messages) || input.messages.length === 0) {
+    throw bad("messages must be a non-empty array");
+  }
+  input.messages.forEach((m: LlmMessage, i) => {
+    if (typeof m !== "object" || m === null) throw bad(`messages[${i}] is not an object`);
+    if (m.role !== "user" && m.role !== "assistant" && m.role !== "tool") {
+      throw bad(`messages[${i}].role must be "user", "assistant" or "tool"`);
+    }
+    if (typeof m.content !== "string") throw bad(`messages[${i}].content must be a string`);
+    if (m.role === "tool" && (typeof m.toolCallId !== "string" || m.toolCallId === "")) {
+      throw bad(`messages[${i}] (a tool result) needs the toolCallId it answers`);
+    }
+    if (m.role === "assistant" && m.toolCalls !== undefined && !Array.isArray(m.toolCalls)) {
+      throw bad(`messages[${i}].toolCalls must be an array`);
+    }
+  });
+  if (input.system !== undefined && typeof input.system !== "string") {
+    throw bad("system must be a string");
+  }
+  if (
+    input.maxTokens !== undefined &&
+    (!Number.isInteger(input.maxTokens) || input.maxTokens <= 0)
+  ) {
+    throw bad("maxTokens must be a positive integer");
+  }
+  if (input.tools !== undefined) {
+    if (!Array.isArray(input.tools)) throw bad("tools must be an array");
+    input.tools.forEach((t: LlmTool, i) => {
+      if (typeof t?.name !== "string" || t.name === "") throw bad(`tools[${i}] needs a name`);
+      if (typeof t.inputSchema !== "object" || t.inputSchema === null) {
+        throw bad(`tools[${i}] ("${t.name}") needs an inputSchema (a JSON Schema object)`);
+      }
+    });
+  }
+}
+
+/** Parses a tool call's streamed JSON arguments ({} when empty; kept raw when malformed). */
+export function parseArguments(json: string): unknown {
+  if (json === "") return {};
+  try {
+    return JSON.parse(json) as unknown;
+  } catch {
+    return { unparsed: json };
+  }
 }
 
 /** Meters the provider's figures and the price, and records the price with the result. */
@@ -52,11 +124,12 @@ export function finish(ectx: EffectContext, providerId: string, result: LlmResul
     input: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens,
     output: u.outputTokens,
   };
+  const estimated = result.usageEstimated === true ? { estimated: true as const } : {};
   if (priced) {
-    ectx.meter({ tokens, costUsd: priced.total_price });
+    ectx.meter({ tokens, costUsd: priced.total_price, ...estimated });
     return { ...result, price: { usd: priced.total_price, source: PRICE_SOURCE } };
   }
-  ectx.meter({ tokens });
+  ectx.meter({ tokens, ...estimated });
   return result;
 }
 
@@ -123,6 +196,39 @@ export class StreamSession {
       this.failure ?? this.severed ?? (r instanceof Error ? r : new Error(`aborted: ${String(r)}`))
     );
   }
+}
+
+export interface CollectStreamOptions {
+  /** Called after every delta with the text so far; throw to sever (streamTokenBudget). */
+  guard?: StreamGuard;
+  /** The call's input tokens as known before it streams (the guard counts them). */
+  inputTokens?: number;
+}
+
+/**
+ * Consumes a provider's stream of text deltas inside an effect: `open` gets the signal to pass to
+ * the provider's request. After every delta the text so far is published live and the guard runs;
+ * a guard that throws severs the request through that signal and its error is rethrown untouched.
+ * A stream cut short (severed, cancelled, failed midway) is metered as an estimate (input, and
+ * the text so far at characters / 4) before the reason is rethrown. Returns the whole text; a
+ * call that ran to its end meters its own usage (the provider's figures).
+ */
+export async function collectStream(
+  ectx: EffectContext,
+  open: (signal: AbortSignal) => AsyncIterable<string> | Promise<AsyncIterable<string>>,
+  options: CollectStreamOptions = {},
+): Promise<string> {
+  const call = new StreamSession(ectx, options.guard);
+  const input = options.inputTokens ?? 0;
+  await call.consume(async () => {
+    for await (const delta of await open(call.signal)) {
+      if (!call.delta(delta, input)) break;
+    }
+  });
+  call.throwIfCutShort((failed) =>
+    failed && call.text === "" ? undefined : { input, output: charsOver4(call.text) },
+  );
+  return call.text;
 }
 
 function toError(e: unknown): Error {

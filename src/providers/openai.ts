@@ -7,19 +7,29 @@
  * A stream asks for its trailing usage chunk (`stream_options.include_usage`). A stream cut short
  * never gets it: its usage is Loom's estimate (input from the prompt's characters, output from the
  * text so far), metered and marked as an estimate. Cached prompt tokens count as input read from
- * cache. `api: "responses"` uses the Responses API instead (streaming only): its usage comes on
- * `response.completed`, so a cut-short call is metered from estimates the same way.
+ * cache. `api: "responses"` uses the Responses API instead, streaming or not: a stream's usage and
+ * tool calls come on `response.completed`, so a cut-short call is metered from estimates the same
+ * way.
  */
 import OpenAI from "openai";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
-import { finish, StreamSession, type LlmInput, type LlmResult, type LlmUsage } from "./llm-core.ts";
+import {
+  checkLlmInput,
+  finish,
+  parseArguments,
+  StreamSession,
+  type LlmInput,
+  type LlmResult,
+  type LlmToolCall,
+  type LlmUsage,
+} from "./llm-core.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
 
 export interface OpenAiEffectOptions {
   provider: "openai";
   model: string;
-  /** Chat Completions (default) or the Responses API (streaming only). */
+  /** Chat Completions (default) or the Responses API. */
   api?: "chat" | "responses";
   stream?: boolean;
   name?: string;
@@ -34,6 +44,11 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
   if (typeof options.model !== "string" || options.model === "") {
     throw new InvalidInputError("createLlmEffect needs a model name");
   }
+  if (options.api !== undefined && options.api !== "chat" && options.api !== "responses") {
+    throw new InvalidInputError(
+      `createLlmEffect: unknown OpenAI api ${JSON.stringify(options.api)} (known: chat, responses)`,
+    );
+  }
   const client =
     options.client ??
     new OpenAI({
@@ -41,85 +56,57 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
       maxRetries: 0,
       ...(options.baseURL ? { baseURL: options.baseURL } : {}),
     });
-  if (options.api === "responses" && options.stream === false) {
-    throw new InvalidInputError("the Responses API is wired for streaming only: omit stream");
-  }
+  const responses = options.api === "responses";
   return {
     name: options.name ?? "llm",
+    checkInput: checkLlmInput,
     run: (input, ectx) =>
-      options.api === "responses"
-        ? viaResponses(client, options, input, ectx)
-        : options.stream === false
-          ? once(client, options, input, ectx)
-          : streamed(client, options, input, ectx),
+      options.stream === false
+        ? (responses ? responsesOnce : chatOnce)(client, options, input, ectx)
+        : (responses ? responsesStreamed : chatStreamed)(client, options, input, ectx),
   };
 }
 
-/** The Responses API: text as `response.output_text.delta`, usage only on `response.completed`. */
-async function viaResponses(
-  client: OpenAI,
-  options: OpenAiEffectOptions,
-  input: LlmInput,
-  ectx: EffectContext,
-): Promise<LlmResult> {
-  const call = new StreamSession(ectx, options.guard);
-  const promptEstimate = promptTokensEstimate(input);
-  let model = options.model;
-  let usage: LlmUsage | undefined;
-  let stopReason: string | null = null;
-  await call.consume(async () => {
-    const stream = await client.responses.create(
-      {
-        model: options.model,
-        input: input.messages,
-        stream: true,
-        ...(input.system === undefined ? {} : { instructions: input.system }),
-        ...(input.maxTokens === undefined ? {} : { max_output_tokens: input.maxTokens }),
-      },
-      { signal: call.signal, maxRetries: 0 },
-    );
-    for await (const event of stream) {
-      if (event.type === "response.output_text.delta") {
-        if (!call.delta(event.delta, promptEstimate)) break;
-      } else if (event.type === "response.completed") {
-        model = event.response.model;
-        stopReason = event.response.status ?? null;
-        const u = event.response.usage;
-        if (u) {
-          const cached = u.input_tokens_details?.cached_tokens ?? 0;
-          usage = {
-            inputTokens: u.input_tokens - cached,
-            outputTokens: u.output_tokens,
-            cacheReadTokens: cached,
-            cacheWriteTokens: 0,
-          };
-        }
-      }
+// --- Chat Completions ---
+
+function chatParams(options: OpenAiEffectOptions, input: LlmInput) {
+  const system: OpenAI.ChatCompletionMessageParam[] =
+    input.system === undefined ? [] : [{ role: "system", content: input.system }];
+  const turns = input.messages.map((m): OpenAI.ChatCompletionMessageParam => {
+    if (m.role === "tool") return { role: "tool", tool_call_id: m.toolCallId, content: m.content };
+    if (m.role === "assistant" && m.toolCalls?.length) {
+      return {
+        role: "assistant",
+        content: m.content === "" ? null : m.content,
+        tool_calls: m.toolCalls.map((c) => ({
+          id: c.id,
+          type: "function" as const,
+          function: { name: c.name, arguments: JSON.stringify(c.input ?? {}) },
+        })),
+      };
     }
+    return { role: m.role, content: m.content };
   });
-  call.throwIfCutShort((failed) => estimateCutShort(failed, promptEstimate, call.text));
-  const text = call.text;
-  return finish(ectx, "openai", {
-    text,
-    toolCalls: [],
-    stopReason,
-    model,
-    usage: usage ?? {
-      inputTokens: promptEstimate,
-      outputTokens: charsOver4(text),
-      cacheReadTokens: 0,
-      cacheWriteTokens: 0,
-    },
-  });
+  return {
+    model: options.model,
+    messages: [...system, ...turns],
+    ...(input.maxTokens === undefined ? {} : { max_completion_tokens: input.maxTokens }),
+    ...(input.tools === undefined
+      ? {}
+      : {
+          tools: input.tools.map((t) => ({
+            type: "function" as const,
+            function: {
+              name: t.name,
+              parameters: t.inputSchema,
+              ...(t.description === undefined ? {} : { description: t.description }),
+            },
+          })),
+        }),
+  };
 }
 
-function messages(input: LlmInput) {
-  const system =
-    input.system === undefined ? [] : [{ role: "system" as const, content: input.system }];
-  return [...system, ...input.messages];
-}
-
-function usageOf(u: OpenAI.CompletionUsage): LlmUsage {
+function chatUsage(u: OpenAI.CompletionUsage): LlmUsage {
   const cached = u.prompt_tokens_details?.cached_tokens ?? 0;
   return {
     inputTokens: u.prompt_tokens - cached,
@@ -129,24 +116,17 @@ function usageOf(u: OpenAI.CompletionUsage): LlmUsage {
   };
 }
 
-async function once(
+async function chatOnce(
   client: OpenAI,
   options: OpenAiEffectOptions,
   input: LlmInput,
   ectx: EffectContext,
 ): Promise<LlmResult> {
   const completion = await client.chat.completions.create(
-    {
-      model: options.model,
-      messages: messages(input),
-      ...(input.maxTokens === undefined ? {} : { max_completion_tokens: input.maxTokens }),
-    },
+    { ...chatParams(options, input), stream: false },
     { signal: ectx.signal, maxRetries: 0 },
   );
   const choice = completion.choices[0];
-  const usage: LlmUsage = completion.usage
-    ? usageOf(completion.usage)
-    : { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
   return finish(ectx, "openai", {
     text: choice?.message.content ?? "",
     toolCalls: (choice?.message.tool_calls ?? []).flatMap((t) =>
@@ -156,11 +136,15 @@ async function once(
     ),
     stopReason: choice?.finish_reason ?? null,
     model: completion.model,
-    usage,
+    ...usageOr(
+      completion.usage ? chatUsage(completion.usage) : undefined,
+      input,
+      choice?.message.content,
+    ),
   });
 }
 
-async function streamed(
+async function chatStreamed(
   client: OpenAI,
   options: OpenAiEffectOptions,
   input: LlmInput,
@@ -175,18 +159,12 @@ async function streamed(
   const tools = new Map<number, { id: string; name: string; json: string }>();
   await call.consume(async () => {
     const stream = await client.chat.completions.create(
-      {
-        model: options.model,
-        messages: messages(input),
-        stream: true,
-        stream_options: { include_usage: true },
-        ...(input.maxTokens === undefined ? {} : { max_completion_tokens: input.maxTokens }),
-      },
+      { ...chatParams(options, input), stream: true, stream_options: { include_usage: true } },
       { signal: call.signal, maxRetries: 0 },
     );
     for await (const chunk of stream) {
       model = chunk.model;
-      if (chunk.usage) usage = usageOf(chunk.usage);
+      if (chunk.usage) usage = chatUsage(chunk.usage);
       const choice = chunk.choices[0];
       if (!choice) continue;
       if (choice.finish_reason) stopReason = choice.finish_reason;
@@ -203,9 +181,8 @@ async function streamed(
   });
   // An aborted OpenAI stream reports no usage: Loom's estimate is metered, marked as one.
   call.throwIfCutShort((failed) => estimateCutShort(failed, promptEstimate, call.text));
-  const text = call.text;
   return finish(ectx, "openai", {
-    text,
+    text: call.text,
     toolCalls: [...tools.values()].map((t) => ({
       id: t.id,
       name: t.name,
@@ -213,34 +190,165 @@ async function streamed(
     })),
     stopReason,
     model,
-    usage: usage ?? {
-      inputTokens: promptEstimate,
-      outputTokens: charsOver4(text),
-      cacheReadTokens: 0,
-      cacheWriteTokens: 0,
-    },
+    ...usageOr(usage, input, call.text),
   });
 }
 
+// --- Responses API ---
+
+function responsesParams(options: OpenAiEffectOptions, input: LlmInput) {
+  const items: OpenAI.Responses.ResponseInputItem[] = [];
+  for (const m of input.messages) {
+    if (m.role === "tool") {
+      items.push({ type: "function_call_output", call_id: m.toolCallId, output: m.content });
+      continue;
+    }
+    if (m.content !== "" || m.role === "user") items.push({ role: m.role, content: m.content });
+    if (m.role === "assistant") {
+      for (const c of m.toolCalls ?? []) {
+        items.push({
+          type: "function_call",
+          call_id: c.id,
+          name: c.name,
+          arguments: JSON.stringify(c.input ?? {}),
+        });
+      }
+    }
+  }
+  return {
+    model: options.model,
+    input: items,
+    ...(input.system === undefined ? {} : { instructions: input.system }),
+    ...(input.maxTokens === undefined ? {} : { max_output_tokens: input.maxTokens }),
+    ...(input.tools === undefined
+      ? {}
+      : {
+          tools: input.tools.map((t) => ({
+            type: "function" as const,
+            name: t.name,
+            parameters: t.inputSchema,
+            strict: false,
+            ...(t.description === undefined ? {} : { description: t.description }),
+          })),
+        }),
+  };
+}
+
+/** What a finished Response says: its text, tool calls, status, model and usage. */
+function fromResponse(
+  response: OpenAI.Responses.Response,
+): Omit<LlmResult, "usage"> & { usage?: LlmUsage } {
+  let text = "";
+  const toolCalls: LlmToolCall[] = [];
+  for (const item of response.output) {
+    if (item.type === "message") {
+      for (const c of item.content) if (c.type === "output_text") text += c.text;
+    } else if (item.type === "function_call") {
+      toolCalls.push({ id: item.call_id, name: item.name, input: parseArguments(item.arguments) });
+    }
+  }
+  const u = response.usage;
+  const cached = u?.input_tokens_details?.cached_tokens ?? 0;
+  return {
+    text,
+    toolCalls,
+    stopReason: response.status ?? null,
+    model: response.model,
+    ...(u
+      ? {
+          usage: {
+            inputTokens: u.input_tokens - cached,
+            outputTokens: u.output_tokens,
+            cacheReadTokens: cached,
+            cacheWriteTokens: 0,
+          },
+        }
+      : {}),
+  };
+}
+
+async function responsesOnce(
+  client: OpenAI,
+  options: OpenAiEffectOptions,
+  input: LlmInput,
+  ectx: EffectContext,
+): Promise<LlmResult> {
+  const response = await client.responses.create(
+    { ...responsesParams(options, input), stream: false },
+    { signal: ectx.signal, maxRetries: 0 },
+  );
+  const r = fromResponse(response);
+  return finish(ectx, "openai", { ...r, ...usageOr(r.usage, input, r.text) });
+}
+
+/** Text as `response.output_text.delta`; usage and tool calls only on `response.completed`. */
+async function responsesStreamed(
+  client: OpenAI,
+  options: OpenAiEffectOptions,
+  input: LlmInput,
+  ectx: EffectContext,
+): Promise<LlmResult> {
+  const call = new StreamSession(ectx, options.guard);
+  const promptEstimate = promptTokensEstimate(input);
+  let completed: ReturnType<typeof fromResponse> | undefined;
+  await call.consume(async () => {
+    const stream = await client.responses.create(
+      { ...responsesParams(options, input), stream: true },
+      { signal: call.signal, maxRetries: 0 },
+    );
+    for await (const event of stream) {
+      if (event.type === "response.output_text.delta") {
+        if (!call.delta(event.delta, promptEstimate)) break;
+      } else if (event.type === "response.completed" || event.type === "response.incomplete") {
+        completed = fromResponse(event.response);
+      } else if (event.type === "response.failed") {
+        const e = event.response.error;
+        throw new Error(
+          `OpenAI response failed: ${e ? `${e.code}: ${e.message}` : "no reason given"}`,
+        );
+      }
+    }
+  });
+  call.throwIfCutShort((failed) => estimateCutShort(failed, promptEstimate, call.text));
+  const text = call.text;
+  return finish(ectx, "openai", {
+    text,
+    toolCalls: completed?.toolCalls ?? [],
+    stopReason: completed?.stopReason ?? null,
+    model: completed?.model ?? options.model,
+    ...usageOr(completed?.usage, input, text),
+  });
+}
+
+// --- Estimates, for calls the provider did not report ---
+
 /** The prompt's characters / 4: the input estimate until the provider reports its usage. */
 function promptTokensEstimate(input: LlmInput): number {
-  return charsOver4(
-    messages(input)
-      .map((m) => m.content)
-      .join("\n"),
+  const parts = input.messages.map((m) =>
+    m.role === "assistant" && m.toolCalls?.length
+      ? m.content + JSON.stringify(m.toolCalls)
+      : m.content,
   );
+  return charsOver4([...(input.system === undefined ? [] : [input.system]), ...parts].join("\n"));
+}
+
+/** The usage reported, or one estimated from the prompt and the text and marked as such. */
+function usageOr(
+  reported: LlmUsage | undefined,
+  input: LlmInput,
+  text: string | null | undefined,
+): Pick<LlmResult, "usage" | "usageEstimated"> {
+  if (reported) return { usage: reported };
+  const usage = {
+    inputTokens: promptTokensEstimate(input),
+    outputTokens: charsOver4(text ?? ""),
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+  };
+  return { usage, usageEstimated: true };
 }
 
 /** A cut-short call's estimate; none for one that failed before it streamed anything. */
 function estimateCutShort(failed: boolean, input: number, text: string) {
   return failed && text === "" ? undefined : { input, output: charsOver4(text) };
-}
-
-function parseArguments(json: string): unknown {
-  if (json === "") return {};
-  try {
-    return JSON.parse(json) as unknown;
-  } catch {
-    return { unparsed: json };
-  }
 }

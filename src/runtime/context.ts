@@ -389,6 +389,7 @@ export function makeContext(
         throw new InvalidInputError("ctx.execute needs an effect ({ name, run }) or a step$");
       }
       assertName(effect.name, "effect name");
+      effect.checkInput?.(input);
       const json = stepBound(input, `input of step "${effect.name}"`);
       const callOptions =
         options === undefined

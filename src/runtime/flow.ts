@@ -37,6 +37,11 @@ export interface EffectContext {
 export interface Effect<I, O> {
   readonly name: string;
   run(input: I, ectx: EffectContext): Promise<O> | O;
+  /**
+   * Refuses a malformed input before anything is recorded (throw InvalidInputError). Pure: it
+   * runs on every call, replays included.
+   */
+  checkInput?(input: I): void;
   /** Options for every call of this effect (a retry policy, say); a call's own override them. */
   readonly options?: ExecuteOptions;
 }

@@ -5,8 +5,8 @@
  *
  * What it answers is set per server: the text, how many characters each delta carries and how
  * long it waits between deltas, the usage it reports (cache tokens included), statuses to
- * answer the first requests with (a 529 with `x-should-retry`, say), and an `event: error` in the
- * middle of the first streams. It records every request,
+ * answer the first requests with (a 529 with `x-should-retry`, say), an `event: error` in the
+ * middle of the first streams, and tool calls (`tool_use` blocks) to end the answer with. It records every request,
  * and whether and when the client closed a stream before its last delta.
  */
 import { openStream, serveJson, splitText, type StreamRecord } from "./fake-server.ts";
@@ -27,10 +27,26 @@ export interface FakeAnthropicOptions {
    * `event: error` (an overloaded_error) and ends (undefined: it does not).
    */
   errorAfter?: (number | undefined)[];
+  /** Tool calls the answer ends with (`tool_use` blocks; stop reason `tool_use`). */
+  toolCalls?: FakeToolCall[];
+}
+
+/** A tool call a fake server answers with. */
+export interface FakeToolCall {
+  id: string;
+  name: string;
+  input: Record<string, unknown>;
 }
 
 export interface FakeRequest extends StreamRecord {
-  body: { model?: string; stream?: boolean; max_tokens?: number; messages?: unknown };
+  body: {
+    model?: string;
+    stream?: boolean;
+    max_tokens?: number;
+    messages?: unknown;
+    tools?: unknown;
+    input?: unknown;
+  };
 }
 
 export interface FakeAnthropic {
@@ -68,6 +84,8 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
     };
     const outputTokens = Math.ceil(text.length / 4);
     const model = body.model ?? "claude-sonnet-4-6";
+    const toolCalls = opts.toolCalls ?? [];
+    const stopReason = toolCalls.length > 0 ? "tool_use" : "end_turn";
     if (!body.stream) {
       res.writeHead(200, { "content-type": "application/json" });
       res.end(
@@ -76,8 +94,8 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
           type: "message",
           role: "assistant",
           model,
-          content: [{ type: "text", text }],
-          stop_reason: "end_turn",
+          content: [{ type: "text", text }, ...toolCalls.map((t) => ({ type: "tool_use", ...t }))],
+          stop_reason: stopReason,
           stop_sequence: null,
           usage: { ...usage, output_tokens: outputTokens },
         }),
@@ -127,9 +145,26 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
       record.deltasSent++;
     }
     send("content_block_stop", { type: "content_block_stop", index: 0 });
+    toolCalls.forEach((t, i) => {
+      const index = i + 1;
+      send("content_block_start", {
+        type: "content_block_start",
+        index,
+        content_block: { type: "tool_use", id: t.id, name: t.name, input: {} },
+      });
+      // The input streams as JSON in pieces, as the API sends it.
+      for (const partial of splitText(JSON.stringify(t.input), 7)) {
+        send("content_block_delta", {
+          type: "content_block_delta",
+          index,
+          delta: { type: "input_json_delta", partial_json: partial },
+        });
+      }
+      send("content_block_stop", { type: "content_block_stop", index });
+    });
     send("message_delta", {
       type: "message_delta",
-      delta: { stop_reason: "end_turn", stop_sequence: null },
+      delta: { stop_reason: stopReason, stop_sequence: null },
       usage: { output_tokens: outputTokens },
     });
     send("message_stop", { type: "message_stop" });

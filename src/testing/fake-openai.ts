@@ -1,15 +1,22 @@
 /**
- * A local server that speaks OpenAI's Chat Completions API (`POST /v1/chat/completions`), for
- * tests and the demo: the official SDK reaches it through `baseURL` (`http://127.0.0.1:PORT/v1`).
- * Streams are the real SSE wire format: data-only lines, `usage: null` on every chunk, a trailing
- * usage chunk with `choices: []` when `stream_options.include_usage` is set, then `[DONE]`.
+ * A local server that speaks OpenAI's Chat Completions API (`POST /v1/chat/completions`) and
+ * Responses API (`POST /v1/responses`), for tests and the demo: the official SDK reaches it
+ * through `baseURL` (`http://127.0.0.1:PORT/v1`). Streams are the real SSE wire formats:
+ *
+ * - Chat: data-only lines, `usage: null` on every chunk, a trailing usage chunk with
+ *   `choices: []` when `stream_options.include_usage` is set, then `[DONE]`; an error midway is a
+ *   data line holding `{ error }`.
+ * - Responses: named events (`response.created`, `response.output_text.delta`, function-call
+ *   items and their argument deltas, `response.completed` with the usage); an error midway is
+ *   `event: error`.
  *
  * Set per server: the text, characters per delta, milliseconds between deltas, the usage it
- * reports, and statuses for the first requests. It records every request and early closes.
+ * reports, statuses for the first requests, an error midway through the first streams, and tool
+ * calls to end the answer with. It records every request and early closes.
  */
 import type { ServerResponse } from "node:http";
 import { openStream, serveJson, splitText } from "./fake-server.ts";
-import type { FakeRequest } from "./fake-anthropic.ts";
+import type { FakeRequest, FakeToolCall } from "./fake-anthropic.ts";
 
 export interface FakeOpenAiOptions {
   text?: string;
@@ -18,6 +25,10 @@ export interface FakeOpenAiOptions {
   promptTokens?: number;
   cachedTokens?: number;
   failFirst?: number[];
+  /** For the first requests, in order: after how many deltas the stream fails (undefined: not). */
+  errorAfter?: (number | undefined)[];
+  /** Tool calls the answer ends with (finish reason `tool_calls`; function_call items). */
+  toolCalls?: FakeToolCall[];
 }
 
 export interface FakeOpenAi {
@@ -28,19 +39,27 @@ export interface FakeOpenAi {
   close(): Promise<void>;
 }
 
+type OpenAiRequest = FakeOpenAi["requests"][number];
+
+/** What one answer is made of, for either API. */
+interface Answer {
+  record: OpenAiRequest;
+  deltas: string[];
+  text: string;
+  model: string;
+  toolCalls: FakeToolCall[];
+  errorAfter: number | undefined;
+  usage: { prompt: number; completion: number; cached: number };
+}
+
 export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeOpenAi> {
   let opts = options;
   const requests: FakeOpenAi["requests"] = [];
   const server = await serveJson(async (parsed, req, res) => {
-    const body = parsed as FakeOpenAi["requests"][number]["body"];
+    const body = parsed as OpenAiRequest["body"];
     const text = opts.text ?? "Tides rise and fall twice a day.";
     const deltas = splitText(text, opts.deltaChars ?? 8);
-    const record = {
-      body,
-      deltasSent: 0,
-      deltasTotal: deltas.length,
-      closedEarly: false,
-    } as FakeOpenAi["requests"][number];
+    const record = { body, deltasSent: 0, deltasTotal: deltas.length, closedEarly: false };
     requests.push(record);
     const status = opts.failFirst?.[requests.length - 1];
     if (status !== undefined && status !== 200) {
@@ -50,31 +69,53 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
       );
       return;
     }
-    const model = body.model ?? "gpt-4o";
-    const usage = {
-      prompt_tokens: opts.promptTokens ?? 11,
-      completion_tokens: Math.ceil(text.length / 4),
-      total_tokens: (opts.promptTokens ?? 11) + Math.ceil(text.length / 4),
-      prompt_tokens_details: { cached_tokens: opts.cachedTokens ?? 0 },
+    const answer: Answer = {
+      record,
+      deltas,
+      text,
+      model: body.model ?? "gpt-4o",
+      toolCalls: opts.toolCalls ?? [],
+      errorAfter: opts.errorAfter?.[requests.length - 1],
+      usage: {
+        prompt: opts.promptTokens ?? 11,
+        completion: Math.ceil(text.length / 4),
+        cached: opts.cachedTokens ?? 0,
+      },
     };
-    const base = { id: "chatcmpl-fake", created: 1, model };
-    if (req.url?.endsWith("/responses")) return responses(res, record, deltas, text, model, usage);
-    if (!body.stream) {
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(
-        JSON.stringify({
-          ...base,
-          object: "chat.completion",
-          choices: [
-            { index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" },
-          ],
-          usage,
-        }),
-      );
-      return;
+    if (req.url?.endsWith("/responses")) {
+      if (body.stream) await responsesStream(res, answer);
+      else json(res, response(answer, "completed"));
+    } else if (body.stream) {
+      await chatStream(res, answer);
+    } else {
+      json(res, completion(answer));
     }
-    const end = openStream(res, record);
+  });
+
+  /** Writes the deltas at the set rate; false when the client left or the stream failed. */
+  async function streamDeltas(
+    a: Answer,
+    write: (delta: string) => void,
+    fail: () => void,
+  ): Promise<boolean> {
+    for (const delta of a.deltas) {
+      if (a.record.closedEarly) return false;
+      if (opts.deltaMs) await new Promise((r) => setTimeout(r, opts.deltaMs));
+      if (a.record.closedEarly) return false;
+      if (a.errorAfter !== undefined && a.record.deltasSent >= a.errorAfter) {
+        fail();
+        return false;
+      }
+      write(delta);
+      a.record.deltasSent++;
+    }
+    return true;
+  }
+
+  async function chatStream(res: ServerResponse, a: Answer): Promise<void> {
+    const end = openStream(res, a.record);
     const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
+    const base = { id: "chatcmpl-fake", created: 1, model: a.model };
     const chunk = (delta: unknown, finish: string | null) => ({
       ...base,
       object: "chat.completion.chunk",
@@ -82,76 +123,75 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
       usage: null,
     });
     send(chunk({ role: "assistant", content: "" }, null));
-    for (const delta of deltas) {
-      if (record.closedEarly) return;
-      if (opts.deltaMs) await new Promise((r) => setTimeout(r, opts.deltaMs));
-      if (record.closedEarly) return;
-      send(chunk({ content: delta }, null));
-      record.deltasSent++;
-    }
-    send(chunk({}, "stop"));
-    if (body.stream_options?.include_usage) {
-      send({ ...base, object: "chat.completion.chunk", choices: [], usage });
+    const whole = await streamDeltas(
+      a,
+      (delta) => send(chunk({ content: delta }, null)),
+      () => {
+        send({ error: { message: "The server had an error", type: "server_error", code: null } });
+        end();
+      },
+    );
+    if (!whole) return;
+    a.toolCalls.forEach((t, index) => {
+      send(
+        chunk(
+          {
+            tool_calls: [
+              { index, id: t.id, type: "function", function: { name: t.name, arguments: "" } },
+            ],
+          },
+          null,
+        ),
+      );
+      for (const part of splitText(JSON.stringify(t.input), 7)) {
+        send(chunk({ tool_calls: [{ index, function: { arguments: part } }] }, null));
+      }
+    });
+    send(chunk({}, a.toolCalls.length > 0 ? "tool_calls" : "stop"));
+    if (a.record.body.stream_options?.include_usage) {
+      send({ ...base, object: "chat.completion.chunk", choices: [], usage: chatUsage(a) });
     }
     res.write("data: [DONE]\n\n");
     end();
-  });
+  }
 
-  /** The Responses API (`POST /v1/responses`, streaming): text deltas, usage on completion. */
-  async function responses(
-    res: ServerResponse,
-    record: FakeOpenAi["requests"][number],
-    deltas: string[],
-    text: string,
-    model: string,
-    usage: {
-      prompt_tokens: number;
-      completion_tokens: number;
-      prompt_tokens_details: { cached_tokens: number };
-    },
-  ): Promise<void> {
-    const end = openStream(res, record);
+  async function responsesStream(res: ServerResponse, a: Answer): Promise<void> {
+    const end = openStream(res, a.record);
     let seq = 0;
     const send = (type: string, data: Record<string, unknown>) =>
       res.write(
         `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...data })}\n\n`,
       );
-    const response = { id: "resp_fake", object: "response", created_at: 1, model, output: [] };
-    send("response.created", { response: { ...response, status: "in_progress" } });
-    for (const delta of deltas) {
-      if (record.closedEarly) return;
-      if (opts.deltaMs) await new Promise((r) => setTimeout(r, opts.deltaMs));
-      if (record.closedEarly) return;
-      send("response.output_text.delta", {
-        item_id: "msg_fake",
-        output_index: 0,
-        content_index: 0,
-        delta,
-      });
-      record.deltasSent++;
-    }
-    send("response.completed", {
-      response: {
-        ...response,
-        status: "completed",
-        output: [
-          {
-            id: "msg_fake",
-            type: "message",
-            role: "assistant",
-            status: "completed",
-            content: [{ type: "output_text", text, annotations: [] }],
-          },
-        ],
-        usage: {
-          input_tokens: usage.prompt_tokens,
-          input_tokens_details: { cached_tokens: usage.prompt_tokens_details.cached_tokens },
-          output_tokens: usage.completion_tokens,
-          output_tokens_details: { reasoning_tokens: 0 },
-          total_tokens: usage.prompt_tokens + usage.completion_tokens,
-        },
+    send("response.created", { response: response(a, "in_progress") });
+    const whole = await streamDeltas(
+      a,
+      (delta) =>
+        send("response.output_text.delta", {
+          item_id: "msg_fake",
+          output_index: 0,
+          content_index: 0,
+          delta,
+        }),
+      () => {
+        send("error", { code: "server_error", message: "The server had an error", param: null });
+        end();
       },
+    );
+    if (!whole) return;
+    a.toolCalls.forEach((t, i) => {
+      const item = functionCall(t, "in_progress", "");
+      send("response.output_item.added", { output_index: i + 1, item });
+      for (const delta of splitText(JSON.stringify(t.input), 7)) {
+        send("response.function_call_arguments.delta", {
+          item_id: item.id,
+          output_index: i + 1,
+          delta,
+        });
+      }
+      const done = functionCall(t, "completed", JSON.stringify(t.input));
+      send("response.output_item.done", { output_index: i + 1, item: done });
     });
+    send("response.completed", { response: response(a, "completed") });
     end();
   }
 
@@ -162,5 +202,82 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
       opts = next;
     },
     close: () => server.close(),
+  };
+}
+
+function json(res: ServerResponse, body: unknown): void {
+  res.writeHead(200, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+}
+
+function chatUsage(a: Answer) {
+  return {
+    prompt_tokens: a.usage.prompt,
+    completion_tokens: a.usage.completion,
+    total_tokens: a.usage.prompt + a.usage.completion,
+    prompt_tokens_details: { cached_tokens: a.usage.cached },
+  };
+}
+
+function completion(a: Answer) {
+  const toolCalls = a.toolCalls.map((t) => ({
+    id: t.id,
+    type: "function",
+    function: { name: t.name, arguments: JSON.stringify(t.input) },
+  }));
+  return {
+    id: "chatcmpl-fake",
+    created: 1,
+    model: a.model,
+    object: "chat.completion",
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: "assistant",
+          content: a.text,
+          ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+        },
+        finish_reason: toolCalls.length > 0 ? "tool_calls" : "stop",
+      },
+    ],
+    usage: chatUsage(a),
+  };
+}
+
+function functionCall(t: FakeToolCall, status: string, args: string) {
+  return {
+    id: `fc_${t.id}`,
+    type: "function_call",
+    status,
+    call_id: t.id,
+    name: t.name,
+    arguments: args,
+  };
+}
+
+/** A Response object: empty while in progress, the whole answer and usage once completed. */
+function response(a: Answer, status: "in_progress" | "completed") {
+  const base = { id: "resp_fake", object: "response", created_at: 1, model: a.model, status };
+  if (status === "in_progress") return { ...base, output: [] };
+  return {
+    ...base,
+    output: [
+      {
+        id: "msg_fake",
+        type: "message",
+        role: "assistant",
+        status: "completed",
+        content: [{ type: "output_text", text: a.text, annotations: [] }],
+      },
+      ...a.toolCalls.map((t) => functionCall(t, "completed", JSON.stringify(t.input))),
+    ],
+    usage: {
+      input_tokens: a.usage.prompt,
+      input_tokens_details: { cached_tokens: a.usage.cached },
+      output_tokens: a.usage.completion,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: a.usage.prompt + a.usage.completion,
+    },
   };
 }
