@@ -3,7 +3,9 @@
  *
  * 1. A worker process starts the flow; after two searches complete it is killed with SIGKILL.
  * 2. A new worker process recovers the execution from the log alone.
- * 3. The flow suspends to ask the user for an angle; this process answers with `resume`.
+ * 3. The flow suspends to ask the user for an angle; this process answers with `resume`, and
+ *    an LLM streams the summary (a local fake server unless ANTHROPIC_API_KEY or OPENAI_API_KEY
+ *    is set), shown live as it streams.
  * 4. The timeline shows every step completed exactly once, and the ledger of real tool calls
  *    shows that completed steps never ran again (a step in flight at the kill runs again:
  *    steps are at least once, their recorded results used exactly once).
@@ -71,9 +73,10 @@ say("each step: recorded completions / real executions");
 const steps = new Map<string, string>();
 for (const e of log) {
   // A fast step is one STEP_COMPLETED; a long one has its STEP_STARTED first (R9).
-  const p = e.payload as { callId?: string; input?: string };
+  const p = e.payload as { callId?: string; input?: unknown };
   if (!e.kind.startsWith("STEP_") || !p.callId || steps.has(p.callId)) continue;
-  steps.set(p.callId, p.input === undefined ? p.callId.replace(/#\d+$/, "") : `search:${p.input}`);
+  const name = p.callId.replace(/#\d+$/, "");
+  steps.set(p.callId, name === "search" ? `search:${String(p.input)}` : name);
 }
 for (const [callId, ledgerKey] of steps) {
   const completions = log.filter(

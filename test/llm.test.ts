@@ -9,6 +9,7 @@ import {
   PRICE_SOURCE,
   QuotaExceededError,
   streamTokenBudget,
+  timeline,
   type LlmResult,
   type FakeAnthropic,
   type FakeAnthropicOptions,
@@ -259,6 +260,9 @@ for (const p of PROVIDERS) {
         unknown
       >;
       expect(quota).toMatchObject({ dimension: "tokens", estimated: true, limit: 40 });
+      expect(timeline(log).map((row) => row.text)).toContain(
+        "step llm#0 refused: tokens budget of 40 exceeded (an estimate, mid-stream)",
+      );
       const failed = log.find((e) => e.kind === "STEP_FAILED")?.payload as {
         error: { code: string };
       };

@@ -47,6 +47,14 @@ function describe(e: Envelope): string {
       return `completed -> ${brief(p.output)}`;
     case "EXECUTION_FAILED":
       return `failed: ${errorText(p.error)}`;
+    case "RESOURCE_METERED":
+      return `step ${call} metered ${amounts(p.delta)}`;
+    case "QUOTA_EXCEEDED":
+      return `step ${call} refused: ${text(p.dimension)} budget${p.limit === undefined ? "" : ` of ${text(p.limit)}`} exceeded${p.estimated === true ? " (an estimate, mid-stream)" : ""}`;
+    case "STEP_CANCELLED":
+      return `step ${call} cancelled`;
+    case "EXECUTION_CANCELLED":
+      return `cancelled: ${text(p.reason)}`;
     default:
       return brief(e.payload);
   }
@@ -54,6 +62,23 @@ function describe(e: Envelope): string {
 
 function text(v: Json | undefined): string {
   return typeof v === "string" || typeof v === "number" ? String(v) : brief(v);
+}
+
+/** A metered delta in words: "64 in / 57 out tokens, $0.001047, 412 ms wall (an estimate)". */
+function amounts(v: Json | undefined): string {
+  if (!isPlainObject(v)) return brief(v);
+  const parts: string[] = [];
+  for (const [k, x] of Object.entries(v)) {
+    if (k === "estimated") continue;
+    if (k === "tokens" && isPlainObject(x)) {
+      parts.push(`${text(x.input ?? 0)} in / ${text(x.output ?? 0)} out tokens`);
+    } else if (k === "costUsd" && typeof x === "number") parts.push(`$${x}`);
+    else if (k === "wallMs" || k === "ms")
+      parts.push(`${text(x)} ms${k === "wallMs" ? " wall" : ""}`);
+    else if (k === "memBytes" || k === "netBytes") parts.push(`${text(x)} bytes ${k.slice(0, 3)}`);
+    else parts.push(`${k} ${brief(x)}`);
+  }
+  return `${parts.join(", ")}${v.estimated === true ? " (an estimate)" : ""}`;
 }
 
 function inMs(wakeAtMs: Json | undefined, at: number): string {

@@ -25,6 +25,8 @@ export async function serveJson(
     })();
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  // A fake never keeps its process alive (an example that ends, a test runner).
+  server.unref();
   const address = server.address();
   return {
     port: typeof address === "object" && address ? address.port : 0,
