@@ -117,6 +117,9 @@ export function faultyStore(
     listSchedules: () => guard("listSchedules", () => inner.listSchedules()),
     advanceSchedule: (n, at) => guard("advanceSchedule", () => inner.advanceSchedule(n, at)),
     deleteSchedule: (n) => guard("deleteSchedule", () => inner.deleteSchedule(n)),
+    appendMessage: (c, m) => guard("appendMessage", () => inner.appendMessage(c, m), true),
+    readMessages: (c, t, after, limit) =>
+      guard("readMessages", () => inner.readMessages(c, t, after, limit)),
     close: async () => undefined,
   };
   self.store = store;

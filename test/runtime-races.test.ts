@@ -48,6 +48,8 @@ function delayed(inner: MemoryStore, ms: number, calls: readonly (keyof Store)[]
     ),
     putSchedule: (...a: Parameters<Store["putSchedule"]>) => inner.putSchedule(...a),
     listSchedules: () => inner.listSchedules(),
+    appendMessage: (...a: Parameters<Store["appendMessage"]>) => inner.appendMessage(...a),
+    readMessages: (...a: Parameters<Store["readMessages"]>) => inner.readMessages(...a),
     advanceSchedule: (...a: Parameters<Store["advanceSchedule"]>) => inner.advanceSchedule(...a),
     deleteSchedule: (...a: Parameters<Store["deleteSchedule"]>) => inner.deleteSchedule(...a),
     dueTimers: slow("dueTimers", (...a: Parameters<Store["dueTimers"]>) => inner.dueTimers(...a)),

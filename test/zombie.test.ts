@@ -78,6 +78,9 @@ function watched(
     listSchedules: () => call(() => inner.listSchedules()),
     advanceSchedule: (name, at) => call(() => inner.advanceSchedule(name, at)),
     deleteSchedule: (name) => call(() => inner.deleteSchedule(name)),
+    appendMessage: (chain, m) => call(() => inner.appendMessage(chain, m)),
+    readMessages: (chain, t, after, limit) =>
+      call(() => inner.readMessages(chain, t, after, limit)),
     releaseLease: (id, who, fence) => call(() => inner.releaseLease(id, who, fence)),
     getLease: (id) => call(() => inner.getLease(id)),
     dueTimers: (nowMs, limit) => call(() => inner.dueTimers(nowMs, limit)),

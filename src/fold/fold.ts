@@ -20,6 +20,7 @@ import type { ErrorData } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
 import { SCALAR_DIMENSIONS, addResources, isDimension, readBudget } from "../kernel/resources.ts";
 import { initialState, type ExecutionState, type Frame, type Snapshot } from "./state.ts";
+import { DEDUPE_WINDOW, readChain, type ChainIdentity } from "../kernel/chain.ts";
 
 type Payload = { [key: string]: Json };
 
@@ -175,6 +176,79 @@ function applyGrant(s: ExecutionState, value: Json): void {
   s._budget = budget;
 }
 
+/** The name of `ctx.receive` calls (a SUSPENDED with it is a receive's wait). */
+export const RECEIVE = "receive";
+
+function topicOf(v: Json | undefined): string | undefined {
+  return str(v) && safeKey(v) && v.length <= 200 ? v : undefined;
+}
+
+/**
+ * A successor's sequence 0 (schema 1.5.0): what it carried from its predecessor seeds its
+ * state, so replay needs no runtime help (ADR 0109 D3), and the chain's deadline caps its own.
+ */
+function seedFromChain(s: ExecutionState, chain: ChainIdentity, at: number): void {
+  s._chain = chain;
+  const carried = chain.continuedFrom?.carried ?? {};
+  if (carried.resources) s._resources = carried.resources;
+  if (carried.quotaExceeded) s._quotaExceeded = carried.quotaExceeded;
+  if (carried.inbox) s._inbox = carried.inbox;
+  if (carried.chainDeadline !== undefined) {
+    const left = Math.max(0, carried.chainDeadline - at);
+    s.deadlineMs = s.deadlineMs === undefined ? left : Math.min(s.deadlineMs, left);
+  }
+}
+
+/**
+ * MESSAGE_CONSUMED (schema 1.5.0): the chain inbox's message `seq` of `topic` was taken. Only a
+ * message past the topic's cursor counts (exactly once). A `duplicate` one (its key is in the
+ * dedupe window) only moves the cursor; any other settles the receive `callId` names (or
+ * records it, when it was answered at once) and joins the dedupe window.
+ */
+function consumeMessage(s: ExecutionState, p: Payload, e: Envelope): void {
+  const topic = topicOf(p.topic);
+  const seq = p.seq;
+  const key = p.key;
+  if (topic === undefined || !str(key) || typeof seq !== "number") return;
+  if (!Number.isSafeInteger(seq) || seq < 0) return;
+  const inbox = s._inbox ?? { cursors: {}, dedupe: [] };
+  const cursor = Object.hasOwn(inbox.cursors, topic) ? (inbox.cursors[topic] ?? -1) : -1;
+  if (seq <= cursor) return;
+  const seen = inbox.dedupe.includes(key);
+  if (p.duplicate === true) {
+    if (!seen) return;
+    inbox.cursors[topic] = seq;
+    s._inbox = inbox;
+    return;
+  }
+  if (seen) return;
+  const head = callHead(p);
+  if (!head || head.name !== RECEIVE) return;
+  const output = p.payload === undefined ? null : p.payload;
+  const f = frameOf(s, head.callId);
+  if (f) {
+    if (f.kind !== "receive" || f.status !== "waiting" || f.topic !== topic) return;
+    f.status = "received";
+    f.output = output;
+    settleWait(s);
+  } else {
+    s.frames[head.callId] = {
+      kind: "receive",
+      ...head,
+      status: "received",
+      firstStartedAt: e.at,
+      attempts: 1,
+      topic,
+      output,
+    };
+    record(s, head.scope, `receive:${head.callId}`);
+  }
+  inbox.cursors[topic] = seq;
+  inbox.dedupe.push(key);
+  if (inbox.dedupe.length > DEDUPE_WINDOW) inbox.dedupe.shift();
+  s._inbox = inbox;
+}
+
 type Handler = (s: ExecutionState, p: Payload, e: Envelope) => void;
 
 const HANDLERS: Partial<Record<string, Handler>> = {
@@ -192,6 +266,9 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     }
     s.startedAt = e.at;
     s.status = "pending";
+    if (str(p.principal) && p.principal !== "") s._principal = p.principal;
+    const chain = readChain(p, e.executionId);
+    if (chain) seedFromChain(s, chain, e.at);
   },
   STEP_STARTED(s, p, e) {
     if (!callHead(p)) return;
@@ -266,12 +343,32 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     } else if (f.kind === "suspend" && f.wakeAtMs !== undefined) {
       f.status = "timedOut";
       s._openSuspends = s._openSuspends.filter((id) => id !== p.callId);
+    } else if (f.kind === "receive" && f.wakeAtMs !== undefined) {
+      f.status = "timedOut";
     } else return;
     settleWait(s);
   },
   SUSPENDED(s, p, e) {
     const head = callHead(p);
     if (!head || frameOf(s, head.callId)) return;
+    if (head.name === RECEIVE) {
+      // A receive's wait (schema 1.5.0): settled by a MESSAGE_CONSUMED, never by a resume.
+      const topic = topicOf(p.topic);
+      if (topic === undefined) return;
+      const f: Frame = {
+        kind: "receive",
+        ...head,
+        status: "waiting",
+        firstStartedAt: e.at,
+        attempts: 1,
+        topic,
+      };
+      if (typeof p.wakeAtMs === "number" && Number.isFinite(p.wakeAtMs)) f.wakeAtMs = p.wakeAtMs;
+      s.frames[head.callId] = f;
+      record(s, head.scope, `receive:${head.callId}`);
+      s.openWaits++;
+      return;
+    }
     const f: Frame = {
       kind: "suspend",
       ...head,
@@ -303,6 +400,9 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     f.output = payload;
     settleWait(s);
   },
+  MESSAGE_CONSUMED(s, p, e) {
+    consumeMessage(s, p, e);
+  },
   RESOURCE_METERED(s, p) {
     if (!isPlainObject(p.delta)) return;
     s._resources = addResources(s._resources ?? {}, p.delta);
@@ -332,8 +432,9 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     s.status = "cancelled";
     s.error = errorOf(p.error);
   },
-  EXECUTION_CONTINUED(s, _p, e) {
+  EXECUTION_CONTINUED(s, p, e) {
     if (!isTerminalEvent(e)) return;
     s.status = "continued";
+    if (str(p.successorId)) s._continuedTo = p.successorId;
   },
 };

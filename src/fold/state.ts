@@ -5,11 +5,20 @@ import type { CallKind, ExecutionStatus } from "../kernel/events.ts";
 import type { ErrorData } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Budget, ResourceSnapshot } from "../kernel/resources.ts";
+import type { ChainIdentity, InboxState } from "../kernel/chain.ts";
 
 export type FrameStatus =
-  "started" | "completed" | "failed" | "cancelled" | "waiting" | "fired" | "resumed" | "timedOut";
+  | "started"
+  | "completed"
+  | "failed"
+  | "cancelled"
+  | "waiting"
+  | "fired"
+  | "resumed"
+  | "received"
+  | "timedOut";
 
-/** One recorded syscall of the flow body (a step, a sleep or a suspend). */
+/** One recorded syscall of the flow body (a step, a sleep, a suspend or a receive). */
 export interface Frame {
   kind: CallKind;
   name: string;
@@ -22,6 +31,8 @@ export interface Frame {
   /** A failed step's error; on a step still started, its last failed attempt's (retry). */
   error?: ErrorData;
   wakeAtMs?: number;
+  /** A receive's inbox topic. */
+  topic?: string;
   /** A step between attempts: when its next attempt is due (its last failure's time + backoff). */
   retryAtMs?: number;
   /** A running step's current attempt, when it is not the first: when that attempt started. */
@@ -68,6 +79,22 @@ export interface ExecutionState {
   _scopeResources?: Record<string, ResourceSnapshot>;
   /** The last QUOTA_EXCEEDED: which dimension ran out, and in which budget. */
   _quotaExceeded?: { dimension: string; budget: string };
+  /**
+   * The chain this execution is a generation of (schema 1.5.0), from its EXECUTION_STARTED.
+   * Absent for a generation 0: its chain id is its own id (see chainOf).
+   */
+  _chain?: ChainIdentity;
+  /** The successor an EXECUTION_CONTINUED named (status `continued`). */
+  _continuedTo?: string;
+  /** Where the execution is in its chain's inbox (absent until it consumes a message). */
+  _inbox?: InboxState;
+  /** Who owns the execution (ADR 0111): recorded at its start, inherited along its chain. */
+  _principal?: string;
+}
+
+/** The chain an execution belongs to: its recorded one, or a chain of its own (generation 0). */
+export function chainOf(state: ExecutionState): ChainIdentity {
+  return state._chain ?? { chainId: state.executionId, generation: 0 };
 }
 
 export interface Snapshot {

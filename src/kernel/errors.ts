@@ -97,6 +97,22 @@ export class StepTimeoutError extends defineError("LOOM_STEP_TIMEOUT") {}
 export class InDoubtError extends defineError("LOOM_IN_DOUBT") {}
 /** Thrown by user code: record the failure and never retry it. */
 export class TerminalError extends defineError("LOOM_TERMINAL") {}
+/** `ctx.continueAsNew` while `features.continueAsNew` is off (ADR 0109 D8: the fleet flag). */
+export class ContinueAsNewUnavailableError extends defineError(
+  "LOOM_CONTINUE_AS_NEW_UNAVAILABLE",
+) {}
+/** A successor id already holds a log that does not name this predecessor (ADR 0109 D2 (b)). */
+export class ContinuationConflictError extends defineError("LOOM_CONTINUATION_CONFLICT") {}
+/** A caller named an id of a chain's next-generation shape (`<id>~<n>`; ADR 0109 D2 (a)). */
+export class ReservedSuccessorIdError extends defineError("LOOM_RESERVED_SUCCESSOR_ID") {}
+/** Following a chain took more unverified steps than `maxChainHops` (ADR 0109 D2, round 3). */
+export class ChainHopLimitError extends defineError("LOOM_CHAIN_HOP_LIMIT") {}
+/** A fork point at or after EXECUTION_CONTINUED (ADR 0109 D7): fork the successor instead. */
+export class ForkPastContinuationError extends defineError("LOOM_FORK_PAST_CONTINUATION") {}
+/** A fork of a chain member whose prefix was compacted away (ADR 0109 D7). */
+export class CompactedForkPointError extends defineError("LOOM_COMPACTED_FORK_POINT") {}
+/** The caller's principal does not own the execution (ADR 0111: one chain, one owner). */
+export class UnauthorizedError extends defineError("LOOM_UNAUTHORIZED") {}
 
 /**
  * Thrown by user code: the attempt may be retried, no sooner than `retryAfterMs`. Recorded with
@@ -148,6 +164,13 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_SUSPEND_TIMEOUT: SuspendTimeoutError,
   LOOM_WAIT_TIMEOUT: WaitTimeoutError,
   LOOM_QUOTA_EXCEEDED: QuotaExceededError,
+  LOOM_CONTINUE_AS_NEW_UNAVAILABLE: ContinueAsNewUnavailableError,
+  LOOM_CONTINUATION_CONFLICT: ContinuationConflictError,
+  LOOM_RESERVED_SUCCESSOR_ID: ReservedSuccessorIdError,
+  LOOM_CHAIN_HOP_LIMIT: ChainHopLimitError,
+  LOOM_FORK_PAST_CONTINUATION: ForkPastContinuationError,
+  LOOM_COMPACTED_FORK_POINT: CompactedForkPointError,
+  LOOM_UNAUTHORIZED: UnauthorizedError,
   LOOM_RUNTIME_CLOSED: RuntimeClosedError,
   LOOM_INVARIANT: InvariantViolation,
   LOOM_TERMINAL: TerminalError,

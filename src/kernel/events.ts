@@ -23,8 +23,14 @@ import type { Json } from "./json.ts";
  * 1.4.0: EXECUTION_STARTED's `deadlineMs` folds into `deadlineMs` (the execution's deadline,
  *        anchored to its `startedAt`); a STEP_STARTED of a running step's later attempt sets
  *        its frame's `attemptStartedAt` (until the step settles or the attempt fails).
+ * 1.5.0: chains (ADR 0109) and the chain inbox (ADR 0110). EXECUTION_STARTED's `chainId`,
+ *        `generation` and `continuedFrom` fold into `_chain`, its carried resources, quota,
+ *        budget and inbox seed the successor's state, and its carried `chainDeadline` caps
+ *        `deadlineMs`; its `principal` folds into `_principal`. A kernel EXECUTION_CONTINUED's
+ *        `successorId` folds into `_continuedTo`. MESSAGE_CONSUMED advances `_inbox` and settles
+ *        a receive; a SUSPENDED named "receive" is a receive's wait.
  */
-export const EVENT_SCHEMA_VERSION = "1.4.0";
+export const EVENT_SCHEMA_VERSION = "1.5.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",
@@ -107,7 +113,7 @@ export function isEventKind(value: unknown): value is EventKind {
 }
 
 /** The syscall kinds a flow body records; the non-determinism check compares them. */
-export type CallKind = "step" | "decision" | "sleep" | "suspend";
+export type CallKind = "step" | "decision" | "sleep" | "suspend" | "receive";
 
 /** Payload shapes the runtime writes. The fold reads them defensively. */
 export interface StartedPayload {

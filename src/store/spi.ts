@@ -25,6 +25,10 @@
  *     it has not returned before, oldest first, and no other owner's.
  * S11. `putSchedule` keeps a schedule's `fromMs` and cursor when it already exists (it updates
  *     the definition only); `advanceSchedule` never moves a cursor back.
+ * S12. A chain's inbox is an append-only stream: `appendMessage` gives each message the stream's
+ *     next sequence number (dense from 0, distinct under concurrent appends), and
+ *     `readMessages` returns a topic's messages past a sequence number in order. Messages
+ *     survive a reopen (S5).
  */
 import type { Envelope, ExecutionStatus } from "../kernel/events.ts";
 import type { LoomError } from "../kernel/errors.ts";
@@ -180,8 +184,39 @@ export interface ScheduleStore {
   deleteSchedule(name: string): Promise<void>;
 }
 
+/** A message in a chain's inbox (ADR 0110): `runtime.send` appends it, `ctx.receive` takes it. */
+export interface InboxMessage {
+  chainId: string;
+  /** Its place in the chain's stream (all topics), dense from 0. */
+  seq: number;
+  topic: string;
+  /** The sender's key: a second message with a key already consumed is dropped (dedupe). */
+  key: string;
+  payload: Json;
+  atMs: number;
+}
+
+export interface InboxStore {
+  /** Appends to the chain's stream and returns the message's sequence number (S12). */
+  appendMessage(chainId: string, message: Omit<InboxMessage, "chainId" | "seq">): Promise<number>;
+  /** `topic`'s messages with `seq > afterSeq`, oldest first, at most `limit` (S12). */
+  readMessages(
+    chainId: string,
+    topic: string,
+    afterSeq: number,
+    limit: number,
+  ): Promise<InboxMessage[]>;
+}
+
 export interface Store
-  extends EventStore, SnapshotStore, LeaseStore, TimerStore, NoticeStore, ScheduleStore {
+  extends
+    EventStore,
+    SnapshotStore,
+    LeaseStore,
+    TimerStore,
+    NoticeStore,
+    ScheduleStore,
+    InboxStore {
   /** A short name for messages and benchmarks ("memory", "sqlite"). */
   readonly kind: string;
   close(): Promise<void>;

@@ -1,6 +1,6 @@
 /**
  * The one store conformance suite (STYLE 3): every store's test file calls
- * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S9 in `../spi.ts`.
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S12 in `../spi.ts`.
  *
  * @example
  * runStoreConformance({
@@ -17,6 +17,7 @@ import type { Store, StoreHooks } from "../spi.ts";
 import { appendSuite } from "./appends.ts";
 import { batchExtrasSuite } from "./batch-extras.ts";
 import { crashAndListSuite } from "./crash-and-list.ts";
+import { inboxSuite } from "./inbox.ts";
 import type { Harness } from "./helpers.ts";
 import { leaseSuite } from "./leases.ts";
 import { scheduleSuite } from "./schedules.ts";
@@ -68,5 +69,6 @@ export function runStoreConformance<S extends Store>(opts: StoreConformanceOptio
     timerSuite(h);
     snapshotSuite(h);
     scheduleSuite(h);
+    inboxSuite(h);
   });
 }

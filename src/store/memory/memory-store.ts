@@ -16,6 +16,7 @@ import type {
   AppendOutcome,
   DueTimer,
   ExecutionSummary,
+  InboxMessage,
   Lease,
   ListQuery,
   Notice,
@@ -32,6 +33,7 @@ interface Data {
   timers: Map<string, DueTimer>;
   notices: (Notice & { owner: string })[];
   schedules: Map<string, Schedule>;
+  inbox: Map<string, InboxMessage[]>;
 }
 
 export interface MemoryStore extends Store {
@@ -49,6 +51,7 @@ export function memoryStore(hooks: StoreHooks = {}): MemoryStore {
       timers: new Map(),
       notices: [],
       schedules: new Map(),
+      inbox: new Map(),
     },
     hooks,
   );
@@ -334,6 +337,32 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     async deleteSchedule(name) {
       live();
       data.schedules.delete(name);
+    },
+
+    async appendMessage(chainId, message) {
+      live();
+      const stream = data.inbox.get(chainId) ?? [];
+      const seq = stream.length;
+      stream.push({
+        ...message,
+        chainId,
+        seq,
+        payload: JSON.parse(jsonText(message.payload)) as Json,
+      });
+      data.inbox.set(chainId, stream);
+      return seq;
+    },
+
+    async readMessages(chainId, topic, afterSeq, limit) {
+      live();
+      const stream = data.inbox.get(chainId) ?? [];
+      const out: InboxMessage[] = [];
+      for (let i = Math.max(0, afterSeq + 1); i < stream.length && out.length < limit; i++) {
+        const m = stream[i];
+        if (m?.topic === topic)
+          out.push({ ...m, payload: JSON.parse(jsonText(m.payload)) as Json });
+      }
+      return out;
     },
 
     async takeNotices(owner) {

@@ -74,4 +74,16 @@ export const MIGRATIONS: readonly string[] = [
     cursor_ms INTEGER NOT NULL
   ) WITHOUT ROWID;
   `,
+  `
+  CREATE TABLE inbox (
+    chain_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    topic TEXT NOT NULL,
+    key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (chain_id, seq)
+  ) WITHOUT ROWID;
+  CREATE INDEX inbox_by_topic ON inbox (chain_id, topic, seq);
+  `,
 ];

@@ -25,6 +25,7 @@ import type {
   Store,
   StoreHooks,
 } from "../spi.ts";
+import { sqliteInbox } from "./inbox.ts";
 import { MIGRATIONS } from "./migrations.ts";
 
 export interface SqliteStoreOptions {
@@ -471,6 +472,8 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     async deleteSchedule(name) {
       q.deleteSchedule.run(name);
     },
+
+    ...sqliteInbox(db),
 
     async takeNotices(owner) {
       const rows = q.notices.all(owner);
