@@ -1,6 +1,6 @@
 /**
  * LLM and tool effects over the official SDKs (issue 6): Anthropic Messages, OpenAI Chat
- * Completions and Responses, MCP tools. A2A agents follow.
+ * Completions and Responses, MCP tools, A2A agents.
  */
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect } from "../runtime/flow.ts";
@@ -37,4 +37,15 @@ export {
   type ToolResult,
   type ToolTransport,
 } from "./mcp.ts";
+export {
+  createA2AEffect,
+  A2ATaskCanceledError,
+  A2ATaskFailedError,
+  A2ATimeoutError,
+  type A2AEffect,
+  type A2AEffectOptions,
+  type A2AInput,
+  type A2AResult,
+  type A2ATaskState,
+} from "./a2a.ts";
 export { streamTokenBudget, charsOver4, type StreamGuard, type StreamProgress } from "./stream.ts";
