@@ -1,6 +1,7 @@
 /**
  * Writes test/fixtures/logs/<EVENT_SCHEMA_VERSION>-golden.json: the log of a flow that uses every
- * syscall and effect feature, and the state the current fold gives it. Run it once when the
+ * syscall and effect feature, and the state the current fold gives it; since 1.5.0 also the
+ * logs of the chain generations it continued as (`chain`). Run it once when the
  * schema version is bumped (`npx tsx scripts/make-golden.ts`); it never overwrites a file, since
  * a golden log of an earlier version must replay forever (STYLE 6).
  */
@@ -37,7 +38,12 @@ const llm = step$("llm", async (prompt: string, ectx) => {
 });
 const golden = flow$(
   "golden",
-  async (ctx, input: { topic: string }) => {
+  async (ctx, input: { topic: string; gen?: number; before?: unknown }) => {
+    if (input.gen === 1) {
+      // Generation 1 (schema 1.5.0): a receive that waits, then the answer with what it carried.
+      const msg = await ctx.receive<string>();
+      return { ...(input.before as object), msg };
+    }
     const plan = await ctx.run("plan", () => [`${input.topic} history`, `${input.topic} today`], {
       timeoutMs: 60_000,
     });
@@ -51,26 +57,38 @@ const golden = flow$(
     );
     await ctx.sleep(1);
     const answer = await ctx.suspend<string>();
-    return { pick, notes, grant, scoped, answer, at: ctx.now() };
+    const first = await ctx.receive<string>();
+    const before = { pick, notes, grant, scoped, answer, first, at: ctx.now() };
+    return ctx.continueAsNew({ topic: input.topic, gen: 1, before });
   },
   { budget: { tokens: 1000 }, deadlineMs: 3_600_000 },
 );
 
 const store = memoryStore();
-const runtime = createRuntime({ store, clock });
+const runtime = createRuntime({ store, clock, features: { continueAsNew: true } });
 runtime.registerFlow(golden);
 await runtime.start(golden, { topic: "tides" }, { id: "golden-1" });
 for (let i = 0; i < 500; i++) {
   if ((await runtime.getState("golden-1")).status === "parked") break;
   await new Promise((r) => setTimeout(r, 10));
 }
+await runtime.send("golden-1", "first message", { key: "m1" });
 await runtime.resume("golden-1", "high tide at noon");
 const outcome = await runtime.waitForCompletion("golden-1");
-if (outcome.status !== "completed") throw new Error(`golden flow ended ${outcome.status}`);
+if (outcome.status !== "continued") throw new Error(`golden flow ended ${outcome.status}`);
+for (let i = 0; i < 500 && (await runtime.readLog("golden-1~1")).length === 0; i++) {
+  await new Promise((r) => setTimeout(r, 10));
+}
+await runtime.send("golden-1", "first message, retried", { key: "m1" });
+await runtime.send("golden-1", "second message", { key: "m2" });
+const last = await runtime.waitForCompletion("golden-1~1");
+if (last.status !== "completed") throw new Error(`golden successor ended ${last.status}`);
 const events = await runtime.readLog("golden-1");
+const successor = await runtime.readLog("golden-1~1");
 await runtime.close();
+const chain = [{ id: "golden-1~1", events: successor, state: foldAll(successor) }];
 writeFileSync(
   file,
-  `${JSON.stringify({ schemaVersion: EVENT_SCHEMA_VERSION, events, state: foldAll(events) }, null, 1)}\n`,
+  `${JSON.stringify({ schemaVersion: EVENT_SCHEMA_VERSION, events, state: foldAll(events), chain }, null, 1)}\n`,
 );
-console.log(`wrote ${file}: ${events.length} events`);
+console.log(`wrote ${file}: ${events.length} events, and ${successor.length} of its successor`);

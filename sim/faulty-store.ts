@@ -95,7 +95,7 @@ export function faultyStore(
         },
         true,
       ),
-    read: (id, from) => guard("read", () => inner.read(id, from)),
+    read: (id, from, limit) => guard("read", () => inner.read(id, from, limit)),
     head: (id) => guard("head", () => inner.head(id)),
     list: (q) => guard("list", () => inner.list(q)),
     saveSnapshot: (id, s) => {

@@ -18,7 +18,9 @@ import {
 } from "../src/index.ts";
 import { memoryStore } from "../src/store/memory/index.ts";
 import { loadState } from "../src/runtime/load-state.ts";
-import { faultyStore, type CrashPoint } from "./faulty-store.ts";
+import { routeToHead } from "../src/runtime/continuation.ts";
+import type { Store } from "../src/store/spi.ts";
+import { faultyStore, SimCrash, type CrashPoint } from "./faulty-store.ts";
 import { Prng } from "./prng.ts";
 import { withFakeClock } from "./fake-clock.ts";
 
@@ -33,6 +35,8 @@ export interface Scenario {
    * but how far the flow got before it depends on whether its process was down when it came.
    */
   compare?: (end: ScenarioEnd) => unknown;
+  /** A chain (ADR 0109): `features.continueAsNew` on, and the end state is its head's. */
+  chain?: boolean;
 }
 
 export interface ScenarioEnd {
@@ -43,6 +47,10 @@ export interface ScenarioEnd {
   steps: Record<string, string>;
   /** The owner's appends (group commits), counted in a run without a crash. */
   appends: number;
+  /** A chain's generations: for each, how many EXECUTION_CONTINUED its log holds. */
+  generations?: number[];
+  /** A chain's consumed messages (sequence numbers, duplicates apart), across generations. */
+  consumed?: number[];
 }
 
 const wait = (ms: number, signal: AbortSignal) =>
@@ -90,6 +98,18 @@ const flaky = step$("flaky", async (_: null, ectx: EffectContext) => {
   return "ok";
 });
 
+/** A conversation that continues after every two turns and ends after four (ADR 0109 D8). */
+const conversation = flow$("conversation", async (ctx, input: { turn: number } | null) => {
+  let turn = input?.turn ?? 0;
+  for (;;) {
+    const msg = await ctx.receive<string>();
+    await ctx.run("reply", async ({ signal }) => (await wait(10, signal), msg.toUpperCase()));
+    turn++;
+    if (turn === 4) return { turn, last: msg };
+    if (turn % 2 === 0) return ctx.continueAsNew({ turn });
+  }
+});
+
 const retry = flow$("retry", async (ctx) =>
   ctx.execute(flaky, null, { retry: { initialDelayMs: 50, jitter: 0, maxAttempts: 5 } }),
 );
@@ -115,6 +135,21 @@ export const SCENARIOS: Scenario[] = [
   },
   { name: "a step timeout", flow: stepTimeout, input: null, actions: [] },
   { name: "a retry", flow: retry, input: null, actions: [] },
+  {
+    name: "a two-generation conversation with a message in flight",
+    flow: conversation,
+    input: null,
+    chain: true,
+    actions: [
+      { atMs: 100, act: (op, id) => op.send(id, "one", { key: "k1" }) },
+      { atMs: 100, act: (op, id) => op.send(id, "two", { key: "k2" }) },
+      // Sent while the first generation rotates: in flight across the start-to-commit window.
+      { atMs: 150, act: (op, id) => op.send(id, "three", { key: "k3" }) },
+      { atMs: 600, act: (op, id) => op.send(id, "four", { key: "k4" }) },
+      // A sender's retry after the rotation: the carried dedupe window drops it.
+      { atMs: 900, act: (op, id) => op.send(id, "one, retried", { key: "k1" }) },
+    ],
+  },
 ];
 
 export async function runScenario(s: Scenario, crash?: CrashPoint): Promise<ScenarioEnd> {
@@ -147,6 +182,11 @@ async function drive(
     pollIntervalMs: 50,
     noticePollMs: 20,
     closeStore: false,
+    features: { continueAsNew: s.chain === true },
+    // A simulated crash is the point; anything else is reported.
+    onError: (e: Error) => {
+      if (!(e instanceof SimCrash) && !/process is dead/.test(e.message)) console.error(e);
+    },
   };
   const owner = createRuntime({ ...options, store: first.store, ownerId: "first" });
   owner.registerFlow(s.flow);
@@ -173,7 +213,7 @@ async function drive(
       // the same id, so a start that did commit is adopted, not doubled).
       spawn(recovered.start(s.flow, s.input, { id }));
     }
-    const state = await loadState(data, id);
+    const state = await loadState(data, await headOf(s, data, id));
     if (
       state &&
       ["completed", "failed", "cancelled"].includes(state.status) &&
@@ -181,13 +221,14 @@ async function drive(
     )
       break;
   }
-  const state = await loadState(data, id);
+  const state = await loadState(data, await headOf(s, data, id));
   const steps: Record<string, string> = {};
   for (const f of Object.values(state?.frames ?? {}))
     if (f.kind === "step") steps[f.name] = f.status;
   const end: ScenarioEnd = { status: state?.status ?? "missing", steps, appends: first.appends };
   if (state?.output !== undefined) end.output = state.output;
   if (state?.error) end.errorCode = state.error.code;
+  if (s.chain) Object.assign(end, await chainEnd(data, id));
   for (const r of [owner, operator, recovered]) {
     if (!r) continue;
     let closed = false;
@@ -196,4 +237,31 @@ async function drive(
   }
   await Promise.all(pending);
   return end;
+}
+
+/** The id whose state ends the scenario: a chain's verified head, or the execution itself. */
+async function headOf(s: Scenario, store: Store, id: string): Promise<string> {
+  if (!s.chain || (await store.head(id)) < 0) return id;
+  return routeToHead({ store, maxChainHops: 8 }, id);
+}
+
+/** A chain's generations and what they consumed, read from the store. */
+async function chainEnd(
+  store: Store,
+  chainId: string,
+): Promise<Pick<ScenarioEnd, "generations" | "consumed">> {
+  const generations: number[] = [];
+  const consumed: number[] = [];
+  for (let n = 0; ; n++) {
+    const log = await store.read(n === 0 ? chainId : `${chainId}~${n}`);
+    if (log.length === 0) break;
+    generations.push(log.filter((e) => e.kind === "EXECUTION_CONTINUED").length);
+    for (const e of log) {
+      const p = e.payload as { seq?: number; duplicate?: boolean };
+      if (e.kind === "MESSAGE_CONSUMED" && p.duplicate !== true && p.seq !== undefined) {
+        consumed.push(p.seq);
+      }
+    }
+  }
+  return { generations, consumed: consumed.sort((a, b) => a - b) };
 }

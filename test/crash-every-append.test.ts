@@ -11,6 +11,13 @@ describe("a crash at every append", () => {
       const clean = await runScenario(scenario);
       expect(clean.appends).toBeGreaterThan(1);
       expect(["completed", "cancelled"]).toContain(clean.status);
+      if (scenario.chain) {
+        // ADR 0109 D8's frozen criterion: one successor, one EXECUTION_CONTINUED, and every
+        // message (four, and a retried duplicate) consumed exactly once.
+        expect(clean.generations).toEqual([1, 0]);
+        expect(clean.consumed).toEqual([0, 1, 2, 3]);
+        expect(clean.output).toEqual({ turn: 4, last: "four" });
+      }
       const view = scenario.compare ?? (({ appends: _, ...end }: ScenarioEnd) => end);
       for (let append = 0; append < clean.appends; append++) {
         for (const after of [false, true]) {

@@ -20,8 +20,13 @@ describe("golden logs", () => {
       const golden = JSON.parse(readFileSync(join(dir, file), "utf8")) as {
         events: Envelope[];
         state: unknown;
+        /** Since 1.5.0: the successor generations of the same chain. */
+        chain?: { id: string; events: Envelope[]; state: unknown }[];
       };
       expect(canonicalJson(foldAll(golden.events))).toBe(canonicalJson(golden.state));
+      for (const g of golden.chain ?? []) {
+        expect(canonicalJson(foldAll(g.events)), g.id).toBe(canonicalJson(g.state));
+      }
     });
   }
 });

@@ -33,10 +33,10 @@ export const MAX_REASON_LENGTH = 1000;
 
 export function cancelSpecs(
   state: ExecutionState,
-  reason: string,
+  reason: Json,
   nowMs: number,
   cause: LoomError = new CancelledError(
-    `execution "${state.executionId}" was cancelled: ${reason}`,
+    `execution "${state.executionId}" was cancelled: ${typeof reason === "string" ? reason : JSON.stringify(reason)}`,
   ),
 ): EventSpec[] {
   const error = errorToData(cause) as unknown as Json;
@@ -74,7 +74,7 @@ export interface CancelDeps {
 export async function cancelExecution(
   deps: CancelDeps,
   id: string,
-  reason: string,
+  reason: Json,
 ): Promise<boolean> {
   const run = deps.run(id);
   if (run?.phase === "active" && isTerminalStatus(run.state.status)) {

@@ -6,6 +6,7 @@
  */
 import { abortableDelay, raceAbort, reasonOf } from "../effects/delay.ts";
 import {
+  ContinueAsNewUnavailableError,
   ExecutionEndedError,
   InDoubtError,
   InvalidInputError,
@@ -31,7 +32,16 @@ import { halted, type EventSpec, type Run } from "./run.ts";
 import { armDeadline, remainingMs } from "./deadline.ts";
 import { makeMiddlewareContext, type NestedBudget, type StepAttempt } from "./effect-call.ts";
 import { isDimension, spentIn, type Budget, type ResourceSnapshot } from "../kernel/resources.ts";
-import { NEGOTIATE } from "../fold/fold.ts";
+import { NEGOTIATE, RECEIVE } from "../fold/fold.ts";
+import { chainOf } from "../fold/state.ts";
+import type { InboxMessage } from "../store/spi.ts";
+import {
+  checkedName,
+  consumeSpecs,
+  cursorOf,
+  DEFAULT_TOPIC,
+  type ReceiveOptions,
+} from "./inbox.ts";
 import { addDelta, type ExecuteOptions, type MiddlewareContext } from "../effects/middleware.ts";
 
 export interface SuspendOptions {
@@ -100,11 +110,30 @@ export interface FlowContext {
    * Budgets of the same name share their spend.
    */
   nestedBudget<T>(name: string, budget: Budget, fn: (ctx: FlowContext) => Promise<T>): Promise<T>;
+  /**
+   * Takes the next message of the chain's inbox (`runtime.send`), in order, each once; parks
+   * until one comes. With `timeout`, throws SuspendTimeoutError when none came in time.
+   */
+  receive<T = Json>(options?: ReceiveOptions): Promise<T>;
+  /**
+   * Ends this generation and continues the chain as a new one (ADR 0109): the successor
+   * `<chainId>~<n+1>` starts this flow (the code registered now) with `carry` as its input, and
+   * inherits what was spent, the inbox cursors and the chain deadline. Never returns. Needs
+   * `features.continueAsNew`; refused (before anything is recorded) from a ctx.parallel branch,
+   * with a wait outstanding, or with a carry over `maxCarryBytes`.
+   */
+  continueAsNew(carry?: unknown): Promise<never>;
 }
 
 export interface ContextDeps {
   limits: Limits;
   now(): number;
+  /** A topic's messages in a chain's inbox past `afterSeq` (one batch). */
+  readInbox(chainId: string, topic: string, afterSeq: number): Promise<InboxMessage[]>;
+  /** The largest carry `continueAsNew` takes (bytes of JSON text). */
+  maxCarryBytes: number;
+  /** Rotates the run to its successor (undefined while `features.continueAsNew` is off). */
+  rotate: ((run: Run, carry: Json | undefined) => void) | undefined;
   /** The effect middleware chain, composed (see effects/middleware.ts). */
   chain: (ctx: MiddlewareContext) => Promise<unknown>;
 }
@@ -570,6 +599,72 @@ export function makeContext(
       const checked = checkedBudget(budget, `nested budget "${name}"`);
       if (typeof fn !== "function") throw new InvalidInputError("nestedBudget needs a function");
       return fn(makeContext(run, deps, scope, [...nested, { name, budget: checked }]));
+    },
+
+    async receive<T>(options: ReceiveOptions = {}): Promise<T> {
+      if (options === null || typeof options !== "object") {
+        throw new InvalidInputError("receive options must be an object");
+      }
+      const topic = checkedName(options.topic, "receive topic", DEFAULT_TOPIC);
+      const timeout = options.timeout;
+      if (
+        timeout !== undefined &&
+        (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0)
+      ) {
+        throw new InvalidInputError(
+          `receive timeout must be a finite number > 0, got ${String(timeout)}`,
+        );
+      }
+      return call("receive", async () => {
+        const claim = run.claim(scope, "receive", RECEIVE);
+        const callId = claim.callId;
+        if (!claim.recorded) {
+          const chainId = chainOf(run.state).chainId;
+          const messages = await deps.readInbox(chainId, topic, cursorOf(run.state, topic));
+          // N3: what the messages mean is decided against the state as it is now.
+          const specs = consumeSpecs(run.state, topic, messages, [{ callId, scope }]);
+          if (!specs.some((x) => (x.payload as { callId?: string }).callId === callId)) {
+            const wait: { [k: string]: Json } = { callId, scope, name: RECEIVE, topic };
+            if (timeout !== undefined) wait.wakeAtMs = deps.now() + timeout;
+            specs.push({ kind: "SUSPENDED", payload: wait });
+          }
+          const done = run.enqueue(specs);
+          claim.take();
+          await done;
+        }
+        if (run.state.frames[callId]?.status === "waiting") await run.waitFor(scope, callId);
+        const frame = run.state.frames[callId];
+        if (frame?.status === "timedOut") {
+          throw new SuspendTimeoutError(
+            `receive ${callId} of execution "${run.id}" got no message within ${timeout} ms`,
+          );
+        }
+        return own(frame?.output) as T;
+      });
+    },
+
+    async continueAsNew(carry?: unknown): Promise<never> {
+      const rotate = deps.rotate;
+      if (!rotate) {
+        throw new ContinueAsNewUnavailableError(
+          "ctx.continueAsNew needs features.continueAsNew: turn it on once every process that shares the store runs a Loom that folds EXECUTION_CONTINUED",
+        );
+      }
+      if (scope !== "") {
+        throw new InvalidInputError(
+          "ctx.continueAsNew was called from a ctx.parallel branch: continue from the flow body, after the branches returned",
+        );
+      }
+      const json = boundedJson(carry, "carry of ctx.continueAsNew", deps.maxCarryBytes);
+      return call("continueAsNew", async () => {
+        if (run.state.openWaits > 0 || run.state.inFlight > 0 || run.openBranches() > 0) {
+          throw new InvalidInputError(
+            "ctx.continueAsNew was called with a wait or a ctx.parallel branch outstanding: a generation ends only when nothing of it is pending",
+          );
+        }
+        rotate(run, json);
+        return halted<never>();
+      });
     },
 
     now() {

@@ -6,7 +6,6 @@
 import type { Clock } from "../kernel/clock.ts";
 import type { Envelope } from "../kernel/events.ts";
 import { ExecutionNotFoundError } from "../kernel/errors.ts";
-import type { Json } from "../kernel/json.ts";
 import { fold, foldAll } from "../fold/fold.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import { indexChanges } from "../fold/index-changes.ts";
@@ -27,17 +26,11 @@ export async function mustLoad(store: Store, id: string): Promise<ExecutionState
   return state;
 }
 
-/** What sequence 0 records: the flow and input an idempotent start compares with. */
-export async function loadStart(
-  store: Store,
-  id: string,
-): Promise<{ flow: string; input?: Json } | undefined> {
-  const first = (await store.read(id, 0))[0];
+/** Sequence 0 folded alone: what an idempotent start compares with (flow, input, chain). */
+export async function loadStart(store: Store, id: string): Promise<ExecutionState | undefined> {
+  const first = (await store.read(id, 0, 1))[0];
   if (!first) return undefined;
-  const state = fold(initialState(id), first);
-  return state.input === undefined
-    ? { flow: state.flow }
-    : { flow: state.flow, input: state.input };
+  return fold(initialState(id), first);
 }
 
 /** Folds `spec` into `state` and appends it through the journal under `fence`. */

@@ -20,7 +20,9 @@ export function outcomeOf(state: ExecutionState): Outcome {
     case "cancelled":
       return state.error ? { status: state.status, error: state.error } : { status: state.status };
     case "continued":
-      return { status: "continued" };
+      return state._continuedTo === undefined
+        ? { status: "continued" }
+        : { status: "continued", continuedTo: state._continuedTo };
     default:
       throw new InvariantViolation(
         `execution "${state.executionId}" has not ended (${state.status})`,

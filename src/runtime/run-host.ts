@@ -1,6 +1,7 @@
 /** What a Run needs from its runtime; the runtime implements it. */
 import type { Clock } from "../kernel/clock.ts";
 import type { Json } from "../kernel/json.ts";
+import type { InboxMessage } from "../store/spi.ts";
 import type { Journal } from "./journal.ts";
 import type { Run } from "./run.ts";
 
@@ -22,4 +23,8 @@ export interface RunHost {
   renew(run: Run): void;
   armTimer(executionId: string, callId: string, wakeAtMs: number): void;
   disarmTimer(executionId: string, callId: string): void;
+  /** A topic's messages in a chain's inbox past `afterSeq` (one batch). */
+  readInbox(chainId: string, topic: string, afterSeq: number): Promise<InboxMessage[]>;
+  /** Reports an error no caller awaits. */
+  report(error: unknown): void;
 }

@@ -38,11 +38,12 @@ import { cancelSpecs } from "./cancel.ts";
 import { armDeadline } from "./deadline.ts";
 import { fold } from "../fold/fold.ts";
 import { indexChanges } from "../fold/index-changes.ts";
-import type { ExecutionState } from "../fold/state.ts";
 import type { Flow } from "./flow.ts";
 import type { AppendBatch } from "../store/spi.ts";
 import type { RunHost } from "./run-host.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
+import { chainOf, type ExecutionState } from "../fold/state.ts";
+import { cursorOf, deliverySpecs, waitingReceives } from "./inbox.ts";
 
 export interface EventSpec {
   kind: EventKind;
@@ -108,6 +109,9 @@ export class Run {
   private heartbeat: NodeJS.Timeout | undefined;
   private disarmDeadline: (() => void) | undefined;
   private parkWatchers: (() => void)[] = [];
+  /** The park-time inbox re-read in flight, and the sequence number it last ran at (N2). */
+  private inboxRead: Promise<void> | undefined;
+  private inboxReadAt = -1;
 
   constructor(
     private readonly host: RunHost,
@@ -227,6 +231,13 @@ export class Run {
   setBlocked(scope: string, blocked: boolean): void {
     this.scope(scope).blocked = blocked;
     if (blocked) this.maybePark();
+  }
+
+  /** Branch scopes of ctx.parallel calls that have not returned. */
+  openBranches(): number {
+    let n = 0;
+    for (const [name, sc] of this.scopes) if (name !== "" && sc.live) n++;
+    return n;
   }
 
   private quiescent(): boolean {
@@ -390,14 +401,55 @@ export class Run {
     if (isTerminalStatus(this.state.status)) this.terminate();
   }
 
-  /** Parks an active run that has nothing to do (R8). */
+  /** Parks an active run that has nothing to do (R8), after the park-time re-read (N2). */
   maybePark(): void {
     if (this.phase !== "active" || this.committedSeq !== this.state.seq) return;
     if (this.state.status !== "parked" || !this.quiescent()) return;
+    if (this.rereadInbox()) return;
     this.phase = "parked";
     this.stopBeat();
     this.host.parked(this);
     for (const w of this.parkWatchers.splice(0)) w();
+  }
+
+  /**
+   * N2: before a run parks with receives waiting, it reads its chain's inbox once more (once per
+   * sequence number), so a message sent while the wait was being registered is taken, not left.
+   * True while that read is in flight: the run parks when it finds nothing.
+   */
+  private rereadInbox(): boolean {
+    if (this.inboxRead !== undefined) return true;
+    const topics = new Set<string>();
+    for (const callId of waitingReceives(this.state)) {
+      const topic = this.state.frames[callId]?.topic;
+      if (topic !== undefined) topics.add(topic);
+    }
+    if (topics.size === 0 || this.inboxReadAt === this.state.seq) return false;
+    const seq = this.state.seq;
+    const chainId = chainOf(this.state).chainId;
+    this.inboxRead = Promise.all(
+      [...topics].map(async (topic) => {
+        const messages = await this.host.readInbox(chainId, topic, cursorOf(this.state, topic));
+        return { topic, messages };
+      }),
+    ).then(
+      (reads) => {
+        this.inboxRead = undefined;
+        this.inboxReadAt = seq;
+        if (!this.active) return;
+        const specs = reads.flatMap((r) => deliverySpecs(this.state, r.topic, r.messages));
+        if (specs.length > 0) this.enqueueDetached(specs);
+        else this.maybePark();
+      },
+      (e: unknown) => {
+        // The messages stay in the stream: the next send or re-read delivers them.
+        this.inboxRead = undefined;
+        this.inboxReadAt = seq;
+        this.host.report(e);
+        this.maybePark();
+      },
+    );
+    return true;
   }
 
   /** Resolves the next time the run parks or leaves this process. */

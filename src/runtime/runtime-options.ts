@@ -53,6 +53,16 @@ export interface RuntimeOptions {
    * runtime cannot drive (NonDeterminismError, FlowVersionError), each reported once.
    */
   onError?: (error: Error) => void;
+  /**
+   * Features a whole fleet must agree on. `continueAsNew` (default off) enables
+   * `ctx.continueAsNew`: turn it on only once every process sharing the store folds
+   * EXECUTION_CONTINUED (ADR 0109 D8).
+   */
+  features?: { continueAsNew?: boolean };
+  /** The largest carry `ctx.continueAsNew` takes, in bytes of JSON text (default 1 MiB). */
+  maxCarryBytes?: number;
+  /** How many verified links routing steps beyond where it landed (default 8; ADR 0109). */
+  maxChainHops?: number;
 }
 
 export interface StartOptions {

@@ -1,6 +1,15 @@
 /** Small pieces the runtime uses: option checks, the idempotent-start comparison, a deadline race. */
-import { ExecutionConflictError, InvalidInputError, WaitTimeoutError } from "../kernel/errors.ts";
+import {
+  ExecutionConflictError,
+  InvalidInputError,
+  ReservedSuccessorIdError,
+  WaitTimeoutError,
+} from "../kernel/errors.ts";
 import { canonicalJson, type Json } from "../kernel/json.ts";
+import { successorShape } from "../kernel/chain.ts";
+import { EVENT_SCHEMA_VERSION } from "../kernel/events.ts";
+import type { Budget } from "../kernel/resources.ts";
+import type { Flow } from "./flow.ts";
 
 /** W5: the same id starts the same execution only with the same flow and input. */
 export function assertSameStart(
@@ -17,6 +26,40 @@ export function assertSameStart(
     `execution "${id}" already exists with ${what}; the same id starts the same execution only with the same flow and input`,
     { executionId: id, recordedFlow, flow },
   );
+}
+
+/**
+ * ADR 0109 D2 (a): an id a caller creates may not have a chain's successor shape. Its last
+ * segment never (`foo~1`, `a::b~1`); its root segment only for the kernel's own orchestration,
+ * which starts a generation's children through its own path, not here (`foo~1::x`).
+ */
+export function assertCreatable(id: string): void {
+  const shape = successorShape(id);
+  if (shape === undefined) return;
+  throw new ReservedSuccessorIdError(
+    shape === "last"
+      ? `execution id ${JSON.stringify(id)} has the shape of a chain's next generation (<id>~<n>), which only ctx.continueAsNew creates`
+      : `execution id ${JSON.stringify(id)} names a child of a chain generation, which only Loom's orchestration creates`,
+    { executionId: id },
+  );
+}
+
+/** What a start records in sequence 0 besides the chain (see continuation.ts for successors). */
+export function startPayload(
+  flow: Flow,
+  input: Json | undefined,
+  limits: { budget: Budget | undefined; deadlineMs: number | undefined },
+): { [k: string]: Json } {
+  const payload: { [k: string]: Json } = {
+    flow: flow.name,
+    flowVersion: flow.version,
+    fingerprint: flow.fingerprint,
+    schemaVersion: EVENT_SCHEMA_VERSION,
+  };
+  if (input !== undefined) payload.input = input;
+  if (limits.budget !== undefined) payload.budget = limits.budget as unknown as Json;
+  if (limits.deadlineMs !== undefined) payload.deadlineMs = limits.deadlineMs;
+  return payload;
 }
 
 export function positive(value: number | undefined, fallback: number, name: string): number {

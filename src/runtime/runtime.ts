@@ -16,7 +16,7 @@
  * W6. recoverAbandoned re-drives every pending or running execution whose owner is gone (its
  *     lease released, expired, or held by a dead process on this host); it is the only repair.
  */
-import { EVENT_SCHEMA_VERSION, isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
+import { isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
 import type { Envelope } from "../kernel/events.ts";
 import {
   CancelledError,
@@ -40,16 +40,39 @@ import { assertValidId } from "../kernel/ids.ts";
 import { DEFAULT_LIMITS, type Limits } from "../kernel/limits.ts";
 import type { Clock, IdSource } from "../kernel/clock.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
-import type { ExecutionSummary, Lease, ListQuery, Schedule, Store } from "../store/spi.ts";
+import type {
+  ExecutionSummary,
+  InboxMessage,
+  Lease,
+  ListQuery,
+  Schedule,
+  Store,
+} from "../store/spi.ts";
 import { makeContext, type ContextDeps } from "./context.ts";
 import { defaultMiddleware, effectChain, type MiddlewareContext } from "../effects/middleware.ts";
 import { checkedBudget, isFlow, type Flow } from "./flow.ts";
-import type { Budget } from "../kernel/resources.ts";
 import { Journal } from "./journal.ts";
 import { newOwnerId } from "./owner.ts";
 import { Leases } from "./leases.ts";
-import { appendOne, loadStart, loadState, mustLoad } from "./load-state.ts";
-import { Tasks, assertSameStart, positive, withDeadline } from "./runtime-support.ts";
+import { appendSpecs, loadStart, loadState, mustLoad } from "./load-state.ts";
+import {
+  Tasks,
+  assertCreatable,
+  assertSameStart,
+  positive,
+  startPayload,
+  withDeadline,
+} from "./runtime-support.ts";
+import { rotate, routeToHead, type ChainDeps } from "./continuation.ts";
+import { chainOf } from "../fold/state.ts";
+import {
+  checkedName,
+  cursorOf,
+  DEFAULT_TOPIC,
+  deliverySpecs,
+  READ_BATCH,
+  type SendOptions,
+} from "./inbox.ts";
 import type { ExecutionHandle, RuntimeOptions, StartOptions } from "./runtime-options.ts";
 
 export type { ExecutionHandle, RuntimeOptions, StartOptions } from "./runtime-options.ts";
@@ -59,18 +82,12 @@ import type { RunHost } from "./run-host.ts";
 import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
-import { cancelExecution, checkedReason } from "./cancel.ts";
+import { cancelExecution, cancelSpecs, checkedReason } from "./cancel.ts";
 import { subscribeDeltas, type LiveDelta } from "../providers/deltas.ts";
 import { checkedDuration } from "./deadline.ts";
 import { checkedScheduleName, cronOf, fireSchedules, type ScheduleOptions } from "./schedules.ts";
 
 const RECENT_OUTCOMES = 1000;
-
-/** What a start records besides the flow and input. */
-interface StartLimits {
-  budget: Budget | undefined;
-  deadlineMs: number | undefined;
-}
 
 export function createRuntime(options: RuntimeOptions): Runtime {
   return new Runtime(options);
@@ -86,6 +103,10 @@ export class Runtime implements RunHost {
   private readonly ids: IdSource;
   readonly snapshotEvery: number;
   private readonly maxActive: number;
+  private readonly maxCarryBytes: number;
+  private readonly maxChainHops: number;
+  /** `features.continueAsNew`: chains exist, so addressing routes to a chain's head. */
+  private readonly chains: boolean;
   private readonly pollIntervalMs: number;
   private readonly flows = new Map<string, Flow>();
   private readonly runs = new Map<string, Run>();
@@ -112,6 +133,9 @@ export class Runtime implements RunHost {
     this.snapshotEvery = positive(options.snapshotEvery, 1000, "snapshotEvery");
     this.pollIntervalMs = positive(options.pollIntervalMs, 500, "pollIntervalMs");
     this.maxActive = positive(options.maxActive, Infinity, "maxActive");
+    this.maxCarryBytes = positive(options.maxCarryBytes, 1024 * 1024, "maxCarryBytes");
+    this.maxChainHops = positive(options.maxChainHops, 8, "maxChainHops");
+    this.chains = options.features?.continueAsNew === true;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.journal = new Journal(this.store);
     this.chain = effectChain(options.middleware ?? defaultMiddleware());
@@ -163,6 +187,7 @@ export class Runtime implements RunHost {
     }
     const id = options.id ?? this.ids.newId();
     assertValidId(id);
+    assertCreatable(id);
     const json = boundedJson(input, `input of flow "${name}"`, this.limits.maxInputBytes);
     const budget =
       options.budget === undefined
@@ -172,8 +197,12 @@ export class Runtime implements RunHost {
       options.deadlineMs === undefined
         ? registered.deadlineMs
         : checkedDuration(options.deadlineMs, `execution "${id}" deadlineMs`);
-    const limits = { budget, deadlineMs };
-    await this.tasks.exclusive(id, () => this.create(registered, id, json, limits));
+    const payload = startPayload(registered, json, { budget, deadlineMs });
+    await this.tasks.exclusive(id, () =>
+      this.create(registered, id, payload, (known) =>
+        assertSameStart(id, registered.name, json, known.flow, known.input),
+      ),
+    );
     return this.handle(id);
   }
 
@@ -267,6 +296,22 @@ export class Runtime implements RunHost {
     this.assertOpen();
     assertValidId(id);
     const why = checkedReason(reason);
+    if (!this.chains) return this.cancelOne(id, why);
+    // ADR 0109 D2: a chain member's cancel reaches its live generation. The addressed one is
+    // cancelled first (so a successor it starts from now on cancels itself, K4), then every
+    // verified successor forward, which covers one started in the start-to-commit window.
+    let cancelled = await this.cancelOne(id, why);
+    let at = id;
+    for (;;) {
+      const head = await routeToHead(this.chainDeps(), at);
+      if (head === at) return cancelled;
+      cancelled = (await this.cancelOne(head, why)) || cancelled;
+      at = head;
+    }
+  }
+
+  /** Cancels exactly `id` (no routing); true when this call ended it. */
+  private async cancelOne(id: string, why: Json): Promise<boolean> {
     const cancelled = await this.tasks.exclusive(id, () =>
       cancelExecution(
         {
@@ -300,13 +345,28 @@ export class Runtime implements RunHost {
       `resume payload for "${id}"`,
       this.limits.maxStepPayloadBytes,
     );
-    await this.tasks.exclusive(id, () =>
+    // A resume addressed to a continued generation goes to the chain's head (ADR 0109 D4),
+    // also when it continued while this resume was on its way (the start-to-commit window).
+    let target = this.chains && (await this.isContinued(id)) ? await this.followToHead(id) : id;
+    for (let hops = 0; ; hops++) {
+      try {
+        return await this.resumeOne(target, json);
+      } catch (e) {
+        if (!this.chains || !(e instanceof NotResumableError) || hops >= this.maxChainHops) throw e;
+        if (!(await this.isContinued(target))) throw e;
+        target = await this.followToHead(target);
+      }
+    }
+  }
+
+  private async resumeOne(target: string, json: Json | undefined): Promise<void> {
+    await this.tasks.exclusive(target, () =>
       this.deliver(
-        id,
+        target,
         (state) => {
           if (isTerminalStatus(state.status)) {
             throw new NotResumableError(
-              `execution "${id}" has ended (${state.status}) and cannot be resumed`,
+              `execution "${target}" has ended (${state.status}) and cannot be resumed`,
             );
           }
           const payload: Json = json === undefined ? {} : { payload: json };
@@ -315,6 +375,58 @@ export class Runtime implements RunHost {
         true,
       ),
     );
+  }
+
+  /**
+   * Appends `message` to the inbox of the chain `idOrChainId` belongs to (any of its
+   * generations' ids), for `ctx.receive`, and wakes the chain's live generation if it waits.
+   * Each message is delivered once; a retry with the same `key` is dropped (within the last
+   * 1,024 consumed). Returns the chain and the message's place in its stream.
+   */
+  async send(
+    idOrChainId: string,
+    message: unknown,
+    options: SendOptions = {},
+  ): Promise<{ chainId: string; seq: number }> {
+    this.assertOpen();
+    assertValidId(idOrChainId);
+    if (options === null || typeof options !== "object") {
+      throw new InvalidInputError("send options must be an object");
+    }
+    const topic = checkedName(options.topic, "send topic", DEFAULT_TOPIC);
+    const key = checkedName(options.key, "send key", this.ids.newId());
+    const payload =
+      boundedJson(message, `message for "${idOrChainId}"`, this.limits.maxStepPayloadBytes) ?? null;
+    const head = this.chains ? await this.followToHead(idOrChainId) : idOrChainId;
+    const state = this.runs.get(head)?.state ?? (await mustLoad(this.store, head));
+    if (isTerminalStatus(state.status) && state.status !== "continued") {
+      throw new NotResumableError(
+        `execution "${head}" has ended (${state.status}): a message to its chain would never be received`,
+      );
+    }
+    const chainId = chainOf(state).chainId;
+    const seq = await this.store.appendMessage(chainId, {
+      topic,
+      key,
+      payload,
+      atMs: this.clock.now(),
+    });
+    // Waking is best effort (N2): the message is durable, and a receive re-reads before parking.
+    await this.tasks
+      .exclusive(head, () => this.deliverMessages(head, chainId, topic))
+      .catch((e: unknown) => {
+        if (!(e instanceof LeaseHeldError)) throw e;
+      });
+    return { chainId, seq };
+  }
+
+  /**
+   * The id of the newest verified generation of the chain `id` belongs to (ADR 0109: routed,
+   * O(log n) point reads): `id` itself for an execution that never continued.
+   */
+  followToHead(id: string): Promise<string> {
+    assertValidId(id);
+    return routeToHead(this.chainDeps(), id);
   }
 
   async waitForCompletion(id: string, options: { timeoutMs?: number } = {}): Promise<Outcome> {
@@ -471,6 +583,10 @@ export class Runtime implements RunHost {
     this.tasks.background(renewal);
   }
 
+  readInbox(chainId: string, topic: string, afterSeq: number): Promise<InboxMessage[]> {
+    return this.store.readMessages(chainId, topic, afterSeq, READ_BATCH);
+  }
+
   armTimer(executionId: string, callId: string, wakeAtMs: number): void {
     if (!this.closed) this.timers.arm(executionId, callId, wakeAtMs);
   }
@@ -489,21 +605,21 @@ export class Runtime implements RunHost {
   private async create(
     flow: Flow,
     id: string,
-    input: Json | undefined,
-    limits: StartLimits,
+    payload: { [k: string]: Json },
+    accept: (existing: ExecutionState) => void,
   ): Promise<void> {
     const giveUpAt = this.clock.now() + this.leaseTtlMs * 2;
     let fence: number | undefined = 1;
     for (;;) {
       const known = this.runs.get(id)?.state ?? (await loadStart(this.store, id));
-      if (known) return assertSameStart(id, flow.name, input, known.flow, known.input);
+      if (known) return accept(known);
       fence ??= (await this.leases.acquireIfDead(id))?.fence;
       if (fence !== undefined) {
         const claim =
           fence === 1
             ? { owner: this.ownerId, expiresAtMs: this.clock.now() + this.leaseTtlMs }
             : undefined;
-        const outcome = await this.writeStart(flow, id, input, limits, fence, claim);
+        const outcome = await this.writeStart(flow, id, payload, fence, claim);
         if (outcome === "started") return;
         fence = undefined;
         if (outcome === "fenced") continue;
@@ -518,22 +634,12 @@ export class Runtime implements RunHost {
   private async writeStart(
     flow: Flow,
     id: string,
-    input: Json | undefined,
-    limits: StartLimits,
+    payload: { [k: string]: Json },
     fence: number,
     claimLease: { owner: string; expiresAtMs: number } | undefined,
   ): Promise<"started" | "fenced" | "taken"> {
     const run = new Run(this, flow, initialState(id), fence);
     this.runs.set(id, run);
-    const payload: { [k: string]: Json } = {
-      flow: flow.name,
-      flowVersion: flow.version,
-      fingerprint: flow.fingerprint,
-      schemaVersion: EVENT_SCHEMA_VERSION,
-    };
-    if (input !== undefined) payload.input = input;
-    if (limits.budget !== undefined) payload.budget = limits.budget as unknown as Json;
-    if (limits.deadlineMs !== undefined) payload.deadlineMs = limits.deadlineMs;
     try {
       await run.enqueue([{ kind: "EXECUTION_STARTED", payload }], claimLease ? { claimLease } : {});
     } catch (e) {
@@ -542,8 +648,35 @@ export class Runtime implements RunHost {
       if (e instanceof SequenceConflictError || e instanceof ExecutionEndedError) return "taken";
       throw e;
     }
-    run.startBody(makeContext(run, this.contextDeps()));
+    this.begin(run);
     return "started";
+  }
+
+  /**
+   * Starts a run's body, after K4's check for a successor that has not run a step yet: when its
+   * predecessor was cancelled, it cancels itself (reason `{ kind: "cascade", parent }`) instead.
+   */
+  private begin(run: Run): void {
+    const from = run.state._chain?.continuedFrom?.executionId;
+    if (from === undefined || Object.keys(run.state.frames).length > 0) {
+      run.startBody(makeContext(run, this.contextDeps()));
+      return;
+    }
+    void loadState(this.store, from).then(
+      (predecessor) => {
+        if (!run.active) return;
+        if (predecessor?.status !== "cancelled") {
+          run.startBody(makeContext(run, this.contextDeps()));
+          return;
+        }
+        const reason = { kind: "cascade", parent: from };
+        const error = new CancelledError(
+          `execution "${run.id}" was cancelled: its predecessor "${from}" was cancelled`,
+        );
+        run.enqueueDetached(cancelSpecs(run.state, reason, this.clock.now(), error));
+      },
+      (e: unknown) => run.stop(e instanceof Error ? e : new Error(String(e))),
+    );
   }
 
   /**
@@ -553,14 +686,18 @@ export class Runtime implements RunHost {
    */
   private async deliver(
     id: string,
-    make: (state: ExecutionState) => EventSpec | undefined,
+    make: (state: ExecutionState) => EventSpec | readonly EventSpec[] | undefined,
     waitForLease: boolean,
   ): Promise<void> {
+    const specsOf = (state: ExecutionState): readonly EventSpec[] => {
+      const made = make(state);
+      return made === undefined ? [] : "kind" in made ? [made] : made;
+    };
     const run = await this.ownedRun(id);
     this.assertOpen();
     if (run) {
-      const spec = make(run.state);
-      if (spec) await run.enqueue([spec]);
+      const specs = specsOf(run.state);
+      if (specs.length > 0) await run.enqueue(specs);
       else run.maybePark();
       return;
     }
@@ -575,12 +712,32 @@ export class Runtime implements RunHost {
     try {
       this.assertOpen();
       const state = await mustLoad(this.store, id);
-      const spec = make(state);
-      if (spec) await appendOne(this.journal, this.clock, state, lease.fence, spec);
+      const specs = specsOf(state);
+      if (specs.length > 0) {
+        await appendSpecs(this.journal, this.clock, state, lease.fence, specs);
+      }
       handedOver = this.drive(state, lease);
     } finally {
       if (!handedOver) await this.leases.release(id, lease.fence);
     }
+  }
+
+  /** Hands the chain's waiting messages to `id`'s receives, if it has any waiting (N3). */
+  private async deliverMessages(id: string, chainId: string, topic: string): Promise<void> {
+    const known = this.runs.get(id)?.state;
+    const messages = await this.readInbox(chainId, topic, known ? cursorOf(known, topic) : -1);
+    if (messages.length === 0) return;
+    await this.deliver(id, (state) => deliverySpecs(state, topic, messages), true);
+  }
+
+  /** True when `id`'s log ends in a kernel EXECUTION_CONTINUED (one point read, or memory). */
+  private async isContinued(id: string): Promise<boolean> {
+    const run = this.runs.get(id);
+    if (run) return run.state.status === "continued";
+    const head = await this.store.head(id);
+    if (head < 0) return false;
+    const last = (await this.store.read(id, head, 1))[0];
+    return last !== undefined && last.kind === "EXECUTION_CONTINUED" && isTerminalEvent(last);
   }
 
   /**
@@ -604,7 +761,9 @@ export class Runtime implements RunHost {
       return undefined;
     }
     const tail = await this.store.read(id, run.state.seq + 1);
-    const external = tail.every((e) => e.kind === "RESUMED" || e.kind === "TIMER_FIRED");
+    const external = tail.every(
+      (e) => e.kind === "RESUMED" || e.kind === "TIMER_FIRED" || e.kind === "MESSAGE_CONSUMED",
+    );
     if (this.closed || !external || !run.reactivate(lease.fence)) {
       if (!external) stale();
       await this.leases.release(id, lease.fence);
@@ -640,7 +799,7 @@ export class Runtime implements RunHost {
     const run = new Run(this, flow, state, lease.fence);
     run.approxBytes = JSON.stringify(state).length;
     this.runs.set(state.executionId, run);
-    run.startBody(makeContext(run, this.contextDeps()));
+    this.begin(run);
     return true;
   }
 
@@ -761,10 +920,32 @@ export class Runtime implements RunHost {
   }
 
   private contextDeps(): ContextDeps {
-    return { limits: this.limits, now: () => this.clock.now(), chain: this.chain };
+    return {
+      limits: this.limits,
+      now: () => this.clock.now(),
+      chain: this.chain,
+      readInbox: (chainId, topic, afterSeq) => this.readInbox(chainId, topic, afterSeq),
+      maxCarryBytes: this.maxCarryBytes,
+      rotate: this.chains
+        ? (run, carry) => void rotate(this.chainDeps(), run, carry, () => this.journal.drain())
+        : undefined,
+    };
   }
 
-  private report(e: unknown): void {
+  private chainDeps(): ChainDeps {
+    return {
+      store: this.store,
+      clock: this.clock,
+      maxChainHops: this.maxChainHops,
+      flow: (name) => this.flows.get(name),
+      startSuccessor: (flow, id, payload, accept) =>
+        this.tasks.exclusive(id, () => this.create(flow, id, payload, accept)),
+      cancel: (id, reason) => this.cancelOne(id, reason),
+      report: (e) => this.report(e),
+    };
+  }
+
+  report(e: unknown): void {
     const error = e instanceof Error ? e : new Error(String(e));
     if (this.options.onError) this.options.onError(error);
     else if (!(error instanceof RuntimeClosedError)) console.error(`loom: ${error.message}`);

@@ -94,8 +94,8 @@ export interface ListQuery {
 
 export interface EventStore {
   appendMany(batches: readonly AppendBatch[]): Promise<AppendOutcome[]>;
-  /** Events with `seq >= fromSeq`, in order. */
-  read(executionId: string, fromSeq?: number): Promise<Envelope[]>;
+  /** Events with `seq >= fromSeq`, in order; at most `limit` of them when it is given. */
+  read(executionId: string, fromSeq?: number, limit?: number): Promise<Envelope[]>;
   /** The last sequence number, or -1 when there is no log. */
   head(executionId: string): Promise<number>;
   list(query?: ListQuery): Promise<ExecutionSummary[]>;

@@ -35,6 +35,10 @@ export function appendSuite(h: Harness): void {
       expect(await store.read("a")).toEqual([...first, ...second]);
       expect(await store.read("a", 2)).toEqual([...first, ...second].slice(2));
       expect(await store.read("a", 5)).toEqual([]);
+      // A limit bounds how many are read (routing reads only a sequence 0).
+      expect(await store.read("a", 0, 1)).toEqual(first.slice(0, 1));
+      expect(await store.read("a", 1, 2)).toEqual([...first, ...second].slice(1, 3));
+      expect(await store.read("a", 0, 0)).toEqual([]);
       expect(await store.head("a")).toBe(4);
       expect(await store.read("b")).toEqual([]);
     });

@@ -210,9 +210,11 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
       return outcomes;
     },
 
-    async read(id, fromSeq = 0) {
+    async read(id, fromSeq = 0, limit?: number) {
       live();
-      return (data.events.get(id) ?? []).slice(Math.max(0, fromSeq)).map(copyEvent);
+      const from = Math.max(0, fromSeq);
+      const to = limit === undefined ? undefined : from + Math.max(0, limit);
+      return (data.events.get(id) ?? []).slice(from, to).map(copyEvent);
     },
 
     async head(id) {

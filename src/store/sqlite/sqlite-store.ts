@@ -123,11 +123,11 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     ),
     clearTimer: db.prepare("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?"),
     clearTimers: db.prepare("DELETE FROM timers WHERE execution_id = ?"),
-    read: db.prepare<{ id: string; from: number }, EventRow>(
+    read: db.prepare<{ id: string; from: number; limit: number }, EventRow>(
       `SELECT seq, kind, at, payload, meta FROM events WHERE execution_id = @id AND seq >= @from
        UNION ALL
        SELECT seq, kind, at, payload, meta FROM events_hot WHERE execution_id = @id AND seq >= @from
-       ORDER BY seq`,
+       ORDER BY seq LIMIT @limit`,
     ),
     claimLease: db.prepare(
       "INSERT INTO leases (execution_id, owner, fence, expires_at) VALUES (?, ?, ?, ?)",
@@ -333,8 +333,9 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       return outcomes;
     },
 
-    async read(id, fromSeq = 0) {
-      return q.read.all({ id, from: Math.max(0, fromSeq) }).map((r) => {
+    async read(id, fromSeq = 0, limit?: number) {
+      const max = limit === undefined ? -1 : Math.max(0, limit);
+      return q.read.all({ id, from: Math.max(0, fromSeq), limit: max }).map((r) => {
         const e: Envelope = {
           executionId: id,
           seq: r.seq,

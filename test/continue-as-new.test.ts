@@ -1,0 +1,367 @@
+/**
+ * ADR 0109: ctx.continueAsNew, chains of generations, and the chain inbox they rely on (ADR
+ * 0110). Tests cite the seed's sections (D1..D8, fix rounds) and the invariants of
+ * continuation.ts (K1..K6) and inbox.ts (N1..N4).
+ */
+import { describe, expect, it } from "vitest";
+import {
+  ContinueAsNewUnavailableError,
+  flow$,
+  isLoomError,
+  memoryStore,
+  step$,
+  type Envelope,
+  type MemoryStore,
+  type Runtime,
+} from "../src/index.ts";
+import { runtimes, until } from "./helpers.ts";
+
+const rt = runtimes();
+const chains = (store: MemoryStore, extra = {}) =>
+  rt(store, { features: { continueAsNew: true }, ...extra });
+
+/** A conversation that continues every `every` turns and ends after `last` turns. */
+function conversation(every: number, last = Infinity) {
+  return flow$("conversation", async (ctx, input: { turn: number; heard: string[] } | null) => {
+    let turn = input?.turn ?? 0;
+    const heard = input?.heard ?? [];
+    for (;;) {
+      const msg = await ctx.receive<string>();
+      heard.push(await ctx.run("reply", () => msg.toUpperCase()));
+      turn++;
+      if (turn >= last) return { turn, heard };
+      if (turn % every === 0) return ctx.continueAsNew({ turn, heard });
+    }
+  });
+}
+
+const kinds = (log: Envelope[]) => log.map((e) => e.kind);
+
+/** Every message sequence number consumed (not as a duplicate) across `logs`. */
+function consumed(logs: Envelope[][]): number[] {
+  return logs
+    .flat()
+    .filter((e) => e.kind === "MESSAGE_CONSUMED")
+    .map((e) => e.payload as { seq: number; duplicate?: boolean })
+    .filter((p) => p.duplicate !== true)
+    .map((p) => p.seq)
+    .sort((a, b) => a - b);
+}
+
+async function generations(r: Runtime, chainId: string): Promise<string[]> {
+  const ids = [chainId];
+  for (let n = 1; (await r.readLog(`${chainId}~${n}`)).length > 0; n++) ids.push(`${chainId}~${n}`);
+  return ids;
+}
+
+describe("the chain inbox: send and receive (ADR 0110 as ADR 0109 relies on it)", () => {
+  it("delivers messages in order, each once, whether sent before or while the flow waits", async () => {
+    const f = flow$("inbox", async (ctx) => {
+      const got: string[] = [];
+      for (let i = 0; i < 4; i++) got.push(await ctx.receive<string>());
+      return got;
+    });
+    const r = rt(memoryStore()).registerFlow(f);
+    const h = await r.start(f, null, { id: "in-1" });
+    await r.send("in-1", "a");
+    await r.send("in-1", "b");
+    await until(async () => (await r.getState("in-1")).status === "parked");
+    await r.send("in-1", "c");
+    await r.send("in-1", "d");
+    expect((await h.result()).output).toEqual(["a", "b", "c", "d"]);
+    expect(consumed([await r.readLog("in-1")])).toEqual([0, 1, 2, 3]);
+  });
+
+  it("N1: a message whose key was consumed is dropped, so a sender may retry", async () => {
+    const f = flow$("dedupe", async (ctx) => [
+      await ctx.receive<string>(),
+      await ctx.receive<string>(),
+    ]);
+    const r = rt(memoryStore()).registerFlow(f);
+    const h = await r.start(f, null, { id: "dd-1" });
+    await r.send("dd-1", "first", { key: "k1" });
+    await r.send("dd-1", "first again", { key: "k1" });
+    await r.send("dd-1", "second", { key: "k2" });
+    expect((await h.result()).output).toEqual(["first", "second"]);
+    const log = await r.readLog("dd-1");
+    const dup = log.find((e) => (e.payload as { duplicate?: boolean }).duplicate === true);
+    expect(dup?.payload).toMatchObject({ seq: 1, key: "k1", duplicate: true });
+  });
+
+  it("topics are read apart; a receive with a timeout throws SuspendTimeoutError", async () => {
+    const f = flow$("topics", async (ctx) => {
+      const urgent = await ctx.receive<string>({ topic: "urgent" });
+      const late = await ctx
+        .receive<string>({ topic: "never", timeout: 50 })
+        .catch((e: unknown) => (isLoomError(e, "LOOM_SUSPEND_TIMEOUT") ? "timed out" : "other"));
+      const main = await ctx.receive<string>();
+      return { urgent, late, main };
+    });
+    const r = rt(memoryStore()).registerFlow(f);
+    const h = await r.start(f, null, { id: "tp-1" });
+    await r.send("tp-1", "m");
+    await r.send("tp-1", "u", { topic: "urgent" });
+    expect((await h.result()).output).toEqual({ urgent: "u", late: "timed out", main: "m" });
+  });
+
+  it("N4: bad input is refused before anything is appended to the stream", async () => {
+    const f = flow$("idle", async (ctx) => ctx.receive());
+    const r = rt(memoryStore()).registerFlow(f);
+    await r.start(f, null, { id: "bad-1" });
+    await expect(r.send("bad-1", "x", { topic: "" })).rejects.toThrow(/send topic/);
+    await expect(r.send("bad-1", "x", { key: 7 as unknown as string })).rejects.toThrow(/send key/);
+    await expect(r.send("bad-1", () => 1)).rejects.toThrow(/no JSON form|JSON/);
+    await expect(r.send("nobody", "x")).rejects.toThrow(/no execution/);
+    expect(await r.store.readMessages("bad-1", "main", -1, 10)).toEqual([]);
+    await r.cancel("bad-1");
+    await expect(r.send("bad-1", "x")).rejects.toThrow(/never be received/);
+  });
+});
+
+describe("ctx.continueAsNew (ADR 0109)", () => {
+  it("D1, D2: rotates every n turns; each generation's log is bounded, every message is consumed once", async () => {
+    const f = conversation(3, 7);
+    const r = chains(memoryStore()).registerFlow(f);
+    const h = await r.start(f, null, { id: "chat" });
+    for (let i = 0; i < 7; i++) await r.send("chat", `m${i}`);
+    const first = await h.result();
+    expect(first).toEqual({ status: "continued", continuedTo: "chat~1" });
+    await waitForGeneration(r, "chat", 2);
+    const head = await r.followToHead("chat");
+    expect(head).toBe("chat~2");
+    const end = await r.waitForCompletion(head);
+    expect(end.output).toEqual({ turn: 7, heard: ["M0", "M1", "M2", "M3", "M4", "M5", "M6"] });
+    const ids = await generations(r, "chat");
+    expect(ids).toEqual(["chat", "chat~1", "chat~2"]);
+    const logs = await Promise.all(ids.map((id) => r.readLog(id)));
+    expect(consumed(logs)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    // D2: the predecessor's last event is the commit, naming only the three names.
+    for (const [i, log] of logs.slice(0, 2).entries()) {
+      expect(log.at(-1)?.kind).toBe("EXECUTION_CONTINUED");
+      expect(log.at(-1)?.payload).toEqual({
+        successorId: `chat~${i + 1}`,
+        chainId: "chat",
+        generation: i + 1,
+      });
+      expect(kinds(log).filter((k) => k === "EXECUTION_CONTINUED")).toHaveLength(1);
+    }
+    // D3: the successor's sequence 0 carries the input, its chain place and the inbox cursor.
+    const s1 = logs[1]?.[0]?.payload as Record<string, unknown>;
+    expect(s1).toMatchObject({
+      input: { turn: 3, heard: ["M0", "M1", "M2"] },
+      chainId: "chat",
+      generation: 1,
+      continuedFrom: { executionId: "chat", carried: { inbox: { cursors: { main: 2 } } } },
+    });
+    // Each generation's state holds one generation's frames, not the whole history.
+    const state2 = await r.getState("chat~2");
+    expect(Object.keys(state2.frames).length).toBeLessThanOrEqual(2 * 3);
+    expect((await r.getState("chat")).status).toBe("continued");
+    expect((await r.getState("chat"))._continuedTo).toBe("chat~1");
+  });
+
+  it("D4: resume, send and cancel addressed to any generation reach the chain's head", async () => {
+    const f = flow$("turns", async (ctx, input: { n: number } | null) => {
+      const n = input?.n ?? 0;
+      const answer = await ctx.suspend<string>();
+      if (n < 2) return ctx.continueAsNew({ n: n + 1 });
+      return { n, answer, msg: await ctx.receive<string>() };
+    });
+    const r = chains(memoryStore()).registerFlow(f);
+    await r.start(f, null, { id: "t" });
+    await r.resume("t", "one");
+    await until(async () => (await r.readLog("t~1")).length > 0);
+    await r.resume("t", "two"); // addressed to the first id, answered by t~1
+    await until(async () => (await r.readLog("t~2")).length > 0);
+    await r.resume("t~1", "three");
+    await r.send("t", "hello");
+    const end = await r.waitForCompletion(await r.followToHead("t"));
+    expect(end.output).toEqual({ n: 2, answer: "three", msg: "hello" });
+
+    const g = flow$("idle-chain", async (ctx, input: { n: number } | null) => {
+      if ((input?.n ?? 0) < 1) return ctx.continueAsNew({ n: 1 });
+      return ctx.receive();
+    });
+    r.registerFlow(g);
+    await r.start(g, null, { id: "c" });
+    await until(async () => (await r.getState("c~1").catch(() => null))?.status === "parked");
+    expect(await r.cancel("c", "done")).toBe(true);
+    expect((await r.getState("c~1")).status).toBe("cancelled");
+    expect((await r.getState("c")).status).toBe("continued");
+  });
+
+  it("D1: refusals are raised before anything is appended, and the flow may carry on", async () => {
+    const big = "x".repeat(2000);
+    const f = flow$("refusals", async (ctx) => {
+      const seen: string[] = [];
+      const note = (e: unknown) => seen.push(isLoomError(e) ? e.code : "other");
+      await ctx.continueAsNew({ big }).catch(note);
+      await ctx
+        .parallel([async (b) => b.continueAsNew(null), async () => "other branch"])
+        .catch(note);
+      return seen;
+    });
+    const r = chains(memoryStore(), { maxCarryBytes: 1000 }).registerFlow(f);
+    const out = await (await r.start(f, null, { id: "ref-1" })).result();
+    expect(out.output).toEqual(["LOOM_PAYLOAD_TOO_LARGE", "LOOM_INVALID_INPUT"]);
+    expect(kinds(await r.readLog("ref-1"))).not.toContain("EXECUTION_CONTINUED");
+    expect(await r.readLog("ref-1~1")).toEqual([]);
+
+    // D8: the syscall is unavailable unless the fleet flag is on.
+    const off = flow$("flag-off", async (ctx) =>
+      ctx.continueAsNew(null).catch((e: unknown) => e instanceof ContinueAsNewUnavailableError),
+    );
+    const plain = rt(memoryStore()).registerFlow(off);
+    expect((await (await plain.start(off, null, { id: "off-1" })).result()).output).toBe(true);
+  });
+
+  it("D2 (a): a caller cannot create a successor-shaped id; other ~ ids stay legal", async () => {
+    const f = flow$("noop", async () => 1);
+    const r = chains(memoryStore()).registerFlow(f);
+    for (const id of ["foo~1", "a::b~1", "parent::g#0~1", "foo~1::x"]) {
+      await expect(r.start(f, null, { id }), id).rejects.toMatchObject({
+        code: "LOOM_RESERVED_SUCCESSOR_ID",
+      });
+      expect(await r.readLog(id)).toEqual([]);
+    }
+    for (const id of ["a~b", "a~1x", "a::b~x", "plain"]) {
+      expect((await (await r.start(f, null, { id })).result()).status, id).toBe("completed");
+    }
+  });
+
+  it("D2 (b), K3: a squatted successor id fails the predecessor with ContinuationConflictError", async () => {
+    const store = memoryStore();
+    const f = conversation(1);
+    const r = chains(store).registerFlow(f);
+    // Written straight to the store, as only a broken or hostile writer could.
+    const lease = await store.acquireLease("sq~1", "squatter", { ttlMs: 1000, nowMs: Date.now() });
+    await store.appendMany([
+      {
+        executionId: "sq~1",
+        events: [
+          {
+            executionId: "sq~1",
+            seq: 0,
+            kind: "EXECUTION_STARTED",
+            at: Date.now(),
+            payload: { flow: "other", flowVersion: "1", fingerprint: "x", schemaVersion: "1.5.0" },
+          },
+        ],
+        expectedSeq: 0,
+        fence: lease?.fence ?? 0,
+        status: "pending",
+        flow: "other",
+      },
+    ]);
+    const h = await r.start(f, null, { id: "sq" });
+    await r.send("sq", "hi");
+    const out = await h.result();
+    expect(out.status).toBe("failed");
+    expect(out.error?.code).toBe("LOOM_CONTINUATION_CONFLICT");
+    // Routing never follows the squatter (K5): it does not name "sq" as its predecessor.
+    expect(await r.followToHead("sq")).toBe("sq");
+  });
+
+  it("D3: resources are carried, so a rotation cannot reset a quota", async () => {
+    const spend = step$("spend", async (tokens: number, ectx) => {
+      ectx.meter({ tokens: { output: tokens } });
+      return tokens;
+    });
+    const f = flow$(
+      "spender",
+      async (ctx, input: { gen: number } | null) => {
+        const gen = input?.gen ?? 0;
+        const spent = await ctx
+          .execute(spend, 60, { retry: false })
+          .catch((e: unknown) => (isLoomError(e) ? e.code : "other"));
+        if (gen === 0) return ctx.continueAsNew({ gen: 1 });
+        return spent;
+      },
+      { budget: { tokens: 100 } },
+    );
+    const r = chains(memoryStore()).registerFlow(f);
+    await r.start(f, null, { id: "sp" });
+    const end = await r.waitForCompletion(await waitForGeneration(r, "sp", 1));
+    // 60 carried + 60 would pass 100: the second spend is refused by the carried total.
+    expect((await r.getState("sp~1"))._resources?.tokens).toEqual({ output: 120 });
+    expect(end.output).toBe(60);
+    const g = flow$(
+      "spender2",
+      async (ctx, input: { gen: number } | null) => {
+        const gen = input?.gen ?? 0;
+        const spent = await ctx
+          .execute(spend, 60, { retry: false })
+          .catch((e: unknown) => (isLoomError(e) ? e.code : "other"));
+        if (gen < 2) return ctx.continueAsNew({ gen: gen + 1 });
+        return spent;
+      },
+      { budget: { tokens: 100 } },
+    );
+    r.registerFlow(g);
+    await r.start(g, null, { id: "sp2" });
+    const last = await r.waitForCompletion(await waitForGeneration(r, "sp2", 2));
+    expect(last.output).toBe("LOOM_QUOTA_EXCEEDED");
+  });
+
+  it("D3: the chain deadline is fixed at generation 0 and survives a rotation", async () => {
+    const f = flow$(
+      "deadline-chain",
+      async (ctx, input: { gen: number } | null) => {
+        if ((input?.gen ?? 0) === 0) return ctx.continueAsNew({ gen: 1 });
+        // A running step: a parked generation is cancelled only when next woken (residual 3).
+        await ctx.run(
+          "long",
+          ({ signal }) =>
+            new Promise((resolve, reject) => {
+              const t = setTimeout(resolve, 60_000);
+              signal.addEventListener("abort", () => (clearTimeout(t), reject(signal.reason)));
+            }),
+        );
+        return "slept";
+      },
+      { deadlineMs: 400 },
+    );
+    const r = chains(memoryStore()).registerFlow(f);
+    const h = await r.start(f, null, { id: "dl" });
+    await h.result();
+    const s0 = await r.getState("dl");
+    const s1 = await r.getState(await waitForGeneration(r, "dl", 1));
+    // Its own deadline is what is left of the chain's, not a fresh 400 ms.
+    expect(s1.startedAt + (s1.deadlineMs ?? Infinity)).toBe(s0.startedAt + 400);
+    const end = await r.waitForCompletion("dl~1");
+    expect(end.status).toBe("cancelled");
+    expect(end.error?.code).toBe("LOOM_DEADLINE_EXCEEDED");
+  });
+
+  it("D4, ADR 0110 D6: the dedupe window survives a rotation", async () => {
+    const f = flow$("dedupe-chain", async (ctx, input: { gen: number } | null) => {
+      const msg = await ctx.receive<string>();
+      if ((input?.gen ?? 0) === 0) return ctx.continueAsNew({ gen: 1 });
+      return msg;
+    });
+    const r = chains(memoryStore()).registerFlow(f);
+    await r.start(f, null, { id: "dw" });
+    await r.send("dw", "first", { key: "k" });
+    await waitForGeneration(r, "dw", 1);
+    await r.send("dw", "first, retried", { key: "k" });
+    await r.send("dw", "second", { key: "k2" });
+    expect((await r.waitForCompletion("dw~1")).output).toBe("second");
+  });
+
+  it("a continued execution's outcome names its successor; replay of every generation is equal", async () => {
+    const f = conversation(2, 4);
+    const r = chains(memoryStore()).registerFlow(f);
+    await r.start(f, null, { id: "eq" });
+    for (let i = 0; i < 4; i++) await r.send("eq", `m${i}`);
+    const end = await r.waitForCompletion(await waitForGeneration(r, "eq", 1));
+    expect(end.status).toBe("completed");
+    expect(await r.waitForCompletion("eq")).toEqual({ status: "continued", continuedTo: "eq~1" });
+  });
+});
+
+/** Waits until generation `n` of `chainId` exists, and returns its id. */
+async function waitForGeneration(r: Runtime, chainId: string, n: number): Promise<string> {
+  const id = `${chainId}~${n}`;
+  await until(async () => (await r.readLog(id)).length > 0, 5000);
+  return id;
+}
