@@ -314,7 +314,10 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
           ({ signal }) =>
             new Promise((resolve, reject) => {
               const t = setTimeout(resolve, 60_000);
-              signal.addEventListener("abort", () => (clearTimeout(t), reject(signal.reason)));
+              signal.addEventListener("abort", () => {
+                clearTimeout(t);
+                reject(new Error("aborted", { cause: signal.reason }));
+              });
             }),
         );
         return "slept";
