@@ -6,18 +6,24 @@
 import { describe, expect, it } from "vitest";
 import {
   ContinueAsNewUnavailableError,
+  EXECUTION_STATUSES,
   flow$,
   isLoomError,
+  isTerminalStatus,
   memoryStore,
   step$,
+  type AppendBatch,
   type Envelope,
+  type Json,
   type MemoryStore,
   type Runtime,
+  type RuntimeOptions,
+  type Store,
 } from "../src/index.ts";
 import { runtimes, until } from "./helpers.ts";
 
 const rt = runtimes();
-const chains = (store: MemoryStore, extra = {}) =>
+const chains = (store: Store, extra: Partial<RuntimeOptions> = {}) =>
   rt(store, { features: { continueAsNew: true }, ...extra });
 
 /** A conversation that continues every `every` turns and ends after `last` turns. */
@@ -351,6 +357,24 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
     expect((await r.waitForCompletion("dw~1")).output).toBe("second");
   });
 
+  it("resumes sent back to back across rotations are each answered once (none lost in the window)", async () => {
+    const f = flow$("resumed", async (ctx, input: { turn: number; got: string[] } | null) => {
+      let turn = input?.turn ?? 0;
+      const got = input?.got ?? [];
+      for (;;) {
+        got.push(await ctx.suspend<string>());
+        turn++;
+        if (turn === 6) return got;
+        if (turn % 2 === 0) return ctx.continueAsNew({ turn, got });
+      }
+    });
+    const r = chains(memoryStore()).registerFlow(f);
+    await r.start(f, null, { id: "rs" });
+    for (let i = 0; i < 6; i++) await r.resume("rs", `r${i}`);
+    const end = await r.waitForCompletion(await waitForGeneration(r, "rs", 2));
+    expect(end.output).toEqual(["r0", "r1", "r2", "r3", "r4", "r5"]);
+  });
+
   it("a continued execution's outcome names its successor; replay of every generation is equal", async () => {
     const f = conversation(2, 4);
     const r = chains(memoryStore()).registerFlow(f);
@@ -368,3 +392,202 @@ async function waitForGeneration(r: Runtime, chainId: string, n: number): Promis
   await until(async () => (await r.readLog(id)).length > 0, 5000);
   return id;
 }
+
+/**
+ * A store whose append of a batch holding `kind` waits until released: the start-to-commit
+ * window of a rotation (the successor exists, the predecessor has not committed), held open.
+ * `release(false)` fails the held append without writing it, as a crash there would.
+ */
+function gated(inner: Store, kind: string) {
+  let held: ((ok: boolean) => void) | undefined;
+  let reached: () => void = () => undefined;
+  const isHeld = new Promise<void>((r) => (reached = r));
+  const store = new Proxy(inner, {
+    get(target, key, receiver) {
+      if (key !== "appendMany") return Reflect.get(target, key, receiver) as unknown;
+      return async (batches: AppendBatch[]) => {
+        if (batches.some((b) => b.events.some((e) => e.kind === kind))) {
+          reached();
+          const ok = await new Promise<boolean>((r) => (held = r));
+          if (!ok) throw new Error("simulated crash before the commit");
+        }
+        return target.appendMany(batches);
+      };
+    },
+  });
+  return { store, isHeld, release: (ok: boolean) => held?.(ok) };
+}
+
+describe("the start-to-commit window (ADR 0109 D2, D4, fix round 1)", () => {
+  const idle = flow$("idle-chain", async (ctx, input: { gen: number } | null) => {
+    const gen = input?.gen ?? 0;
+    if (gen === 0) return ctx.continueAsNew({ gen: 1 });
+    return ctx.receive<string>();
+  });
+
+  it("a send in the window resolves to the successor and is delivered once", async () => {
+    const data = memoryStore();
+    const g = gated(data, "EXECUTION_CONTINUED");
+    const r = chains(data.reopen(), { store: g.store }).registerFlow(idle);
+    await r.start(idle, null, { id: "w" });
+    await g.isHeld;
+    expect((await r.getState("w")).status).not.toBe("continued");
+    expect(await r.followToHead("w")).toBe("w~1"); // the probe
+    // The send routes in the window; it cannot finish before the commit (the journal holds
+    // the successor's appends behind the held one), so it is released once the message is in.
+    const sending = r.send("w", "in the window");
+    await until(async () => (await r.store.readMessages("w", "main", -1, 1)).length === 1);
+    g.release(true);
+    expect(await sending).toEqual({ chainId: "w", seq: 0 });
+    expect((await r.waitForCompletion("w~1")).output).toBe("in the window");
+    const logs = [await r.readLog("w"), await r.readLog("w~1")];
+    expect(consumed(logs)).toEqual([0]);
+  });
+
+  it("K4 (i): a cancel in the window cancels the started successor too: no live generation", async () => {
+    const data = memoryStore();
+    const g = gated(data, "EXECUTION_CONTINUED");
+    const r = chains(data.reopen(), { store: g.store }).registerFlow(idle);
+    await r.start(idle, null, { id: "k" });
+    await g.isHeld;
+    const cancelling = r.cancel("k", "stop the chain");
+    g.release(true);
+    await cancelling;
+    const ends = await Promise.all(["k", "k~1"].map(async (id) => (await r.getState(id)).status));
+    expect(ends.every((s) => s === "cancelled" || s === "continued")).toBe(true);
+    expect(ends[1]).toBe("cancelled");
+    expect(await r.readLog("k~2")).toEqual([]);
+  });
+
+  it("K1: a crash in the window is repaired by recovery: one successor, adopted, and one commit", async () => {
+    const data = memoryStore();
+    const g = gated(data, "EXECUTION_CONTINUED");
+    const a = chains(data.reopen(), { store: g.store, leaseTtlMs: 100, background: false });
+    a.registerFlow(idle);
+    await a.start(idle, null, { id: "rc" });
+    await g.isHeld;
+    const successorStart = (await a.readLog("rc~1"))[0];
+    g.release(false);
+    await until(async () => (await a.readLog("rc")).at(-1)?.kind !== "EXECUTION_CONTINUED");
+    await a.close();
+    await new Promise((r) => setTimeout(r, 150)); // the dead owner's leases expire
+    const b = chains(data.reopen(), { leaseTtlMs: 100 }).registerFlow(idle);
+    await b.recoverAbandoned();
+    await until(async () => (await b.readLog("rc")).at(-1)?.kind === "EXECUTION_CONTINUED");
+    const log = await b.readLog("rc");
+    expect(log.filter((e) => e.kind === "EXECUTION_CONTINUED")).toHaveLength(1);
+    expect((await b.readLog("rc~1"))[0]).toEqual(successorStart); // adopted, not rewritten
+    expect(await b.readLog("rc~2")).toEqual([]);
+    await b.send("rc", "after the repair");
+    expect((await b.waitForCompletion("rc~1")).output).toBe("after the repair");
+    // A continued predecessor is terminal: a further recovery runs nothing (a no-op).
+    expect(await b.recoverAbandoned()).toEqual([]);
+    expect(await b.readLog("rc")).toEqual(log);
+  });
+
+  it("K4 (ii): a successor whose predecessor was cancelled after the probe cancels itself", async () => {
+    const data = memoryStore();
+    const g = gated(data, "EXECUTION_CONTINUED");
+    const a = chains(data.reopen(), { store: g.store, leaseTtlMs: 100, background: false });
+    a.registerFlow(idle);
+    await a.start(idle, null, { id: "pc" });
+    await g.isHeld;
+    g.release(false);
+    await a.close();
+    await new Promise((r) => setTimeout(r, 150));
+    // A canceller that does not route (the flag off: no probe) ends only the predecessor.
+    const plain = rt(data.reopen(), { background: false, leaseTtlMs: 100 });
+    expect(await plain.cancel("pc", "operator")).toBe(true);
+    const b = chains(data.reopen(), { leaseTtlMs: 100 }).registerFlow(idle);
+    await b.recoverAbandoned();
+    await until(async () => (await b.getState("pc~1")).status === "cancelled");
+    const last = (await b.readLog("pc~1")).at(-1);
+    expect(last?.kind).toBe("EXECUTION_CANCELLED");
+    expect((last?.payload as { reason: unknown }).reason).toEqual({
+      kind: "cascade",
+      parent: "pc",
+    });
+  });
+});
+
+describe("routing follows verified links only (ADR 0109 K5, K6, fix rounds 1 and 3)", () => {
+  /** Writes a log straight to the store, as only a broken or hostile writer could. */
+  async function forge(store: Store, id: string, payload: Record<string, Json>) {
+    const lease = await store.acquireLease(id, "forger", { ttlMs: 1000, nowMs: Date.now() });
+    await store.appendMany([
+      {
+        executionId: id,
+        events: [{ executionId: id, seq: 0, kind: "EXECUTION_STARTED", at: Date.now(), payload }],
+        expectedSeq: 0,
+        fence: lease?.fence ?? 0,
+        status: "pending",
+        flow: "forged",
+      },
+    ]);
+  }
+  const hops = (n: number) =>
+    flow$("hops", async (ctx, input: { gen: number } | null) => {
+      const gen = input?.gen ?? 0;
+      if (gen < n) return ctx.continueAsNew({ gen: gen + 1 });
+      return ctx.receive<string>();
+    });
+  const base = { flow: "hops", flowVersion: "1", fingerprint: "x", schemaVersion: "1.5.0" };
+
+  it("a squatter that does not name its predecessor is never routed to", async () => {
+    const store = memoryStore();
+    const f = hops(1);
+    const r = chains(store).registerFlow(f);
+    await r.start(f, null, { id: "v" });
+    await waitForGeneration(r, "v", 1);
+    await forge(store, "v~2", {
+      ...base,
+      chainId: "v",
+      generation: 2,
+      continuedFrom: { executionId: "someone-else", carried: {} },
+    });
+    expect(await r.followToHead("v")).toBe("v~1");
+    await r.send("v", "to the real head");
+    expect((await r.waitForCompletion("v~1")).output).toBe("to the real head");
+  });
+
+  it("a chain routes in O(log n) reads; past maxChainHops of unverified ground it is ChainHopLimitError", async () => {
+    const store = memoryStore();
+    const f = hops(11);
+    const r = chains(store, { maxChainHops: 8 }).registerFlow(f);
+    await r.start(f, null, { id: "long" });
+    await waitForGeneration(r, "long", 11);
+    expect(await r.followToHead("long")).toBe("long~11");
+    expect(await r.followToHead("long~4")).toBe("long~11");
+    // A forged deepest generation fails verification; the fallback walk from the first id
+    // would need 11 verified steps, more than 8: refused, naming the furthest verified id.
+    await forge(store, "long~12", {
+      ...base,
+      chainId: "long",
+      generation: 12,
+      continuedFrom: { executionId: "long~11", carried: {} },
+      principal: "mallory",
+    });
+    // (A runtime that has not routed this chain yet: one that has remembers the head it found.)
+    const fresh = chains(store, { maxChainHops: 8, background: false });
+    await expect(fresh.followToHead("long")).rejects.toMatchObject({
+      code: "LOOM_CHAIN_HOP_LIMIT",
+      details: { furthest: "long~8" },
+    });
+    // From a later id the remaining walk is short: it lands on the verified head.
+    expect(await fresh.followToHead("long~6")).toBe("long~11");
+    expect(await r.followToHead("long")).toBe("long~11");
+  });
+
+  it("the ExecutionStatus union is pinned, continued included and terminal", () => {
+    expect(EXECUTION_STATUSES).toEqual([
+      "pending",
+      "running",
+      "parked",
+      "completed",
+      "failed",
+      "cancelled",
+      "continued",
+    ]);
+    expect(isTerminalStatus("continued")).toBe(true);
+  });
+});

@@ -193,6 +193,7 @@ function seedFromChain(s: ExecutionState, chain: ChainIdentity, at: number): voi
   if (carried.resources) s._resources = carried.resources;
   if (carried.quotaExceeded) s._quotaExceeded = carried.quotaExceeded;
   if (carried.inbox) s._inbox = carried.inbox;
+  if (carried.resumePayloads) s._resumePayloads = [...carried.resumePayloads];
   if (carried.chainDeadline !== undefined) {
     const left = Math.max(0, carried.chainDeadline - at);
     s.deadlineMs = s.deadlineMs === undefined ? left : Math.min(s.deadlineMs, left);

@@ -38,6 +38,8 @@ export interface Carried {
   inbox?: InboxState;
   /** The chain's absolute deadline (epoch ms on the runtime clock), fixed at generation 0. */
   chainDeadline?: number;
+  /** Resume payloads that arrived while no suspend waited: the successor's first suspends get them. */
+  resumePayloads?: Json[];
 }
 
 export interface ChainIdentity {
@@ -112,6 +114,9 @@ export function readCarried(v: Json | undefined): Carried {
   }
   const inbox = readInbox(v.inbox);
   if (inbox) out.inbox = inbox;
+  if (Array.isArray(v.resumePayloads) && v.resumePayloads.length > 0) {
+    out.resumePayloads = v.resumePayloads;
+  }
   const deadline = v.chainDeadline;
   if (typeof deadline === "number" && Number.isFinite(deadline)) out.chainDeadline = deadline;
   return out;

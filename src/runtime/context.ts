@@ -662,6 +662,7 @@ export function makeContext(
             "ctx.continueAsNew was called with a wait or a ctx.parallel branch outstanding: a generation ends only when nothing of it is pending",
           );
         }
+        run.rotating = true;
         rotate(run, json);
         return halted<never>();
       });

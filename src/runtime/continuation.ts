@@ -70,6 +70,8 @@ export function successorStart(
   if (state._resources) carried.resources = state._resources;
   if (state._quotaExceeded) carried.quotaExceeded = state._quotaExceeded;
   if (state._inbox) carried.inbox = state._inbox;
+  // A resume that came while nothing waited is owed to the chain, not lost with a generation.
+  if (state._resumePayloads.length > 0) carried.resumePayloads = state._resumePayloads;
   const chainDeadline =
     chain.continuedFrom?.carried.chainDeadline ??
     (state.deadlineMs === undefined ? undefined : state.startedAt + state.deadlineMs);

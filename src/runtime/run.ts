@@ -92,6 +92,8 @@ export class Run {
   phase: RunPhase = "active";
   stopError: Error | undefined;
   lastSnapshotSeq: number;
+  /** Its body called ctx.continueAsNew: it ends `continued` (ADR 0109); outside input waits. */
+  rotating = false;
   /** Rough size of what the run holds in memory, for the cache's byte bound. */
   approxBytes = 0;
   private bytesSinceSnapshot = 0;

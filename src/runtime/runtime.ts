@@ -88,6 +88,8 @@ import { checkedDuration } from "./deadline.ts";
 import { checkedScheduleName, cronOf, fireSchedules, type ScheduleOptions } from "./schedules.ts";
 
 const RECENT_OUTCOMES = 1000;
+/** How many addressed ids remember the chain head routing last found for them. */
+const KNOWN_HEADS = 1000;
 
 export function createRuntime(options: RuntimeOptions): Runtime {
   return new Runtime(options);
@@ -113,6 +115,8 @@ export class Runtime implements RunHost {
   private readonly stuck = new Map<string, Error>();
   /** Outcomes of executions that ended here recently: a fact in the log, kept to skip a read. */
   private readonly outcomes = new Map<string, Outcome>();
+  /** Addressed id -> the head routing last found (a verified member of the same chain). */
+  private readonly knownHeads = new Map<string, string>();
   private readonly tasks = new Tasks((e) => this.report(e));
   private readonly cache: ParkedCache;
   private readonly chain: (ctx: MiddlewareContext) => Promise<unknown>;
@@ -360,6 +364,12 @@ export class Runtime implements RunHost {
   }
 
   private async resumeOne(target: string, json: Json | undefined): Promise<void> {
+    const rotating = this.runs.get(target);
+    if (rotating?.rotating) {
+      // Its generation is ending: the resume belongs to the successor (routed by the caller).
+      await rotating.done.catch(() => undefined);
+      throw new NotResumableError(`execution "${target}" continued while the resume was sent`);
+    }
     await this.tasks.exclusive(target, () =>
       this.deliver(
         target,
@@ -424,9 +434,22 @@ export class Runtime implements RunHost {
    * The id of the newest verified generation of the chain `id` belongs to (ADR 0109: routed,
    * O(log n) point reads): `id` itself for an execution that never continued.
    */
-  followToHead(id: string): Promise<string> {
+  async followToHead(id: string): Promise<string> {
     assertValidId(id);
-    return routeToHead(this.chainDeps(), id);
+    // Routing from the head last found for this id costs a probe, not the chain's walk.
+    const known = this.knownHeads.get(id);
+    const head = await routeToHead(this.chainDeps(), known ?? id).catch((e: unknown) => {
+      // The remembered head may be gone (retention): route from the addressed id itself.
+      if (known === undefined) throw e;
+      return routeToHead(this.chainDeps(), id);
+    });
+    this.knownHeads.delete(id);
+    this.knownHeads.set(id, head);
+    if (this.knownHeads.size > KNOWN_HEADS) {
+      const oldest = this.knownHeads.keys().next().value;
+      if (oldest !== undefined) this.knownHeads.delete(oldest);
+    }
+    return head;
   }
 
   async waitForCompletion(id: string, options: { timeoutMs?: number } = {}): Promise<Outcome> {
@@ -662,10 +685,10 @@ export class Runtime implements RunHost {
       run.startBody(makeContext(run, this.contextDeps()));
       return;
     }
-    void loadState(this.store, from).then(
-      (predecessor) => {
+    void this.wasCancelled(from).then(
+      (cancelled) => {
         if (!run.active) return;
-        if (predecessor?.status !== "cancelled") {
+        if (!cancelled) {
           run.startBody(makeContext(run, this.contextDeps()));
           return;
         }
@@ -734,10 +757,22 @@ export class Runtime implements RunHost {
   private async isContinued(id: string): Promise<boolean> {
     const run = this.runs.get(id);
     if (run) return run.state.status === "continued";
+    return (await this.lastEvent(id))?.kind === "EXECUTION_CONTINUED";
+  }
+
+  /** True when `id` ended cancelled (K4 (ii)): from memory, or one point read. */
+  private async wasCancelled(id: string): Promise<boolean> {
+    const run = this.runs.get(id);
+    if (run) return run.state.status === "cancelled";
+    return (await this.lastEvent(id))?.kind === "EXECUTION_CANCELLED";
+  }
+
+  /** The last event of `id`'s log when it is a terminal one (two point reads). */
+  private async lastEvent(id: string): Promise<Envelope | undefined> {
     const head = await this.store.head(id);
-    if (head < 0) return false;
+    if (head < 0) return undefined;
     const last = (await this.store.read(id, head, 1))[0];
-    return last !== undefined && last.kind === "EXECUTION_CONTINUED" && isTerminalEvent(last);
+    return last && isTerminalEvent(last) ? last : undefined;
   }
 
   /**
