@@ -1,8 +1,10 @@
 /**
- * `npm run sim -- --seeds N [--from S] [--steps K] [--mutate drop-after-ack] [--stop]`: runs N
- * seeds of the simulator from S and prints one summary line (JSON); a failing seed prints its
- * violations and the command that reproduces it, and the exit status is 1. `--mutate` runs a
- * deliberately broken store (the simulator's own test); `--stop` ends at the first failure.
+ * `npm run sim -- --seeds N [--from S] [--steps K] [--mutate drop-after-ack] [--stop] [--dump]`:
+ * runs N seeds of the simulator from S and prints one summary line (JSON: events, crashes, the
+ * generations chains continued into, the messages sent); a failing seed prints its violations
+ * and the command that reproduces it (`--dump`: and every log), and the exit status is 1.
+ * `--mutate` runs a deliberately broken store (the simulator's own test); `--stop` ends at the
+ * first failure.
  */
 import { runSeed } from "./simulator.ts";
 
@@ -32,6 +34,8 @@ const extra = mutation === undefined ? "" : ` --mutate ${mutation}`;
 const t0 = performance.now();
 let events = 0;
 let crashes = 0;
+let rotations = 0;
+let messages = 0;
 const failed: number[] = [];
 let ran = 0;
 for (let seed = from; seed < from + seeds; seed++) {
@@ -39,6 +43,8 @@ for (let seed = from; seed < from + seeds; seed++) {
   const r = await runSeed(seed, { steps, faults });
   events += r.events;
   crashes += r.crashes;
+  rotations += r.rotations;
+  messages += r.messages;
   if (r.violations.length > 0) {
     failed.push(seed);
     process.stderr.write(`seed ${seed} failed:\n  ${r.violations.join("\n  ")}\n`);
@@ -61,6 +67,6 @@ for (let seed = from; seed < from + seeds; seed++) {
 }
 const seconds = (performance.now() - t0) / 1000;
 process.stdout.write(
-  `${JSON.stringify({ name: "sim", seeds: ran, from, passed: ran - failed.length, failed, events, crashes, seconds: Math.round(seconds * 10) / 10 })}\n`,
+  `${JSON.stringify({ name: "sim", seeds: ran, from, passed: ran - failed.length, failed, events, crashes, rotations, messages, seconds: Math.round(seconds * 10) / 10 })}\n`,
 );
 process.exitCode = failed.length > 0 ? 1 : 0;

@@ -13,16 +13,50 @@
  * SIM5. A cancelled execution has no live work: CANCEL_GRACE_MS after its EXECUTION_CANCELLED,
  *       none of its effects is running or starts.
  * SIM6. A timer fires at or after its wake time, and never twice.
- * SIM7. Every execution ends once the world stops failing, answers its suspends and lets time
- *       pass (liveness).
+ * SIM7. Every execution ends once the world stops failing, answers its suspends, sends the
+ *       messages its conversation needs and lets time pass (liveness); for a chain, every
+ *       generation, so its newest ends too.
+ * SIM8. At most one live generation per chain (ADR 0109 D2). Generations are dense and each
+ *       n >= 1 is started as generation n of the chain, continued from n - 1; a generation
+ *       commits EXECUTION_CONTINUED, naming n + 1, only once n + 1 exists (successor first), so
+ *       only the newest generation can be live without a successor. The one other generation
+ *       that may be non-terminal is a predecessor in its start-to-commit window, and it is
+ *       frozen: once its successor has started it appends nothing but its terminal event
+ *       (continued, or cancelled), so a single generation does the chain's work at any time.
+ *       At the end, a generation after a cancelled one is cancelled too: a cancelled chain has
+ *       no live generation.
+ * SIM9. Each sent message is consumed once. Across a chain's generations, the consumptions
+ *       the fold accepts take each topic's messages in stream order, every one exactly once
+ *       (none taken twice, none skipped); each records the message's key and payload; a key is
+ *       delivered to the flow once, and a later message with that key is only recorded as a
+ *       duplicate; a successor takes the inbox (cursors, dedupe window) where its predecessor
+ *       left it. At the end, a conversation that completed received exactly the messages its
+ *       generations consumed, and, with no receive timeout, one message per turn: every key it
+ *       was sent.
+ * SIM10. A store's failure is never an execution's outcome: no step or execution is recorded
+ *       as failed with the error of a crash, a transient failure or a lost reply (the runtime
+ *       stops and recovers instead; the flow never sees them).
  */
-import { canonicalJson } from "../src/kernel/json.ts";
+import { canonicalJson, type Json } from "../src/kernel/json.ts";
 import { isTerminalEvent, type Envelope } from "../src/kernel/events.ts";
-import { foldAll } from "../src/fold/fold.ts";
-import type { ExecutionState } from "../src/fold/state.ts";
-import { MAX_BRANCHES, MAX_STEP_TOKENS, type Op, type Spec } from "./workload.ts";
+import { successorIdOf } from "../src/kernel/chain.ts";
+import { fold, foldAll } from "../src/fold/fold.ts";
+import { initialState, type ExecutionState } from "../src/fold/state.ts";
+import { cursorOf } from "../src/runtime/inbox.ts";
+import type { InboxMessage } from "../src/store/spi.ts";
+import {
+  MAX_BRANCHES,
+  MAX_STEP_TOKENS,
+  type Conversation,
+  type ConversationEnd,
+  type Op,
+  type Spec,
+} from "./workload.ts";
 
 export const CANCEL_GRACE_MS = 200;
+
+/** The errors of the simulated store's faults (sim/faulty-store.ts). */
+const STORE_FAILURE = /simulated (crash|transient failure|lost reply)|the process is dead/;
 
 export function checkLog(id: string, log: readonly Envelope[], out: string[]): void {
   let ended = false;
@@ -32,6 +66,13 @@ export function checkLog(id: string, log: readonly Envelope[], out: string[]): v
     if (ended) out.push(`SIM1 ${id}: ${e.kind} at ${e.seq} after a terminal event`);
     if (isTerminalEvent(e)) ended = true;
   });
+  for (const e of log) {
+    if (e.kind !== "EXECUTION_FAILED" && e.kind !== "STEP_FAILED") continue;
+    const message = (e.payload as { error?: { message?: unknown } }).error?.message;
+    if (typeof message === "string" && STORE_FAILURE.test(message)) {
+      out.push(`SIM10 ${id}: ${e.kind} at ${e.seq} records a store's failure: ${message}`);
+    }
+  }
   const completed = new Set<string>();
   const fired = new Set<string>();
   const wakeAt = new Map<string, number>();
@@ -85,10 +126,12 @@ function width(ops: readonly Op[]): number {
   return w;
 }
 
+/** SIM4; a chain's generations carry what was spent, so each is held to the chain's budget. */
 export function checkBudget(id: string, spec: Spec, state: ExecutionState, out: string[]): void {
   if (spec.budgetTokens === undefined) return;
   const spent = state._resources?.tokens?.input ?? 0;
-  const bound = spec.budgetTokens + MAX_STEP_TOKENS * width(spec.ops);
+  const ops = spec.chain ? [...spec.ops, ...spec.chain.turn] : spec.ops;
+  const bound = spec.budgetTokens + MAX_STEP_TOKENS * width(ops);
   if (spent > bound)
     out.push(`SIM4 ${id}: spent ${spent} tokens, budget ${spec.budgetTokens}, bound ${bound}`);
 }
@@ -97,4 +140,193 @@ export function checkBudget(id: string, spec: Spec, state: ExecutionState, out: 
 export function cancelledAt(log: readonly Envelope[]): number | undefined {
   const last = log[log.length - 1];
   return last && last.kind === "EXECUTION_CANCELLED" && isTerminalEvent(last) ? last.at : undefined;
+}
+
+/** One chain as one consistent read of the store shows it. */
+export interface ChainView {
+  chainId: string;
+  /** The logs of generations 0, 1, ... up to the first that has none. */
+  logs: readonly (readonly Envelope[])[];
+  /** A generation past the first missing one that has a log (a gap), if the read found one. */
+  beyond?: number;
+  /** The chain's inbox stream, every topic, in stream order. */
+  messages: readonly InboxMessage[];
+}
+
+/** The id of generation `n` of `chainId`. */
+export function generationId(chainId: string, n: number): string {
+  return n === 0 ? chainId : successorIdOf(chainId, n);
+}
+
+/**
+ * SIM8's memory between reads: for each generation whose successor a read has seen, the length
+ * of its log in the first such read. It was at most that long when the successor started.
+ */
+export function markSuccessors(view: ChainView, frozenAt: Map<number, number>): void {
+  for (let n = 0; n + 1 < view.logs.length; n++) {
+    if (!frozenAt.has(n)) frozenAt.set(n, view.logs[n]?.length ?? 0);
+  }
+}
+
+/** SIM8 and SIM9 (their safety parts), on one consistent read of a chain. */
+export function checkChain(
+  view: ChainView,
+  frozenAt: ReadonlyMap<number, number>,
+  out: string[],
+): void {
+  checkGenerations(view, frozenAt, out);
+  consumption(view, out);
+}
+
+function checkGenerations(
+  view: ChainView,
+  frozenAt: ReadonlyMap<number, number>,
+  out: string[],
+): void {
+  const { chainId, logs } = view;
+  if (view.beyond !== undefined) {
+    out.push(
+      `SIM8 ${chainId}: generation ${view.beyond} exists, generation ${logs.length} does not`,
+    );
+  }
+  logs.forEach((log, n) => {
+    const id = generationId(chainId, n);
+    const state = foldAll(log);
+    const next = generationId(chainId, n + 1);
+    if (n > 0) {
+      const c = state._chain;
+      const from = generationId(chainId, n - 1);
+      if (c?.chainId !== chainId || c.generation !== n || c.continuedFrom?.executionId !== from) {
+        out.push(
+          `SIM8 ${id}: its start does not make it generation ${n} of ${chainId} after ${from}`,
+        );
+      }
+    }
+    const successor = logs[n + 1];
+    if (state.status === "continued") {
+      const last = log[log.length - 1]?.payload as { generation?: unknown } | undefined;
+      if (state._continuedTo !== next || last?.generation !== n + 1) {
+        out.push(`SIM8 ${id}: continued to ${state._continuedTo}, not to ${next}`);
+      }
+      if (!successor) out.push(`SIM8 ${id}: committed EXECUTION_CONTINUED, but ${next} has no log`);
+    }
+    if (!successor) return;
+    if (!["running", "parked", "pending", "continued", "cancelled"].includes(state.status)) {
+      out.push(`SIM8 ${id}: ended ${state.status} although its successor ${next} started`);
+    }
+    const mark = frozenAt.get(n);
+    for (const e of mark === undefined ? [] : log.slice(mark)) {
+      if (isTerminalEvent(e)) continue;
+      out.push(
+        `SIM8 ${chainId}: two live generations: ${id} appended ${e.kind} at ${e.seq} after its successor ${next} started`,
+      );
+    }
+  });
+}
+
+interface Consumed {
+  /** Message keys delivered to the flow (not as duplicates), across the chain. */
+  delivered: Set<string>;
+}
+
+/** SIM9's safety part; returns what the chain's generations consumed. */
+function consumption(view: ChainView, out: string[]): Consumed {
+  const { chainId, logs } = view;
+  const streams = new Map<string, InboxMessage[]>();
+  for (const m of view.messages) streams.set(m.topic, [...(streams.get(m.topic) ?? []), m]);
+  const taken = new Map<string, number>();
+  const delivered = new Map<string, string>();
+  let previous: ExecutionState | undefined;
+  logs.forEach((log, n) => {
+    const id = generationId(chainId, n);
+    let s = initialState(id);
+    for (const e of log) {
+      if (e.kind !== "MESSAGE_CONSUMED") {
+        s = fold(s, e);
+        if (e.seq === 0 && previous) checkCarried(id, previous, s, out);
+        continue;
+      }
+      const p = e.payload as { topic?: string; seq?: number; key?: string; duplicate?: boolean };
+      const topic = p.topic ?? "";
+      const before = cursorOf(s, topic);
+      s = fold(s, e);
+      // The fold ignores a consumption at or before the cursor, or of a key already taken (N1).
+      if (cursorOf(s, topic) === before) continue;
+      const stream = streams.get(topic) ?? [];
+      const i = taken.get(topic) ?? 0;
+      const m = stream.findIndex((x) => x.seq === p.seq);
+      const at = `${id} (at ${e.seq})`;
+      if (m < 0) out.push(`SIM9 ${at}: took message ${p.seq} of ${topic}, which was never sent`);
+      else if (m < i) out.push(`SIM9 ${at}: took message ${p.seq} of ${topic} a second time`);
+      else if (m > i) out.push(`SIM9 ${at}: took message ${p.seq}, skipping ${stream[i]?.seq}`);
+      if (m >= 0) taken.set(topic, m + 1);
+      const sent = stream[m];
+      if (sent && sent.key !== p.key) {
+        out.push(`SIM9 ${at}: message ${p.seq} has key ${sent.key}, consumed as ${p.key}`);
+      }
+      const key = p.key ?? "";
+      if (p.duplicate === true) {
+        if (!delivered.has(key)) {
+          out.push(`SIM9 ${at}: message ${p.seq} dropped as a duplicate of ${key}, never received`);
+        }
+        continue;
+      }
+      const first = delivered.get(key);
+      if (first !== undefined) {
+        out.push(`SIM9 ${at}: message ${p.seq} delivered key ${key} again (first at ${first})`);
+      }
+      delivered.set(key, at);
+      const payload = (e.payload as { payload?: Json }).payload ?? null;
+      if (sent && canonicalJson(payload) !== canonicalJson(sent.payload)) {
+        out.push(`SIM9 ${at}: message ${p.seq} delivered another payload than was sent`);
+      }
+    }
+    previous = s;
+  });
+  return { delivered: new Set(delivered.keys()) };
+}
+
+/** SIM9: a successor starts with the inbox its predecessor left (the cursors and dedupe window). */
+function checkCarried(id: string, previous: ExecutionState, s: ExecutionState, out: string[]) {
+  const left = canonicalJson((previous._inbox ?? null) as Json);
+  const carried = canonicalJson((s._inbox ?? null) as Json);
+  if (left !== carried) {
+    out.push(`SIM9 ${id}: started with the inbox ${carried}, its predecessor left ${left}`);
+  }
+}
+
+/**
+ * What SIM8 and SIM9 require once everything has ended: no generation outlived a cancelled one,
+ * and a conversation that completed received every message it consumed, one per turn when its
+ * receives had no timeout.
+ */
+export function checkChainEnd(view: ChainView, conversation: Conversation, out: string[]): void {
+  const { chainId, logs } = view;
+  const states = logs.map((log) => foldAll(log));
+  states.forEach((s, n) => {
+    const next = states[n + 1];
+    if (s.status === "cancelled" && next && next.status !== "cancelled") {
+      out.push(
+        `SIM8 ${generationId(chainId, n + 1)}: ended ${next.status}, after its predecessor was cancelled`,
+      );
+    }
+  });
+  const head = states[states.length - 1];
+  if (head?.status !== "completed") return;
+  const quiet: string[] = [];
+  const { delivered } = consumption(view, quiet);
+  const end = head.output as Partial<ConversationEnd> | undefined;
+  const at = generationId(chainId, states.length - 1);
+  if (end?.received !== delivered.size) {
+    out.push(
+      `SIM9 ${at}: received ${end?.received} messages, its chain consumed ${delivered.size}`,
+    );
+  }
+  if (conversation.receiveTimeoutMs !== undefined) return;
+  for (let i = 0; i < conversation.turns; i++) {
+    if (!delivered.has(`m${i}`)) out.push(`SIM9 ${chainId}: completed without receiving m${i}`);
+  }
+  if (delivered.size !== conversation.turns) {
+    out.push(`SIM9 ${chainId}: ${conversation.turns} turns received ${delivered.size} messages`);
+  }
 }

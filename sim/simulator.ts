@@ -8,18 +8,48 @@
  * synchronously; so the only order is the one the seed draws. A crash kills a simulated process
  * incarnation: its runtime stops at once and every later store call of it fails, and a fresh
  * runtime on the same data recovers from the store alone. Invariants: invariants.ts.
+ *
+ * Chains (ADR 0109): the runtimes run with `features.continueAsNew`, some flows are
+ * conversations that continue as new every few turns, and the operator sends each its messages
+ * (some twice, as a sender's retry) at their drawn times, to the chain's id or to a later
+ * generation's. A chain is checked on one consistent read of all its generations' logs and its
+ * inbox stream (a double collect: the read is taken again until nothing moved in between).
+ *
+ * Forks (issue 7) are not generated: the runtime has no fork yet. When it has, a fork is one
+ * more operator action here, and its invariant (a fork of a chain member starts a chain of its
+ * own and takes none of its origin's messages) joins invariants.ts.
  */
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../src/kernel/json.ts";
-import { createRuntime, type Runtime } from "../src/index.ts";
+import { createRuntime, isLoomError, isTerminalStatus, type Runtime } from "../src/index.ts";
 import { memoryStore } from "../src/store/memory/index.ts";
 import { loadState } from "../src/runtime/load-state.ts";
-import type { Envelope } from "../src/kernel/events.ts";
+import { DEFAULT_TOPIC } from "../src/runtime/inbox.ts";
+import { isTerminalEvent, type Envelope } from "../src/kernel/events.ts";
+import type { Store } from "../src/store/spi.ts";
 import { withFakeClock } from "./fake-clock.ts";
 import { faultyStore, type FaultRates, type Incarnation } from "./faulty-store.ts";
-import { CANCEL_GRACE_MS, cancelledAt, checkBudget, checkFold, checkLog } from "./invariants.ts";
+import {
+  CANCEL_GRACE_MS,
+  cancelledAt,
+  checkBudget,
+  checkChain,
+  checkChainEnd,
+  checkFold,
+  checkLog,
+  generationId,
+  markSuccessors,
+  type ChainView,
+} from "./invariants.ts";
 import { Prng } from "./prng.ts";
-import { randomSpec, simFlow, type Spec } from "./workload.ts";
+import {
+  randomSends,
+  randomSpec,
+  simFlow,
+  type Conversation,
+  type Send,
+  type Spec,
+} from "./workload.ts";
 
 export interface SimOptions {
   steps?: number;
@@ -32,10 +62,15 @@ export interface SimResult {
   /** Events appended to every log. */
   events: number;
   crashes: number;
+  /** Executions started by the operator (a chain counts once). */
   executions: number;
+  /** Generations that chains continued into (each a successor execution). */
+  rotations: number;
+  /** Messages in the chains' inboxes (a sender's retry counts again). */
+  messages: number;
   /** A hash of every log: the same seed must give the same logs, byte for byte. */
   logHash: string;
-  /** How the executions ended, by status. */
+  /** How the executions (every generation of a chain) ended, by status. */
   ended: Record<string, number>;
   /** Every log, when the seed failed (`npm run sim -- ... --dump` prints them). */
   logs?: Record<string, Envelope[]>;
@@ -48,6 +83,62 @@ const DEFAULT_FAULTS: FaultRates = {
   maxDelayMs: 5,
   dropAfterAck: 0,
 };
+
+/** A conversation the operator talks to: its sends, and what the checks learnt of its chain. */
+interface Conversing {
+  conversation: Conversation;
+  sends: { send: Send; state: "due" | "sending" | "sent"; via?: Incarnation }[];
+  startedAt: number;
+  /** How many generations a read has seen (at least 1). */
+  known: number;
+  /** SIM8: the length of each generation's log when its successor was first seen. */
+  frozenAt: Map<number, number>;
+  /** The shape of the last read that was checked (every log's length, the inbox's). */
+  checked?: string;
+}
+
+/** Logs as last read: a log only grows, so one whose head has not moved is not read again. */
+export type LogCache = Map<string, readonly Envelope[]>;
+
+/**
+ * One consistent read of the chain `chainId` (see ChainView): its generations' logs and its
+ * inbox, taken again until a second look finds every head and the stream where the read found
+ * them (a double collect), so the read shows the store as it was at one instant.
+ */
+export async function readChain(
+  store: Store,
+  chainId: string,
+  known: number,
+  cache: LogCache = new Map(),
+): Promise<ChainView> {
+  const inbox = () => store.readMessages(chainId, DEFAULT_TOPIC, -1, Number.MAX_SAFE_INTEGER);
+  for (let probe = known + 2; ;) {
+    const ids = Array.from({ length: probe + 1 }, (_, n) => generationId(chainId, n));
+    const heads = await Promise.all(ids.map((id) => store.head(id)));
+    const logs = await Promise.all(
+      ids.map(async (id, n) => {
+        const cached = cache.get(id);
+        return cached?.length === (heads[n] ?? -1) + 1 ? cached : store.read(id);
+      }),
+    );
+    const messages = await inbox();
+    const again = await Promise.all(ids.map((id) => store.head(id)));
+    const moved =
+      again.some((h, n) => h !== heads[n] || h !== (logs[n]?.length ?? 0) - 1) ||
+      (await inbox()).length !== messages.length;
+    if (moved) continue;
+    for (const [n, log] of logs.entries()) if (log.length > 0) cache.set(ids[n] ?? "", log);
+    const end = logs.findIndex((log) => log.length === 0);
+    if (end < 0) {
+      probe *= 2;
+      continue;
+    }
+    const view: ChainView = { chainId, logs: logs.slice(0, end), messages };
+    const beyond = logs.findIndex((log, n) => n > end && log.length > 0);
+    if (beyond > 0) view.beyond = beyond;
+    return view;
+  }
+}
 
 export async function runSeed(seed: number, options: SimOptions = {}): Promise<SimResult> {
   return withFakeClock(({ now, tick }) => simulate(seed, options, now, tick));
@@ -65,6 +156,10 @@ async function simulate(
   const violations: string[] = [];
   const oracle = memoryStore();
   const specs = new Map<string, Spec>();
+  const conversations = new Map<string, Conversing>();
+  const cache: LogCache = new Map();
+  /** Executions that had ended when last checked, with the length of their log then. */
+  const settled = new Map<string, number>();
   const running = new Map<string, number>();
   const pending: Promise<unknown>[] = [];
   let crashes = 0;
@@ -104,9 +199,9 @@ async function simulate(
   const clock = { now };
   // Snapshots every few events, so that loading through them is checked too (SIM3).
   const snapshotEvery = prng.int(1, 8);
-  let generation = 0;
+  let boots = 0;
   const boot = (): { incarnation: Incarnation; runtime: Runtime } => {
-    const me = generation++;
+    const me = boots++;
     const held: { runtime?: Runtime } = {};
     const incarnation = faultyStore(
       oracle.reopen(),
@@ -130,6 +225,7 @@ async function simulate(
       noticePollMs: 20,
       snapshotEvery,
       closeStore: false,
+      features: { continueAsNew: true },
       onError: () => undefined,
     });
     runtime.registerFlow(flow);
@@ -143,6 +239,7 @@ async function simulate(
     clock,
     background: false,
     closeStore: false,
+    features: { continueAsNew: true },
     ownerId: "operator",
   });
   const spawn = (p: Promise<unknown>) => pending.push(p.catch(() => undefined));
@@ -155,13 +252,87 @@ async function simulate(
     const opts: { id: string; budget?: { tokens: number }; deadlineMs?: number } = { id };
     if (spec.budgetTokens !== undefined) opts.budget = { tokens: spec.budgetTokens };
     if (spec.deadlineMs !== undefined) opts.deadlineMs = spec.deadlineMs;
+    if (spec.chain) {
+      const sends = randomSends(prng, spec.chain).map((send) => ({ send, state: "due" as const }));
+      conversations.set(id, {
+        conversation: spec.chain,
+        sends,
+        startedAt: now(),
+        known: 1,
+        frozenAt: new Map(),
+      });
+    }
     spawn(proc.runtime.start(flow, spec, opts));
   };
 
-  async function check(): Promise<void> {
+  /** The execution's id, or now and then, for a chain, a later generation's (routed to its head). */
+  const address = (id: string): string => {
+    const known = conversations.get(id)?.known ?? 1;
+    return known > 1 && prng.chance(0.3) ? generationId(id, prng.int(1, known - 1)) : id;
+  };
+
+  /** Sends the conversations' messages that are due (all of them when `all`). */
+  const sendDue = (all: boolean) => {
     for (const id of ids) {
-      const log = await oracle.read(id);
-      if (log.length === 0) continue;
+      const talk = conversations.get(id);
+      for (const s of talk?.sends ?? []) {
+        // A send cut short by its process's crash is the sender's to retry.
+        if (s.state === "sending" && s.via?.dead) s.state = "due";
+        if (!talk || s.state !== "due" || (!all && now() < talk.startedAt + s.send.atMs)) continue;
+        const to = s.send.toLater ? address(id) : id;
+        const owner = prng.chance(0.3) && !proc.incarnation.dead;
+        const from = owner ? proc.runtime : admin;
+        s.state = "sending";
+        s.via = owner ? proc.incarnation : undefined;
+        spawn(
+          from.send(to, s.send.n, { key: s.send.key }).then(
+            () => (s.state = "sent"),
+            (e: unknown) => {
+              // A chain that has ended takes no message; anything else is retried.
+              s.state = isLoomError(e, "LOOM_NOT_RESUMABLE") ? "sent" : "due";
+            },
+          ),
+        );
+      }
+    }
+  };
+
+  /** A chain's generations (one, for a flow that is no conversation) as one read sees them. */
+  const viewOf = async (id: string): Promise<ChainView> => {
+    const talk = conversations.get(id);
+    if (talk) return readChain(oracle, id, talk.known, cache);
+    const cached = cache.get(id);
+    const log = cached?.length === (await oracle.head(id)) + 1 ? cached : await oracle.read(id);
+    cache.set(id, log);
+    return { chainId: id, logs: log.length > 0 ? [log] : [], messages: [] };
+  };
+
+  /**
+   * Checks every execution and chain; `all` also those that have not moved since they were last
+   * checked (an execution that ended, a chain whose logs and inbox did not grow), which the
+   * checks after each event skip.
+   */
+  async function check(all = false): Promise<void> {
+    for (const id of ids) {
+      const view = await viewOf(id);
+      for (const [n, log] of view.logs.entries()) {
+        await checkExecution(generationId(id, n), log, all);
+      }
+      const talk = conversations.get(id);
+      if (!talk || view.logs.length === 0) continue;
+      talk.known = Math.max(talk.known, view.logs.length);
+      markSuccessors(view, talk.frozenAt);
+      const shape = `${view.logs.map((log) => log.length).join(",")}/${view.messages.length}`;
+      if (!all && shape === talk.checked) continue;
+      talk.checked = shape;
+      checkChain(view, talk.frozenAt, violations);
+    }
+  }
+
+  async function checkExecution(id: string, log: readonly Envelope[], all: boolean) {
+    const last = log[log.length - 1];
+    if (all || settled.get(id) !== log.length) {
+      if (last && isTerminalEvent(last)) settled.set(id, log.length);
       checkLog(id, log, violations);
       checkFold(
         id,
@@ -170,12 +341,12 @@ async function simulate(
         proc.incarnation.dead ? undefined : proc.runtime.heldState(id),
         violations,
       );
-      const at = cancelledAt(log);
-      if (at !== undefined && now() - at > CANCEL_GRACE_MS && (running.get(id) ?? 0) > 0) {
-        violations.push(
-          `SIM5 ${id}: ${running.get(id)} effects still running ${now() - at} ms after the cancel`,
-        );
-      }
+    }
+    const at = cancelledAt(log);
+    if (at !== undefined && now() - at > CANCEL_GRACE_MS && (running.get(id) ?? 0) > 0) {
+      violations.push(
+        `SIM5 ${id}: ${running.get(id)} effects still running ${now() - at} ms after the cancel`,
+      );
     }
   }
 
@@ -187,11 +358,12 @@ async function simulate(
     else if (r < 0.25) {
       // From the operator's process, or from the owner's own (its cached, parked run).
       const from = prng.chance(0.5) ? admin : proc.runtime;
-      spawn(from.resume(prng.pick(ids), prng.int(1, 9)));
+      spawn(from.resume(address(prng.pick(ids)), prng.int(1, 9)));
     } else if (r < 0.29) {
       const from = prng.chance(0.5) ? admin : proc.runtime;
-      spawn(from.cancel(prng.pick(ids), "simulated operator"));
+      spawn(from.cancel(address(prng.pick(ids)), "simulated operator"));
     }
+    sendDue(false);
     await tick(prng.int(0, 250));
     if (proc.incarnation.dead) {
       await tick(prng.int(0, 1200));
@@ -205,33 +377,48 @@ async function simulate(
   rates.dropAfterAck = 0;
   for (let round = 0; round < 200 && violations.length === 0; round++) {
     if (proc.incarnation.dead) proc = boot();
+    sendDue(true);
     let open = 0;
     for (const id of ids) {
-      const state = await loadState(oracle, id);
-      if (!state || ["completed", "failed", "cancelled"].includes(state.status)) continue;
-      open++;
-      if (state._openSuspends.length > 0) spawn(admin.resume(id, 1));
+      for (const [n] of (await viewOf(id)).logs.entries()) {
+        const gid = generationId(id, n);
+        const state = await loadState(oracle, gid);
+        if (!state || isTerminalStatus(state.status)) continue;
+        open++;
+        if (state._openSuspends.length > 0) spawn(admin.resume(gid, 1));
+      }
     }
     if (open === 0) break;
     await tick(500);
     await check();
   }
-  await check();
+  await check(true);
   const failedBefore = violations.length;
   let events = 0;
+  let rotations = 0;
+  let messages = 0;
   const ended: Record<string, number> = {};
+  const views = new Map<string, ChainView>();
   for (const id of ids) {
-    const state = await loadState(oracle, id);
-    if (state) ended[state.status] = (ended[state.status] ?? 0) + 1;
-    const log: Envelope[] = await oracle.read(id);
-    events += log.length;
-    if (!state) continue;
-    // Liveness is judged only in a run that broke nothing else (a violation stops the drain).
-    if (failedBefore === 0 && !["completed", "failed", "cancelled"].includes(state.status)) {
-      violations.push(`SIM7 ${id}: still ${state.status} after the drain`);
+    const view = await viewOf(id);
+    views.set(id, view);
+    rotations += Math.max(0, view.logs.length - 1);
+    messages += view.messages.length;
+    for (const [n, log] of view.logs.entries()) {
+      const gid = generationId(id, n);
+      const state = await loadState(oracle, gid);
+      if (state) ended[state.status] = (ended[state.status] ?? 0) + 1;
+      events += log.length;
+      if (!state) continue;
+      // Liveness is judged only in a run that broke nothing else (a violation stops the drain).
+      if (failedBefore === 0 && !isTerminalStatus(state.status)) {
+        violations.push(`SIM7 ${gid}: still ${state.status} after the drain`);
+      }
+      const spec = specs.get(id);
+      if (spec) checkBudget(gid, spec, state, violations);
     }
-    const spec = specs.get(id);
-    if (spec) checkBudget(id, spec, state, violations);
+    const talk = conversations.get(id);
+    if (talk && failedBefore === 0) checkChainEnd(view, talk.conversation, violations);
   }
   // Closing waits on the simulated clock too (a journal flush, a lease wait): keep it moving.
   const settle = async (work: Promise<unknown>) => {
@@ -243,18 +430,24 @@ async function simulate(
   await settle(proc.runtime.close());
   await settle(admin.close());
   await settle(Promise.all(pending));
-  const logs = await Promise.all(ids.map((id) => oracle.read(id)));
-  const logHash = createHash("sha256").update(canonicalJson(logs)).digest("hex").slice(0, 16);
+  const all: Record<string, Envelope[]> = {};
+  for (const id of ids) {
+    const view = await viewOf(id);
+    if (view.logs.length === 0) all[id] = [];
+    for (const [n, log] of view.logs.entries()) all[generationId(id, n)] = [...log];
+  }
+  const hashed = { logs: all, inboxes: [...views.values()].map((v) => v.messages) };
+  const logHash = createHash("sha256").update(canonicalJson(hashed)).digest("hex").slice(0, 16);
   return {
     seed,
     violations: [...new Set(violations)],
     events,
     crashes,
     executions: ids.length,
+    rotations,
+    messages,
     logHash,
     ended,
-    ...(violations.length > 0
-      ? { logs: Object.fromEntries(ids.map((id, i) => [id, logs[i] ?? []])) }
-      : {}),
+    ...(violations.length > 0 ? { logs: all } : {}),
   };
 }

@@ -1,10 +1,14 @@
 /**
  * The simulator's workload: random flows built from steps (effects that meter tokens, take
  * simulated time, fail their first attempts, time out), decisions, sleeps, suspends with and
- * without a timeout, and parallel branches, under budgets and deadlines. A flow's shape is its
- * input, so one registered flow interprets every shape and a recovered run replays its own.
+ * without a timeout, and parallel branches, under budgets and deadlines. Some flows are
+ * conversations (ADR 0109, 0110): after their ops they take a number of turns, each a
+ * `ctx.receive` and a few ops, and continue as new every few turns, carrying their place; the
+ * operator's sends for them are drawn here too (`randomSends`). A flow's shape is its input (a
+ * successor's input is the carry, the same shape), so one registered flow interprets every shape
+ * and a recovered run replays its own.
  */
-import { flow$, step$, type EffectContext, type FlowContext } from "../src/index.ts";
+import { flow$, isLoomError, step$, type EffectContext, type FlowContext } from "../src/index.ts";
 import type { Prng } from "./prng.ts";
 
 export type Op =
@@ -25,7 +29,44 @@ export interface Spec {
   ops: Op[];
   budgetTokens?: number;
   deadlineMs?: number;
+  /** A conversation: after `ops`, the turns of a chain. */
+  chain?: Conversation;
 }
+
+/** A chain's conversation: what each generation runs after the ops of generation 0. */
+export interface Conversation {
+  /** Turns before the flow returns; each receives one message (or times out). */
+  turns: number;
+  /** The flow continues as new after every `every` turns (unless it is done). */
+  every: number;
+  /** What a turn does after its receive. */
+  turn: Op[];
+  /** The receive's timeout, when it has one: a timed-out receive is a turn without a message. */
+  receiveTimeoutMs?: number;
+  /** The carry: what the generations before this one did (absent in generation 0). */
+  done?: { turns: number; received: number; sum: number };
+}
+
+/** What a conversation returns: how many messages it received, and what they added up to. */
+export interface ConversationEnd {
+  received: number;
+  sum: number;
+}
+
+/** One message the operator sends to a conversation. */
+export interface Send {
+  /** When, after the chain was started. */
+  atMs: number;
+  /** The sender's key: a repeated key is a sender's retry, which dedupe drops. */
+  key: string;
+  /** The message: the turn's number, or DUPLICATE for a retry (which no flow may receive). */
+  n: number;
+  /** Addressed to a later generation's id (any the chain has by then) instead of the chain id. */
+  toLater: boolean;
+}
+
+/** The message of a sender's retry: a flow that receives it received a message twice. */
+export const DUPLICATE = -1000;
 
 export const MAX_STEP_TOKENS = 30;
 export const MAX_BRANCHES = 3;
@@ -35,7 +76,35 @@ export function randomSpec(prng: Prng): Spec {
   const spec: Spec = { ops };
   if (prng.chance(0.3)) spec.budgetTokens = prng.int(10, 120);
   if (prng.chance(0.15)) spec.deadlineMs = prng.int(200, 5000);
+  if (prng.chance(0.3)) {
+    spec.ops = spec.ops.slice(0, 2);
+    const chain: Conversation = {
+      turns: prng.int(1, 7),
+      every: prng.int(1, 3),
+      turn: randomOps(prng, prng.int(0, 2), true),
+    };
+    if (prng.chance(0.2)) chain.receiveTimeoutMs = prng.int(100, 3000);
+    spec.chain = chain;
+  }
   return spec;
+}
+
+/**
+ * The operator's sends to a conversation: one message per turn, keyed by its turn, some spaced
+ * out and some at once, and now and then a sender's retry of an earlier key.
+ */
+export function randomSends(prng: Prng, chain: Conversation): Send[] {
+  const sends: Send[] = [];
+  let atMs = 0;
+  for (let i = 0; i < chain.turns; i++) {
+    atMs += prng.chance(0.3) ? 0 : prng.int(1, 600);
+    sends.push({ atMs, key: `m${i}`, n: i + 1, toLater: prng.chance(0.3) });
+    if (prng.chance(0.2)) {
+      const retryAtMs = atMs + prng.int(0, 1500);
+      sends.push({ atMs: retryAtMs, key: `m${i}`, n: DUPLICATE, toLater: prng.chance(0.3) });
+    }
+  }
+  return sends.sort((a, b) => a.atMs - b.atMs);
 }
 
 function randomOps(prng: Prng, n: number, top: boolean): Op[] {
@@ -137,5 +206,39 @@ export function simFlow(world: EffectWorld) {
     return n;
   }
 
-  return flow$("sim", async (ctx, spec: Spec) => interpret(ctx, spec.ops));
+  /** A conversation's turns from where the generations before left off (their carry). */
+  async function converse(
+    ctx: FlowContext,
+    spec: Spec,
+    chain: Conversation,
+    sum: number,
+  ): Promise<ConversationEnd> {
+    let { turns, received } = chain.done ?? { turns: 0, received: 0 };
+    sum += chain.done?.sum ?? 0;
+    const options = chain.receiveTimeoutMs === undefined ? {} : { timeout: chain.receiveTimeoutMs };
+    while (turns < chain.turns) {
+      // A timeout is the flow's to catch; any other failure is the runtime's, not the flow's.
+      const message = await ctx
+        .receive<number>(options)
+        .catch((e: unknown) =>
+          isLoomError(e, "LOOM_SUSPEND_TIMEOUT") ? undefined : Promise.reject(e),
+        );
+      if (message !== undefined) {
+        received++;
+        sum += message;
+      }
+      turns++;
+      sum += await interpret(ctx, chain.turn);
+      if (turns % chain.every === 0 && turns < chain.turns) {
+        const done = { turns, received, sum };
+        return ctx.continueAsNew({ ...spec, ops: [], chain: { ...chain, done } });
+      }
+    }
+    return { received, sum };
+  }
+
+  return flow$("sim", async (ctx, spec: Spec) => {
+    const n = await interpret(ctx, spec.ops);
+    return spec.chain ? converse(ctx, spec, spec.chain, n) : n;
+  });
 }

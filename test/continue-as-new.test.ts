@@ -15,7 +15,6 @@ import {
   type AppendBatch,
   type Envelope,
   type Json,
-  type MemoryStore,
   type Runtime,
   type RuntimeOptions,
   type Store,

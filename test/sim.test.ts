@@ -1,12 +1,21 @@
 /**
  * The simulator in CI (sim/): a fixed set of seeds passes every invariant; the same seed runs the
- * same way twice; and the simulator catches a deliberately broken store, printing the seed and
- * the command that reproduces the failure.
+ * same way twice; the simulator catches a deliberately broken store, printing the seed and the
+ * command that reproduces the failure; and the chain invariants (SIM8, SIM9) and SIM10 report
+ * hand-made logs that break them.
  */
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import type { Envelope, InboxMessage, Json } from "../src/index.ts";
 import { runSeed } from "../sim/simulator.ts";
+import {
+  checkChain,
+  checkChainEnd,
+  checkLog,
+  markSuccessors,
+  type ChainView,
+} from "../sim/invariants.ts";
 
 /**
  * Seeds that once failed, kept as regressions: 1688 and 2667 caught the checker itself flagging
@@ -20,19 +29,25 @@ describe("the deterministic simulator", () => {
   it(`passes every invariant on ${CI_SEEDS.length} fixed seeds`, async () => {
     let crashes = 0;
     let events = 0;
+    let rotations = 0;
+    let messages = 0;
     const ended: Record<string, number> = {};
     for (const seed of CI_SEEDS) {
       const r = await runSeed(seed);
       expect(r.violations, `seed ${seed}: npm run sim -- --seeds 1 --from ${seed}`).toEqual([]);
       crashes += r.crashes;
       events += r.events;
+      rotations += r.rotations;
+      messages += r.messages;
       for (const [status, n] of Object.entries(r.ended)) ended[status] = (ended[status] ?? 0) + n;
     }
-    // The seeds exercise what they are meant to: crashes happen, logs grow, and executions end
-    // every way an execution can end here.
+    // The seeds exercise what they are meant to: crashes happen, logs grow, chains rotate and
+    // take messages, and executions end every way an execution can end here.
     expect(crashes).toBeGreaterThan(CI_SEEDS.length);
     expect(events).toBeGreaterThan(CI_SEEDS.length * 20);
-    expect(Object.keys(ended).sort()).toEqual(["cancelled", "completed", "failed"]);
+    expect(rotations).toBeGreaterThan(CI_SEEDS.length / 2);
+    expect(messages).toBeGreaterThan(CI_SEEDS.length);
+    expect(Object.keys(ended).sort()).toEqual(["cancelled", "completed", "continued", "failed"]);
   });
 
   it("runs a seed the same way every time, down to the bytes of its logs", async () => {
@@ -58,5 +73,142 @@ describe("the deterministic simulator", () => {
       `reproduce: npm run sim -- --seeds 1 --from ${seed} --steps 60 --mutate drop-after-ack`,
     );
     expect(JSON.parse(run.stdout)).toMatchObject({ name: "sim", failed: [seed] });
+  });
+});
+
+/** Hand-made logs of a chain "c" and its inbox, for the invariant functions alone. */
+function event(id: string, seq: number, kind: Envelope["kind"], payload: Json): Envelope {
+  const kernel = kind.startsWith("EXECUTION_") && kind !== "EXECUTION_STARTED";
+  return { executionId: id, seq, kind, at: 1000 + seq, payload, meta: kernel ? { kernel } : {} };
+}
+const start = { flow: "sim", flowVersion: "1", fingerprint: "f", schemaVersion: "1.5.0" };
+const generation = (n: number, inbox?: Json) =>
+  event(`c~${n}`, 0, "EXECUTION_STARTED", {
+    ...start,
+    chainId: "c",
+    generation: n,
+    continuedFrom: { executionId: n === 1 ? "c" : `c~${n - 1}`, carried: inbox ? { inbox } : {} },
+  });
+const take = (id: string, seq: number, message: number, key: string) =>
+  event(id, seq, "MESSAGE_CONSUMED", {
+    callId: `receive#${message}`,
+    scope: "",
+    name: "receive",
+    topic: "main",
+    seq: message,
+    key,
+    payload: message,
+  });
+const continued = (id: string, seq: number, to: number) =>
+  event(id, seq, "EXECUTION_CONTINUED", { successorId: `c~${to}`, chainId: "c", generation: to });
+const sent = (seq: number, key: string): InboxMessage => ({
+  chainId: "c",
+  seq,
+  topic: "main",
+  key,
+  payload: seq,
+  atMs: 1000,
+});
+
+/** Generation 0 took m0 and continued; generation 1 took m1 and completed. */
+function goodChain(): Envelope[][] {
+  return [
+    [event("c", 0, "EXECUTION_STARTED", start), take("c", 1, 0, "m0"), continued("c", 2, 1)],
+    [
+      generation(1, { cursors: { main: 0 }, dedupe: ["m0"] }),
+      take("c~1", 1, 1, "m1"),
+      event("c~1", 2, "EXECUTION_COMPLETED", { output: { received: 2, sum: 1 } }),
+    ],
+  ];
+}
+
+function violationsOf(logs: Envelope[][], frozenAt = new Map<number, number>()): string[] {
+  const view: ChainView = { chainId: "c", logs, messages: [sent(0, "m0"), sent(1, "m1")] };
+  const out: string[] = [];
+  markSuccessors(view, frozenAt);
+  checkChain(view, frozenAt, out);
+  checkChainEnd(view, { turns: 2, every: 1, turn: [] }, out);
+  return out;
+}
+
+describe("the chain invariants report a broken chain (SIM8, SIM9)", () => {
+  it("pass a chain that rotated once and took each message once", () => {
+    expect(violationsOf(goodChain())).toEqual([]);
+  });
+
+  it("SIM8: a predecessor that goes on working after its successor started is a second live generation", () => {
+    const [first = [], second = []] = goodChain();
+    // The first read saw the successor when generation 0 had taken m0 and not yet committed.
+    const frozenAt = new Map([[0, 2]]);
+    const working = [
+      ...first.slice(0, 2),
+      event("c", 2, "STEP_STARTED", { callId: "work#0", scope: "", name: "work" }),
+    ];
+    expect(violationsOf([working, second], frozenAt)).toContain(
+      "SIM8 c: two live generations: c appended STEP_STARTED at 2 after its successor c~1 started",
+    );
+  });
+
+  it("SIM8: a commit whose successor does not exist, and a successor that outlived a cancel", () => {
+    const [first = []] = goodChain();
+    expect(violationsOf([first])).toContain(
+      "SIM8 c: committed EXECUTION_CONTINUED, but c~1 has no log",
+    );
+    const [, second = []] = goodChain();
+    const cancelled = [...first.slice(0, 2), event("c", 2, "EXECUTION_CANCELLED", {})];
+    expect(violationsOf([cancelled, second])).toContain(
+      "SIM8 c~1: ended completed, after its predecessor was cancelled",
+    );
+  });
+
+  it("SIM9: a successor that did not carry the cursor takes a message a second time", () => {
+    const [first = []] = goodChain();
+    const again = [
+      generation(1),
+      take("c~1", 1, 0, "m0"),
+      take("c~1", 2, 1, "m1"),
+      event("c~1", 3, "EXECUTION_COMPLETED", { output: { received: 3, sum: 1 } }),
+    ];
+    expect(violationsOf([first, again])).toEqual([
+      `SIM9 c~1: started with the inbox null, its predecessor left {"cursors":{"main":0},"dedupe":["m0"]}`,
+      "SIM9 c~1 (at 1): took message 0 of main a second time",
+      "SIM9 c~1 (at 1): message 0 delivered key m0 again (first at c (at 1))",
+      "SIM9 c~1: received 3 messages, its chain consumed 2",
+    ]);
+  });
+
+  it("SIM9: a sender's retry delivered to the flow, and a conversation that missed a message", () => {
+    const [first = []] = goodChain();
+    // The successor kept the cursor but lost the dedupe window: the retry of m0 reaches the flow.
+    const retried = [
+      generation(1, { cursors: { main: 0 }, dedupe: [] }),
+      take("c~1", 1, 1, "m0"),
+      event("c~1", 2, "EXECUTION_COMPLETED", { output: { received: 2, sum: 1 } }),
+    ];
+    const view: ChainView = {
+      chainId: "c",
+      logs: [first, retried],
+      messages: [sent(0, "m0"), sent(1, "m0")],
+    };
+    const out: string[] = [];
+    checkChain(view, new Map(), out);
+    checkChainEnd(view, { turns: 2, every: 1, turn: [] }, out);
+    expect(out).toContain("SIM9 c~1 (at 1): message 1 delivered key m0 again (first at c (at 1))");
+    expect(out).toContain("SIM9 c: completed without receiving m1");
+  });
+});
+
+describe("SIM10", () => {
+  it("reports an execution whose recorded outcome is a store's failure", () => {
+    const error = { name: "Error", message: "simulated transient failure of readMessages" };
+    const log = [
+      event("x", 0, "EXECUTION_STARTED", start),
+      event("x", 1, "EXECUTION_FAILED", { error }),
+    ];
+    const out: string[] = [];
+    checkLog("x", log, out);
+    expect(out).toEqual([
+      "SIM10 x: EXECUTION_FAILED at 1 records a store's failure: simulated transient failure of readMessages",
+    ]);
   });
 });
