@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import {
   collectStream,
   flow$,
+  isLoomError,
   memoryStore,
   QuotaExceededError,
   streamTokenBudget,
@@ -51,10 +52,10 @@ describe("collectStream: a guard after every delta of any provider's stream (iss
   it("a real tokenizer (gpt-tokenizer) swaps in for characters / 4, and the breach is severed at its count", async () => {
     const deltas = Array.from({ length: 200 }, (_, i) => `word${i} and, `);
     const { stream, seen } = provider(deltas);
-    let lastText = "";
-    const tokens = (text: string) => {
-      lastText = text;
-      return encode(text).length;
+    const counted: string[] = [];
+    const tokens = (delta: string) => {
+      counted.push(delta);
+      return encode(delta).length;
     };
     const llm: Effect<null, string> = {
       name: "custom-llm",
@@ -78,17 +79,50 @@ describe("collectStream: a guard after every delta of any provider's stream (iss
       projected: number;
       estimated: boolean;
     };
-    // The figure is the tokenizer's count of the text the guard last saw, plus the input.
+    // The figure is the tokenizer's count of each delta, once each (not the whole text again
+    // after every delta), plus the input.
+    const sum = (ds: string[]) => ds.reduce((n, d) => n + encode(d).length, 0);
     expect(quota.estimated).toBe(true);
-    expect(quota.projected).toBe(5 + encode(lastText).length);
+    expect(counted).toEqual(deltas.slice(0, seen.yielded));
+    expect(quota.projected).toBe(5 + sum(counted));
     expect(quota.projected).toBeGreaterThan(60);
     // It differs from characters / 4 here, so the swap is what decided.
-    expect(quota.projected).not.toBe(5 + Math.ceil(lastText.length / 4));
-    // Severed at the first delta past the budget: the text before it was within budget.
-    const before = deltas.slice(0, seen.yielded - 1).join("");
-    expect(lastText).toBe(deltas.slice(0, seen.yielded).join(""));
-    expect(5 + encode(before).length).toBeLessThanOrEqual(60);
+    expect(quota.projected).not.toBe(5 + Math.ceil(counted.join("").length / 4));
+    // Severed at the first delta past the budget: the deltas before it were within budget.
+    expect(5 + sum(counted.slice(0, -1))).toBeLessThanOrEqual(60);
     expect(seen.yielded).toBeLessThan(deltas.length);
+  });
+
+  it("a guard that breaks (not a quota) severs the stream once and is not retried", async () => {
+    let opened = 0;
+    const { stream } = provider(Array.from({ length: 50 }, () => "abcd"));
+    const llm: Effect<null, string> = {
+      name: "custom-llm",
+      run: (_input, ectx) =>
+        collectStream(
+          ectx,
+          (signal) => {
+            opened++;
+            return stream(signal);
+          },
+          {
+            guard: streamTokenBudget(1000, {
+              estimate: () => {
+                throw new TypeError("tokenizer bug");
+              },
+            }),
+          },
+        ),
+    };
+    const f = flow$("broken-guard", async (ctx) =>
+      ctx
+        .execute(llm, null, { retry: { initialDelayMs: 1, jitter: 0 } })
+        .catch((e: unknown) => (isLoomError(e) ? `${e.code}: ${e.message}` : "other")),
+    );
+    const r = rt(memoryStore()).registerFlow(f);
+    const out = await (await r.start(f, null, { id: "broken-1" })).result();
+    expect(out.output).toMatch(/^LOOM_TERMINAL: .*tokenizer bug/);
+    expect(opened).toBe(1);
   });
 
   it("a cancel aborts the provider's request through the signal it was given", async () => {

@@ -70,9 +70,10 @@ const PROVIDERS = [
         ...o,
         promptTokens: (o.inputTokens ?? 0) + (o.cacheReadTokens ?? 0) + (o.cacheWriteTokens ?? 0),
         cachedTokens: o.cacheReadTokens ?? 0,
+        cacheWriteTokens: o.cacheWriteTokens ?? 0,
       }),
-    // OpenAI reports cached prompt tokens inside prompt_tokens, and no cache writes.
-    usage: { inputTokens: 30, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 0 },
+    // OpenAI reports cache reads and writes inside prompt_tokens.
+    usage: { inputTokens: 20, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 10 },
     /** OpenAI reports usage only at the end: the guard counts the prompt's characters / 4. */
     guardInput: 5,
     stopReason: "stop",
@@ -104,9 +105,10 @@ const PROVIDERS = [
         ...o,
         promptTokens: (o.inputTokens ?? 0) + (o.cacheReadTokens ?? 0) + (o.cacheWriteTokens ?? 0),
         cachedTokens: o.cacheReadTokens ?? 0,
+        cacheWriteTokens: o.cacheWriteTokens ?? 0,
       }),
-    // OpenAI reports cached prompt tokens inside prompt_tokens, and no cache writes.
-    usage: { inputTokens: 30, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 0 },
+    // OpenAI reports cache reads and writes inside prompt_tokens.
+    usage: { inputTokens: 20, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 10 },
     /** OpenAI reports usage only at the end: the guard counts the prompt's characters / 4. */
     guardInput: 5,
     stopReason: "completed",
@@ -214,6 +216,7 @@ for (const p of PROVIDERS) {
         { messages: [{ role: "tool", content: "18°C" }] },
         { messages: [{ role: "user", content: "hi" }], maxTokens: 0 },
         { messages: [{ role: "user", content: "hi" }], tools: [{ name: "weather" }] },
+        { messages: [{ role: "assistant", content: "", toolCalls: [null] }] },
       ];
       const f = flow$("malformed", async (ctx) => {
         const seen: string[] = [];
@@ -228,7 +231,7 @@ for (const p of PROVIDERS) {
       const r = rt(memoryStore()).registerFlow(f);
       const out = await (await r.start(f, null, { id: "malformed-1" })).result();
       const seen = out.output as string[];
-      expect(seen).toHaveLength(5);
+      expect(seen).toHaveLength(6);
       for (const m of seen) expect(m).toMatch(/^LLM input: /);
       expect(seen[2]).toContain("toolCallId");
       expect(fake.requests).toHaveLength(0);
@@ -272,6 +275,8 @@ for (const p of PROVIDERS) {
       };
       expect(metered.delta.estimated).toBe(true);
       expect(metered.delta.tokens.input).toBe(p.guardInput);
+      // The estimate is priced, so a cost budget sees a severed attempt too.
+      expect((metered.delta as { costUsd?: number }).costUsd).toBeGreaterThan(0);
       // At most one delta (8 characters, 2 tokens) past the budget reached the client.
       expect(p.guardInput + metered.delta.tokens.output - 40).toBeGreaterThan(0);
       expect(p.guardInput + metered.delta.tokens.output - 40).toBeLessThanOrEqual(2);
@@ -344,6 +349,12 @@ for (const p of PROVIDERS) {
       });
     }
 
+    it("a guard needs a stream: a guard with stream: false is refused at creation", () => {
+      expect(() =>
+        effect("http://127.0.0.1:9/v1", { stream: false, guard: streamTokenBudget(10) }),
+      ).toThrow(InvalidInputError);
+    });
+
     it("the SDK's retries are off: every request the server saw is an attempt in the log", async () => {
       const fake = await server({ failFirst: [529, 500] });
       const llm = effect(fake.baseURL);
@@ -363,3 +374,42 @@ for (const p of PROVIDERS) {
     });
   });
 }
+
+describe("Anthropic usage details (issue 6 review)", () => {
+  it("the guard counts cache tokens, as metering does", async () => {
+    const fake = await fakeAnthropic({
+      text: "z".repeat(40),
+      inputTokens: 10,
+      cacheReadTokens: 5000,
+    });
+    servers.push(fake);
+    const llm = createLlmEffect({
+      provider: "anthropic",
+      model: "claude-sonnet-4-6",
+      baseURL: fake.baseURL,
+      guard: streamTokenBudget(100),
+    });
+    const f = flow$("cached-guard", async (ctx) =>
+      ctx.execute(llm, ask, { retry: false }).then(
+        () => "finished",
+        (e: unknown) => (e instanceof QuotaExceededError ? "quota" : "other"),
+      ),
+    );
+    const r = rt(memoryStore()).registerFlow(f);
+    // 10 input and 10 output tokens fit in 100; with the 5,000 read from the cache they do not.
+    expect((await (await r.start(f, null, { id: "cg-1" })).result()).output).toBe("quota");
+  });
+
+  it("message_delta's cumulative input figure overwrites message_start's", async () => {
+    const fake = await fakeAnthropic({ inputTokens: 10, finalInputTokens: 900 });
+    servers.push(fake);
+    const llm = createLlmEffect({
+      provider: "anthropic",
+      model: "claude-sonnet-4-6",
+      baseURL: fake.baseURL,
+    });
+    const f = flow$("final-input", async (ctx) => (await ctx.execute(llm, ask)).usage.inputTokens);
+    const r = rt(memoryStore()).registerFlow(f);
+    expect((await (await r.start(f, null, { id: "fi-1" })).result()).output).toBe(900);
+  });
+});

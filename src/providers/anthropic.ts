@@ -18,7 +18,9 @@ import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
 import {
+  assertGuardStreams,
   checkLlmInput,
+  estimatePrice,
   finish,
   parseArguments,
   StreamSession,
@@ -46,6 +48,7 @@ export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInpu
   if (typeof options.model !== "string" || options.model === "") {
     throw new InvalidInputError("createLlmEffect needs a model name");
   }
+  assertGuardStreams(options);
   const client =
     options.client ??
     new Anthropic({
@@ -155,7 +158,7 @@ async function streamed(
   input: LlmInput,
   ectx: EffectContext,
 ): Promise<LlmResult> {
-  const call = new StreamSession(ectx, options.guard);
+  const call = new StreamSession(ectx, options.guard, estimatePrice("anthropic", options.model));
   const usage: LlmUsage = {
     inputTokens: 0,
     outputTokens: 0,
@@ -183,15 +186,23 @@ async function streamed(
         tools.set(event.index, { id: b.id, name: b.name, json: "" });
       } else if (event.type === "content_block_delta") {
         if (event.delta.type === "text_delta") {
-          if (!call.delta(event.delta.text, usage.inputTokens)) break;
+          const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens;
+          if (!call.delta(event.delta.text, input)) break;
         } else if (event.delta.type === "input_json_delta") {
           const tool = tools.get(event.index);
           if (tool) tool.json += event.delta.partial_json;
         }
       } else if (event.type === "message_delta") {
         stopReason = event.delta.stop_reason;
-        // Cumulative: overwrite, never add.
-        usage.outputTokens = event.usage.output_tokens;
+        // Cumulative: overwrite, never add (input and cache figures too, when it has them).
+        const u = event.usage;
+        usage.outputTokens = u.output_tokens;
+        if (typeof u.input_tokens === "number") usage.inputTokens = u.input_tokens;
+        if (typeof u.cache_read_input_tokens === "number")
+          usage.cacheReadTokens = u.cache_read_input_tokens;
+        if (typeof u.cache_creation_input_tokens === "number") {
+          usage.cacheWriteTokens = u.cache_creation_input_tokens;
+        }
         reportedOutput = true;
       }
     }

@@ -1,6 +1,6 @@
 /** What every LLM effect shares: its input and result shapes, and metering with a recorded price. */
 import { calcPrice } from "@pydantic/genai-prices";
-import { InvalidInputError } from "../kernel/errors.ts";
+import { InvalidInputError, QuotaExceededError, TerminalError } from "../kernel/errors.ts";
 import type { TokenCounts } from "../kernel/resources.ts";
 import type { EffectContext } from "../runtime/flow.ts";
 import { publishDelta } from "./deltas.ts";
@@ -57,6 +57,15 @@ export interface LlmResult {
   price?: { usd: number; source: string };
 }
 
+/** A guard needs a stream to sever: refused with `stream: false` at creation. */
+export function assertGuardStreams(options: { guard?: unknown; stream?: boolean }): void {
+  if (options.guard !== undefined && options.stream === false) {
+    throw new InvalidInputError(
+      "createLlmEffect: a guard checks each delta of a stream; it cannot bound a call with stream: false",
+    );
+  }
+}
+
 /** Refuses a malformed LLM input before anything is recorded (every LLM effect's checkInput). */
 export function checkLlmInput(input: LlmInput): void {
   const bad = (why: string) => new InvalidInputError(`LLM input: ${why}`);
@@ -73,8 +82,13 @@ export function checkLlmInput(input: LlmInput): void {
     if (m.role === "tool" && (typeof m.toolCallId !== "string" || m.toolCallId === "")) {
       throw bad(`messages[${i}] (a tool result) needs the toolCallId it answers`);
     }
-    if (m.role === "assistant" && m.toolCalls !== undefined && !Array.isArray(m.toolCalls)) {
-      throw bad(`messages[${i}].toolCalls must be an array`);
+    if (m.role === "assistant" && m.toolCalls !== undefined) {
+      if (!Array.isArray(m.toolCalls)) throw bad(`messages[${i}].toolCalls must be an array`);
+      m.toolCalls.forEach((c: LlmToolCall, j) => {
+        if (typeof c?.id !== "string" || typeof c.name !== "string" || c.name === "") {
+          throw bad(`messages[${i}].toolCalls[${j}] needs a string id and name`);
+        }
+      });
     }
   });
   if (input.system !== undefined && typeof input.system !== "string") {
@@ -107,18 +121,39 @@ export function parseArguments(json: string): unknown {
   }
 }
 
+/** A pricer of estimated tokens for `model` (undefined when it has no known price). */
+export function estimatePrice(
+  providerId: string,
+  model: string,
+): (tokens: TokenCounts) => number | undefined {
+  return (tokens) => {
+    try {
+      const priced = calcPrice(
+        { input_tokens: tokens.input ?? 0, output_tokens: tokens.output ?? 0 },
+        model,
+        { providerId },
+      );
+      return priced?.total_price;
+    } catch {
+      return undefined;
+    }
+  };
+}
+
 /** Meters the provider's figures and the price, and records the price with the result. */
 export function finish(ectx: EffectContext, providerId: string, result: LlmResult): LlmResult {
   const u = result.usage;
-  const priced = calcPrice(
-    {
-      input_tokens: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens,
-      output_tokens: u.outputTokens,
-      cache_read_tokens: u.cacheReadTokens,
-      cache_write_tokens: u.cacheWriteTokens,
-    },
-    result.model,
-    { providerId },
+  const priced = safePrice(() =>
+    calcPrice(
+      {
+        input_tokens: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens,
+        output_tokens: u.outputTokens,
+        cache_read_tokens: u.cacheReadTokens,
+        cache_write_tokens: u.cacheWriteTokens,
+      },
+      result.model,
+      { providerId },
+    ),
   );
   const tokens = {
     input: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens,
@@ -148,6 +183,8 @@ export class StreamSession {
   constructor(
     private readonly ectx: EffectContext,
     private readonly guard: StreamGuard | undefined,
+    /** Prices an estimate of tokens (the model's price), when the model has one. */
+    private readonly price?: (tokens: TokenCounts) => number | undefined,
   ) {}
 
   get signal(): AbortSignal {
@@ -171,13 +208,22 @@ export class StreamSession {
 
   /** Adds a text delta: published live, then checked by the guard; false once it severed. */
   delta(text: string, inputTokens: number): boolean {
+    // A delta that arrives after an abort is not judged: the abort's reason stands.
+    if (this.controller.signal.aborted) return false;
     this.text += text;
     publishDelta(this.ectx.executionId, { stepId: this.ectx.stepId, text });
     try {
-      this.guard?.({ text: this.text, inputTokens, ectx: this.ectx });
+      this.guard?.({ text: this.text, delta: text, inputTokens, ectx: this.ectx });
       return true;
     } catch (e) {
-      this.severed = toError(e);
+      // A quota breach is rethrown untouched (A8); a guard that broke (a tokenizer bug) is
+      // terminal: retrying would only pay for the same partial stream again.
+      this.severed =
+        e instanceof QuotaExceededError
+          ? e
+          : new TerminalError(
+              `the stream guard of step "${this.ectx.stepId}" failed: ${toError(e).message}`,
+            );
       this.controller.abort(this.severed);
       return false;
     }
@@ -190,7 +236,15 @@ export class StreamSession {
   throwIfCutShort(tokens: (failed: boolean) => TokenCounts | undefined): void {
     if (!this.failure && !this.severed && !this.controller.signal.aborted) return;
     const known = tokens(this.failure !== undefined);
-    if (known) this.ectx.meter({ tokens: known, estimated: true });
+    if (known) {
+      // Priced too, so a cost budget sees severed and failed attempts (absent: no price).
+      const usd = this.price?.(known);
+      this.ectx.meter({
+        tokens: known,
+        ...(usd === undefined ? {} : { costUsd: usd }),
+        estimated: true,
+      });
+    }
     const r: unknown = this.controller.signal.reason;
     throw (
       this.failure ?? this.severed ?? (r instanceof Error ? r : new Error(`aborted: ${String(r)}`))
@@ -229,6 +283,15 @@ export async function collectStream(
     failed && call.text === "" ? undefined : { input, output: charsOver4(call.text) },
   );
   return call.text;
+}
+
+/** A price, or none when the price data refuses the figures (the call is metered anyway). */
+function safePrice<T>(price: () => T): T | undefined {
+  try {
+    return price();
+  } catch {
+    return undefined;
+  }
 }
 
 function toError(e: unknown): Error {

@@ -56,22 +56,33 @@ export function createToolEffect<I extends Record<string, unknown>>(
     throw new InvalidInputError("createToolEffect needs the tool's name");
   }
   let connecting: Promise<Client> | undefined;
+  let made: Promise<Client> | undefined;
   const connect = () =>
-    (connecting ??= (async () => {
-      const client = new Client({ name: "loom", version: "1" });
-      const t = options.transport;
-      const transport =
-        "stdio" in t
-          ? new StdioClientTransport({
-              command: t.stdio.command,
-              args: t.stdio.args ?? [],
-              ...(t.stdio.env ? { env: t.stdio.env } : {}),
-              stderr: "inherit",
-            })
-          : new StreamableHTTPClientTransport(new URL(t.http.url));
-      await client.connect(transport);
-      return client;
-    })());
+    (connecting ??= made =
+      (async () => {
+        const client = new Client({ name: "loom", version: "1" });
+        const t = options.transport;
+        const transport =
+          "stdio" in t
+            ? new StdioClientTransport({
+                command: t.stdio.command,
+                args: t.stdio.args ?? [],
+                ...(t.stdio.env ? { env: t.stdio.env } : {}),
+                stderr: "inherit",
+              })
+            : new StreamableHTTPClientTransport(new URL(t.http.url));
+        // A connection that closes (a server that died, a lost HTTP session) is made again on
+        // the next call, instead of failing every later call of this effect.
+        client.onclose = () => {
+          if (connecting === made) connecting = undefined;
+        };
+        await client.connect(transport);
+        return client;
+      })().catch((e: unknown) => {
+        // A failed first connection is not kept: the retry connects again.
+        if (connecting === made) connecting = undefined;
+        throw e;
+      }));
   return {
     name: options.name ?? options.tool,
     async run(input, ectx) {

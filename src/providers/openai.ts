@@ -15,7 +15,9 @@ import OpenAI from "openai";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import {
+  assertGuardStreams,
   checkLlmInput,
+  estimatePrice,
   finish,
   parseArguments,
   StreamSession,
@@ -49,6 +51,7 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
       `createLlmEffect: unknown OpenAI api ${JSON.stringify(options.api)} (known: chat, responses)`,
     );
   }
+  assertGuardStreams(options);
   const client =
     options.client ??
     new OpenAI({
@@ -108,11 +111,12 @@ function chatParams(options: OpenAiEffectOptions, input: LlmInput) {
 
 function chatUsage(u: OpenAI.CompletionUsage): LlmUsage {
   const cached = u.prompt_tokens_details?.cached_tokens ?? 0;
+  const written = u.prompt_tokens_details?.cache_write_tokens ?? 0;
   return {
-    inputTokens: u.prompt_tokens - cached,
+    inputTokens: u.prompt_tokens - cached - written,
     outputTokens: u.completion_tokens,
     cacheReadTokens: cached,
-    cacheWriteTokens: 0,
+    cacheWriteTokens: written,
   };
 }
 
@@ -150,7 +154,7 @@ async function chatStreamed(
   input: LlmInput,
   ectx: EffectContext,
 ): Promise<LlmResult> {
-  const call = new StreamSession(ectx, options.guard);
+  const call = new StreamSession(ectx, options.guard, estimatePrice("openai", options.model));
   // Until the provider reports usage, the prompt's size is the input estimate.
   const promptEstimate = promptTokensEstimate(input);
   let model = options.model;
@@ -249,6 +253,7 @@ function fromResponse(
   }
   const u = response.usage;
   const cached = u?.input_tokens_details?.cached_tokens ?? 0;
+  const written = u?.input_tokens_details?.cache_write_tokens ?? 0;
   return {
     text,
     toolCalls,
@@ -257,10 +262,10 @@ function fromResponse(
     ...(u
       ? {
           usage: {
-            inputTokens: u.input_tokens - cached,
+            inputTokens: u.input_tokens - cached - written,
             outputTokens: u.output_tokens,
             cacheReadTokens: cached,
-            cacheWriteTokens: 0,
+            cacheWriteTokens: written,
           },
         }
       : {}),
@@ -288,7 +293,7 @@ async function responsesStreamed(
   input: LlmInput,
   ectx: EffectContext,
 ): Promise<LlmResult> {
-  const call = new StreamSession(ectx, options.guard);
+  const call = new StreamSession(ectx, options.guard, estimatePrice("openai", options.model));
   const promptEstimate = promptTokensEstimate(input);
   let completed: ReturnType<typeof fromResponse> | undefined;
   await call.consume(async () => {

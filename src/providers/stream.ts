@@ -14,6 +14,8 @@ import type { EffectContext } from "../runtime/flow.ts";
 export interface StreamProgress {
   /** The text so far. */
   text: string;
+  /** The delta just added (the end of `text`). */
+  delta: string;
   /** Input tokens the provider reported for this call (0 until it has). */
   inputTokens: number;
   ectx: EffectContext;
@@ -23,7 +25,10 @@ export interface StreamProgress {
 export type StreamGuard = (progress: StreamProgress) => void;
 
 export interface StreamTokenBudgetOptions {
-  /** Estimates tokens from text (default: characters / 4, an estimate). */
+  /**
+   * Counts the tokens of one delta (a real tokenizer, say); the guard sums them, so each delta
+   * is counted once, however long the stream. Default: the whole text's characters / 4.
+   */
   estimate?: (text: string) => number;
 }
 
@@ -40,10 +45,21 @@ export function streamTokenBudget(
   if (typeof budget !== "number" || !Number.isFinite(budget) || budget < 0) {
     throw new QuotaExceededError("streamTokenBudget needs a finite number of tokens >= 0");
   }
-  const estimate = options.estimate ?? charsOver4;
-  return ({ text, inputTokens, ectx }) => {
+  const estimate = options.estimate;
+  // Per stream (a guard may serve several calls): its running count, keyed by its step.
+  const counted = new WeakMap<object, number>();
+  return ({ text, delta, inputTokens, ectx }) => {
     const spent = (ectx.resources.tokens?.input ?? 0) + (ectx.resources.tokens?.output ?? 0);
-    const projected = spent + inputTokens + estimate(text);
+    let output: number;
+    if (estimate === undefined) {
+      output = charsOver4(text);
+    } else {
+      // A stream's first delta is its whole text: a new stream (or a retried attempt) counts anew.
+      const before = text.length === delta.length ? 0 : (counted.get(ectx) ?? 0);
+      output = before + estimate(delta);
+      counted.set(ectx, output);
+    }
+    const projected = spent + inputTokens + output;
     if (projected <= budget) return;
     throw new QuotaExceededError(
       `step "${ectx.stepId}" was severed mid-stream: about ${projected} tokens (an estimate from the text so far) would pass the budget of ${budget}`,

@@ -27,6 +27,8 @@ export interface FakeAnthropicOptions {
    * `event: error` (an overloaded_error) and ends (undefined: it does not).
    */
   errorAfter?: (number | undefined)[];
+  /** The cumulative input tokens `message_delta` reports (absent by default). */
+  finalInputTokens?: number;
   /** Tool calls the answer ends with (`tool_use` blocks; stop reason `tool_use`). */
   toolCalls?: FakeToolCall[];
 }
@@ -165,7 +167,11 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
     send("message_delta", {
       type: "message_delta",
       delta: { stop_reason: stopReason, stop_sequence: null },
-      usage: { output_tokens: outputTokens },
+      // Cumulative; the input figure only when set (the API may repeat it here).
+      usage: {
+        output_tokens: outputTokens,
+        ...(opts.finalInputTokens === undefined ? {} : { input_tokens: opts.finalInputTokens }),
+      },
     });
     send("message_stop", { type: "message_stop" });
     end();

@@ -24,6 +24,8 @@ export interface FakeOpenAiOptions {
   deltaMs?: number;
   promptTokens?: number;
   cachedTokens?: number;
+  /** Prompt tokens written to the cache (reported beside the cached ones, inside the prompt's). */
+  cacheWriteTokens?: number;
   failFirst?: number[];
   /** For the first requests, in order: after how many deltas the stream fails (undefined: not). */
   errorAfter?: (number | undefined)[];
@@ -49,7 +51,7 @@ interface Answer {
   model: string;
   toolCalls: FakeToolCall[];
   errorAfter: number | undefined;
-  usage: { prompt: number; completion: number; cached: number };
+  usage: { prompt: number; completion: number; cached: number; written: number };
 }
 
 export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeOpenAi> {
@@ -80,6 +82,7 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
         prompt: opts.promptTokens ?? 11,
         completion: Math.ceil(text.length / 4),
         cached: opts.cachedTokens ?? 0,
+        written: opts.cacheWriteTokens ?? 0,
       },
     };
     if (req.url?.endsWith("/responses")) {
@@ -215,7 +218,7 @@ function chatUsage(a: Answer) {
     prompt_tokens: a.usage.prompt,
     completion_tokens: a.usage.completion,
     total_tokens: a.usage.prompt + a.usage.completion,
-    prompt_tokens_details: { cached_tokens: a.usage.cached },
+    prompt_tokens_details: { cached_tokens: a.usage.cached, cache_write_tokens: a.usage.written },
   };
 }
 
@@ -274,7 +277,7 @@ function response(a: Answer, status: "in_progress" | "completed") {
     ],
     usage: {
       input_tokens: a.usage.prompt,
-      input_tokens_details: { cached_tokens: a.usage.cached },
+      input_tokens_details: { cached_tokens: a.usage.cached, cache_write_tokens: a.usage.written },
       output_tokens: a.usage.completion,
       output_tokens_details: { reasoning_tokens: 0 },
       total_tokens: a.usage.prompt + a.usage.completion,
