@@ -23,6 +23,8 @@ export {
   type EffectContext,
 } from "./runtime/flow.ts";
 export type { FlowContext, SuspendOptions } from "./runtime/context.ts";
+export { DEFAULT_TOPIC, type ReceiveOptions, type SendOptions } from "./runtime/inbox.ts";
+export { DEDUPE_WINDOW, successorIdOf, type ChainIdentity } from "./kernel/chain.ts";
 export type { Outcome } from "./runtime/outcome.ts";
 export {
   createRuntime,
@@ -36,6 +38,8 @@ export { occurrenceId, type ScheduleOptions } from "./runtime/schedules.ts";
 export { memoryStore, type MemoryStore } from "./store/memory/index.ts";
 export type * from "./store/spi.ts";
 export { timeline, type TimelineRow } from "./analytics/timeline.ts";
+export { chainLineage, type ChainLineage, type Generation } from "./analytics/chain-lineage.ts";
+export { continueEvery, type TurnCounter } from "./agent/continue-every.ts";
 export { compose, rerunning, type Middleware } from "./effects/compose.ts";
 export { retryMiddleware, defaultIsRetryable, type RetryPolicy } from "./effects/retry.ts";
 export { meteredFetch } from "./effects/fetch.ts";

@@ -55,6 +55,12 @@ function describe(e: Envelope): string {
       return `step ${call} cancelled`;
     case "EXECUTION_CANCELLED":
       return `cancelled: ${text(p.reason)}`;
+    case "EXECUTION_CONTINUED":
+      return `continued as ${text(p.successorId)} (generation ${text(p.generation)} of chain ${text(p.chainId)})`;
+    case "MESSAGE_CONSUMED":
+      return p.duplicate === true
+        ? `message ${text(p.seq)} (key ${text(p.key)}) dropped: its key was already consumed`
+        : `${call} took message ${text(p.seq)} of ${text(p.topic)}: ${brief(p.payload)}`;
     default:
       return brief(e.payload);
   }

@@ -4,6 +4,7 @@
  */
 import type { Envelope } from "../kernel/events.ts";
 import type { ErrorData } from "../kernel/errors.ts";
+import type { ChainLineage } from "../analytics/chain-lineage.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { Outcome } from "../runtime/outcome.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
@@ -37,7 +38,11 @@ export function formatList(
   return columns(table);
 }
 
-export function formatShow(state: ExecutionState, events: readonly Envelope[]): string {
+export function formatShow(
+  state: ExecutionState,
+  events: readonly Envelope[],
+  lineage?: ChainLineage,
+): string {
   const summary: [string, string][] = [
     ["id", state.executionId],
     ["flow", `${state.flow} (version ${state.flowVersion}, code ${state.fingerprint})`],
@@ -56,6 +61,16 @@ export function formatShow(state: ExecutionState, events: readonly Envelope[]): 
   }
   if (state._openSuspends.length > 0) {
     summary.push(["waiting", `${state._openSuspends.join(", ")} (answer with loom resume)`]);
+  }
+  if (state._continuedTo !== undefined) summary.push(["continued", `as ${state._continuedTo}`]);
+  if (lineage && lineage.generations.length > 1) {
+    const names = lineage.generations.map((g) =>
+      g.executionId === state.executionId ? `[${g.executionId}]` : g.executionId,
+    );
+    summary.push([
+      "chain",
+      `${lineage.chainId}: ${lineage.generations.length} generations, ${names.join(" -> ")} (head ${lineage.head}, ${lineage.generations.at(-1)?.status ?? "?"})`,
+    ]);
   }
   const rows = timeline(events).map((r) => [String(r.seq), `+${r.offsetMs}ms`, r.kind, r.text]);
   return [
