@@ -68,8 +68,9 @@ export async function statusOf(runtime: Runtime, id: string): Promise<string> {
  * whole fold (F5).
  */
 export async function expectReplayEquality(runtime: Runtime, id: string): Promise<void> {
-  const log = await runtime.readLog(id);
-  const live = await runtime.getState(id);
+  const as = await ownerOf(runtime, id);
+  const log = await runtime.readLog(id, as);
+  const live = await runtime.getState(id, as);
   const whole = canonicalJson(foldAll(log));
   expect(whole).toBe(canonicalJson(live));
   for (let k = 0; k < log.length; k++) {
@@ -88,8 +89,16 @@ export async function expectEveryReplayEqual(runtime: Runtime): Promise<void> {
   await runtime.journal.drain();
   for (const x of await runtime.list()) {
     if (x.status === "running" || x.status === "pending") continue;
-    const log = await runtime.readLog(x.executionId);
-    const state = await runtime.getState(x.executionId);
+    const as = await ownerOf(runtime, x.executionId);
+    const log = await runtime.readLog(x.executionId, as);
+    const state = await runtime.getState(x.executionId, as);
     expect(canonicalJson(foldAll(log)), x.executionId).toBe(canonicalJson(state));
   }
+}
+
+/** Caller options that act as the execution's owner (ADR 0111), read from its sequence 0. */
+async function ownerOf(runtime: Runtime, id: string): Promise<{ as?: string }> {
+  const first = (await runtime.store.read(id, 0, 1))[0];
+  const principal = (first?.payload as { principal?: unknown } | undefined)?.principal;
+  return typeof principal === "string" ? { as: principal } : {};
 }

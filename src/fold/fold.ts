@@ -20,7 +20,7 @@ import type { ErrorData } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
 import { SCALAR_DIMENSIONS, addResources, isDimension, readBudget } from "../kernel/resources.ts";
 import { initialState, type ExecutionState, type Frame, type Snapshot } from "./state.ts";
-import { DEDUPE_WINDOW, readChain, type ChainIdentity } from "../kernel/chain.ts";
+import { DEDUPE_WINDOW, readCarried, readChain, type ChainIdentity } from "../kernel/chain.ts";
 
 type Payload = { [key: string]: Json };
 
@@ -200,6 +200,20 @@ function seedFromChain(s: ExecutionState, chain: ChainIdentity, at: number): voi
   }
 }
 
+/** A fork's chain stamp (`meta.forkChain`), valid only as the fork's own generation 0. */
+function forkChainOf(e: Envelope): ChainIdentity | undefined {
+  const stamp = isPlainObject(e.meta) ? e.meta.forkChain : undefined;
+  if (!isPlainObject(stamp) || stamp.chainId !== e.executionId || stamp.generation !== 0) {
+    return undefined;
+  }
+  return { chainId: e.executionId, generation: 0 };
+}
+
+/** A copied envelope of a fork (`meta.forkedFrom`). */
+function copiedByFork(e: Envelope): boolean {
+  return isPlainObject(e.meta) && e.meta.forkedFrom !== undefined;
+}
+
 /**
  * MESSAGE_CONSUMED (schema 1.5.0): the chain inbox's message `seq` of `topic` was taken. Only a
  * message past the topic's cursor counts (exactly once). A `duplicate` one (its key is in the
@@ -212,6 +226,12 @@ function consumeMessage(s: ExecutionState, p: Payload, e: Envelope): void {
   const key = p.key;
   if (topic === undefined || !str(key) || typeof seq !== "number") return;
   if (!Number.isSafeInteger(seq) || seq < 0) return;
+  if (copiedByFork(e)) {
+    // A fork's copy of the original's consumption: it answers the receive (so the re-run
+    // replays), but the fork's own inbox starts fresh (V3).
+    if (p.duplicate !== true) settleReceive(s, p, e, topic);
+    return;
+  }
   const inbox = s._inbox ?? { cursors: {}, dedupe: [] };
   const cursor = Object.hasOwn(inbox.cursors, topic) ? (inbox.cursors[topic] ?? -1) : -1;
   if (seq <= cursor) return;
@@ -222,32 +242,37 @@ function consumeMessage(s: ExecutionState, p: Payload, e: Envelope): void {
     s._inbox = inbox;
     return;
   }
-  if (seen) return;
-  const head = callHead(p);
-  if (!head || head.name !== RECEIVE) return;
-  const output = p.payload === undefined ? null : p.payload;
-  const f = frameOf(s, head.callId);
-  if (f) {
-    if (f.kind !== "receive" || f.status !== "waiting" || f.topic !== topic) return;
-    f.status = "received";
-    f.output = output;
-    settleWait(s);
-  } else {
-    s.frames[head.callId] = {
-      kind: "receive",
-      ...head,
-      status: "received",
-      firstStartedAt: e.at,
-      attempts: 1,
-      topic,
-      output,
-    };
-    record(s, head.scope, `receive:${head.callId}`);
-  }
+  if (seen || !settleReceive(s, p, e, topic)) return;
   inbox.cursors[topic] = seq;
   inbox.dedupe.push(key);
   if (inbox.dedupe.length > DEDUPE_WINDOW) inbox.dedupe.shift();
   s._inbox = inbox;
+}
+
+/** Answers the receive a MESSAGE_CONSUMED names; false when it cannot (then it is inert). */
+function settleReceive(s: ExecutionState, p: Payload, e: Envelope, topic: string): boolean {
+  const head = callHead(p);
+  if (!head || head.name !== RECEIVE) return false;
+  const output = p.payload === undefined ? null : p.payload;
+  const f = frameOf(s, head.callId);
+  if (f) {
+    if (f.kind !== "receive" || f.status !== "waiting" || f.topic !== topic) return false;
+    f.status = "received";
+    f.output = output;
+    settleWait(s);
+    return true;
+  }
+  s.frames[head.callId] = {
+    kind: "receive",
+    ...head,
+    status: "received",
+    firstStartedAt: e.at,
+    attempts: 1,
+    topic,
+    output,
+  };
+  record(s, head.scope, `receive:${head.callId}`);
+  return true;
 }
 
 type Handler = (s: ExecutionState, p: Payload, e: Envelope) => void;
@@ -268,6 +293,16 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     s.startedAt = e.at;
     s.status = "pending";
     if (str(p.principal) && p.principal !== "") s._principal = p.principal;
+    const forkChain = forkChainOf(e);
+    if (forkChain) {
+      // A fork of a chain member is a chain of its own (ADR 0109 D7): no membership, inbox or
+      // chain deadline from the copy, but what was spent stays spent (fix round 1 (7)).
+      s._chain = forkChain;
+      const from = isPlainObject(p.continuedFrom) ? readCarried(p.continuedFrom.carried) : {};
+      if (from.resources) s._resources = from.resources;
+      if (from.quotaExceeded) s._quotaExceeded = from.quotaExceeded;
+      return;
+    }
     const chain = readChain(p, e.executionId);
     if (chain) seedFromChain(s, chain, e.at);
   },

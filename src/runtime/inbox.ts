@@ -24,13 +24,14 @@ import { RECEIVE } from "../fold/fold.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { InboxMessage } from "../store/spi.ts";
 import type { EventSpec } from "./run.ts";
+import type { CallerOptions } from "./runtime-options.ts";
 
 /** The topic of `send` and `receive` when none is named. */
 export const DEFAULT_TOPIC = "main";
 /** How many messages one delivery reads at a time. */
 export const READ_BATCH = 100;
 
-export interface SendOptions {
+export interface SendOptions extends CallerOptions {
   /**
    * The sender's idempotency key: a message whose key the chain consumed among its last 1,024
    * is dropped, so a sender may retry. Default: a fresh id (no deduplication).

@@ -72,6 +72,16 @@ export interface StartOptions {
   budget?: Budget;
   /** How long this execution may run (overrides the flow's `deadlineMs`); recorded in its start. */
   deadlineMs?: number;
+  /**
+   * Who owns the execution (ADR 0111): recorded in its start and inherited by its chain; resume,
+   * send, cancel, fork and reads then need `{ as: principal }`.
+   */
+  principal?: string;
+}
+
+/** Who is calling: the principal an owned execution needs (ADR 0111). */
+export interface CallerOptions {
+  as?: string;
 }
 
 export interface ExecutionHandle {

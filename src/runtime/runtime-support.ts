@@ -62,6 +62,15 @@ export function startPayload(
   return payload;
 }
 
+/** A principal: 1..200 characters (ADR 0111), or none. */
+export function checkedPrincipal(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "string" || value === "" || value.length > 200) {
+    throw new InvalidInputError("principal must be a string of 1 to 200 characters");
+  }
+  return value;
+}
+
 export function positive(value: number | undefined, fallback: number, name: string): number {
   if (value === undefined) return fallback;
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {

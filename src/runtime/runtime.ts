@@ -31,6 +31,7 @@ import {
   NotResumableError,
   RuntimeClosedError,
   SequenceConflictError,
+  UnauthorizedError,
   UnknownFlowError,
   WaitTimeoutError,
   isLoomError,
@@ -59,11 +60,13 @@ import {
   Tasks,
   assertCreatable,
   assertSameStart,
+  checkedPrincipal,
   positive,
   startPayload,
   withDeadline,
 } from "./runtime-support.ts";
 import { rotate, routeToHead, type ChainDeps } from "./continuation.ts";
+import { writeFork } from "./fork.ts";
 import { chainOf } from "../fold/state.ts";
 import {
   checkedName,
@@ -73,9 +76,19 @@ import {
   READ_BATCH,
   type SendOptions,
 } from "./inbox.ts";
-import type { ExecutionHandle, RuntimeOptions, StartOptions } from "./runtime-options.ts";
+import type {
+  CallerOptions,
+  ExecutionHandle,
+  RuntimeOptions,
+  StartOptions,
+} from "./runtime-options.ts";
 
-export type { ExecutionHandle, RuntimeOptions, StartOptions } from "./runtime-options.ts";
+export type {
+  CallerOptions,
+  ExecutionHandle,
+  RuntimeOptions,
+  StartOptions,
+} from "./runtime-options.ts";
 import { Run, type EventSpec } from "./run.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
 import type { RunHost } from "./run-host.ts";
@@ -201,11 +214,19 @@ export class Runtime implements RunHost {
       options.deadlineMs === undefined
         ? registered.deadlineMs
         : checkedDuration(options.deadlineMs, `execution "${id}" deadlineMs`);
+    const principal = checkedPrincipal(options.principal);
     const payload = startPayload(registered, json, { budget, deadlineMs });
+    if (principal !== undefined) payload.principal = principal;
     await this.tasks.exclusive(id, () =>
-      this.create(registered, id, payload, (known) =>
-        assertSameStart(id, registered.name, json, known.flow, known.input),
-      ),
+      this.create(registered, id, payload, (known) => {
+        assertSameStart(id, registered.name, json, known.flow, known.input);
+        if (known._principal !== principal) {
+          throw new UnauthorizedError(
+            `execution "${id}" already exists and belongs to another principal`,
+            { executionId: id },
+          );
+        }
+      }),
     );
     return this.handle(id);
   }
@@ -296,10 +317,11 @@ export class Runtime implements RunHost {
    * STEP_CANCELLED for its running steps and EXECUTION_CANCELLED, and makes its owner abort what
    * is in flight. True when this call ended it; false when it had already ended.
    */
-  async cancel(id: string, reason?: string): Promise<boolean> {
+  async cancel(id: string, reason?: string, options: CallerOptions = {}): Promise<boolean> {
     this.assertOpen();
     assertValidId(id);
     const why = checkedReason(reason);
+    await this.authorize(id, options);
     if (!this.chains) return this.cancelOne(id, why);
     // ADR 0109 D2: a chain member's cancel reaches its live generation. The addressed one is
     // cancelled first (so a successor it starts from now on cancels itself, K4), then every
@@ -341,7 +363,7 @@ export class Runtime implements RunHost {
   }
 
   /** Answers the execution's suspend (the oldest waiting one, or the next one it makes). */
-  async resume(id: string, payload?: unknown): Promise<void> {
+  async resume(id: string, payload?: unknown, options: CallerOptions = {}): Promise<void> {
     this.assertOpen();
     assertValidId(id);
     const json = boundedJson(
@@ -349,6 +371,7 @@ export class Runtime implements RunHost {
       `resume payload for "${id}"`,
       this.limits.maxStepPayloadBytes,
     );
+    await this.authorize(id, options);
     // A resume addressed to a continued generation goes to the chain's head (ADR 0109 D4),
     // also when it continued while this resume was on its way (the start-to-commit window).
     let target = this.chains && (await this.isContinued(id)) ? await this.followToHead(id) : id;
@@ -388,6 +411,43 @@ export class Runtime implements RunHost {
   }
 
   /**
+   * A new execution (`newId`, or a fresh id) whose log is a copy of `id`'s events up to and
+   * including `atSequence`, run on from there by this runtime when it has the flow (see
+   * fork.ts). A fork of a chain member is a chain of its own (ADR 0109 D7).
+   */
+  async fork(
+    id: string,
+    atSequence: number,
+    newId?: string,
+    options: CallerOptions = {},
+  ): Promise<ExecutionHandle> {
+    this.assertOpen();
+    assertValidId(id);
+    const target = newId ?? this.ids.newId();
+    assertValidId(target);
+    assertCreatable(target);
+    await this.authorize(id, options);
+    const deps = {
+      store: this.store,
+      journal: this.journal,
+      clock: this.clock,
+      ownerId: this.ownerId,
+      leaseTtlMs: this.leaseTtlMs,
+    };
+    await this.tasks.exclusive(target, async () => {
+      const state = await writeFork(deps, id, atSequence, target);
+      const lease = {
+        executionId: target,
+        owner: this.ownerId,
+        fence: 1,
+        expiresAtMs: this.clock.now() + this.leaseTtlMs,
+      };
+      if (!this.drive(state, lease)) await this.leases.release(target, 1);
+    });
+    return this.handle(target);
+  }
+
+  /**
    * Appends `message` to the inbox of the chain `idOrChainId` belongs to (any of its
    * generations' ids), for `ctx.receive`, and wakes the chain's live generation if it waits.
    * Each message is delivered once; a retry with the same `key` is dropped (within the last
@@ -407,7 +467,9 @@ export class Runtime implements RunHost {
     const key = checkedName(options.key, "send key", this.ids.newId());
     const payload =
       boundedJson(message, `message for "${idOrChainId}"`, this.limits.maxStepPayloadBytes) ?? null;
-    const head = this.chains ? await this.followToHead(idOrChainId) : idOrChainId;
+    // ADR 0111: authorized against the addressed id before any chain read.
+    await this.authorize(idOrChainId, options);
+    const head = this.chains ? await this.followToHead(idOrChainId, options) : idOrChainId;
     const state = this.runs.get(head)?.state ?? (await mustLoad(this.store, head));
     if (isTerminalStatus(state.status) && state.status !== "continued") {
       throw new NotResumableError(
@@ -434,8 +496,9 @@ export class Runtime implements RunHost {
    * The id of the newest verified generation of the chain `id` belongs to (ADR 0109: routed,
    * O(log n) point reads): `id` itself for an execution that never continued.
    */
-  async followToHead(id: string): Promise<string> {
+  async followToHead(id: string, options: CallerOptions = {}): Promise<string> {
     assertValidId(id);
+    await this.authorize(id, options);
     // Routing from the head last found for this id costs a probe, not the chain's walk.
     const known = this.knownHeads.get(id);
     const head = await routeToHead(this.chainDeps(), known ?? id).catch((e: unknown) => {
@@ -491,8 +554,9 @@ export class Runtime implements RunHost {
     }
   }
 
-  async getState(id: string): Promise<ExecutionState> {
+  async getState(id: string, options: CallerOptions = {}): Promise<ExecutionState> {
     assertValidId(id);
+    await this.authorize(id, options);
     const run = this.runs.get(id);
     if (run?.phase === "active" && run.committedSeq === run.state.seq)
       return structuredClone(run.state);
@@ -510,9 +574,30 @@ export class Runtime implements RunHost {
     return structuredClone(run.state);
   }
 
-  async readLog(id: string): Promise<Envelope[]> {
+  async readLog(id: string, options: CallerOptions = {}): Promise<Envelope[]> {
     assertValidId(id);
+    await this.authorize(id, options);
     return this.store.read(id);
+  }
+
+  /**
+   * ADR 0111, smallest form: an execution started with a `principal` is its owner's; resume,
+   * send, cancel, fork and reads are refused (UnauthorizedError) unless the caller names it as
+   * `as`. One point read of the addressed id's sequence 0 (or memory), before anything else is
+   * read, so a refused caller learns nothing of the chain. An id with no log passes here and
+   * fails where the operation needs it.
+   */
+  private async authorize(id: string, options: CallerOptions): Promise<void> {
+    if (options === null || typeof options !== "object") {
+      throw new InvalidInputError("caller options must be an object");
+    }
+    const held = this.runs.get(id)?.state;
+    const owner = held ? held._principal : (await loadStart(this.store, id))?._principal;
+    if (owner === undefined || owner === options.as) return;
+    throw new UnauthorizedError(
+      `${options.as === undefined ? "an anonymous caller" : `principal ${JSON.stringify(options.as)}`} may not act on execution "${id}": it belongs to another principal`,
+      { executionId: id },
+    );
   }
 
   list(query?: ListQuery): Promise<ExecutionSummary[]> {

@@ -1,0 +1,127 @@
+/**
+ * `runtime.fork(id, atSequence, newId?)`: a new execution whose log is a copy of `id`'s prefix
+ * [0..atSequence], which then runs on from there (re-running what the prefix left open).
+ *
+ * Invariants (tests cite V1..V4):
+ * V1. The copy is written in one batch with the new id's lease (fence 1): a fork exists whole
+ *     or not at all, and a second fork to the same id is refused (ExecutionConflictError).
+ * V2. Every copied envelope carries `forkedFrom { executionId, seq }`; a fork of a chain member
+ *     also `forkChain { chainId: <new id>, generation: 0 }` (ADR 0109 D7): the fork is a chain of
+ *     its own. The fold keeps the carried resources (a quota is not shed by forking) and drops
+ *     the chain membership, the inbox cursors and the chain deadline.
+ * V3. Copied consumptions settle the fork's receives but never move its inbox: its stream is
+ *     its own, from the start, so it neither reads nor moves the owner's.
+ * V4. A fork point at or after EXECUTION_CONTINUED is ForkPastContinuationError (naming the
+ *     successor); at or after another terminal event, InvalidInputError; a prefix that does not
+ *     start at sequence 0 (compacted) is CompactedForkPointError. All before anything is written.
+ */
+import {
+  CompactedForkPointError,
+  ExecutionConflictError,
+  ExecutionNotFoundError,
+  ForkPastContinuationError,
+  InvalidInputError,
+  SequenceConflictError,
+} from "../kernel/errors.ts";
+import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
+import type { Json } from "../kernel/json.ts";
+import { fold } from "../fold/fold.ts";
+import { indexChanges } from "../fold/index-changes.ts";
+import { initialState, type ExecutionState } from "../fold/state.ts";
+import type { Clock } from "../kernel/clock.ts";
+import type { Store } from "../store/spi.ts";
+import type { Journal } from "./journal.ts";
+
+export interface ForkDeps {
+  store: Store;
+  journal: Journal;
+  clock: Clock;
+  ownerId: string;
+  leaseTtlMs: number;
+}
+
+/** Writes the fork (V1..V4) and returns its state and fence (1), holding its lease. */
+export async function writeFork(
+  deps: ForkDeps,
+  id: string,
+  atSequence: number,
+  newId: string,
+): Promise<ExecutionState> {
+  if (!Number.isSafeInteger(atSequence) || atSequence < 0) {
+    throw new InvalidInputError(
+      `a fork point is a sequence number >= 0, got ${String(atSequence)}`,
+    );
+  }
+  const prefix = await deps.store.read(id, 0, atSequence + 1);
+  if (prefix.length === 0) {
+    if ((await deps.store.head(id)) < 0) {
+      throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
+    }
+    throw new CompactedForkPointError(
+      `execution "${id}" no longer has its prefix from sequence 0: it cannot be forked`,
+    );
+  }
+  if (prefix[0]?.seq !== 0) {
+    throw new CompactedForkPointError(
+      `execution "${id}" no longer has its prefix from sequence 0: it cannot be forked`,
+    );
+  }
+  if (prefix.length < atSequence + 1) {
+    throw new InvalidInputError(
+      `execution "${id}" has ${prefix.length} events; a fork point must be one of them`,
+    );
+  }
+  const ended = prefix.find((e) => isTerminalEvent(e));
+  if (ended?.kind === "EXECUTION_CONTINUED") {
+    const successor = (ended.payload as { successorId?: unknown } | null)?.successorId;
+    throw new ForkPastContinuationError(
+      `sequence ${atSequence} of "${id}" is at or after its EXECUTION_CONTINUED: fork its successor ${JSON.stringify(successor)} instead`,
+      { executionId: id, successorId: typeof successor === "string" ? successor : null },
+    );
+  }
+  if (ended) {
+    throw new InvalidInputError(
+      `sequence ${atSequence} of "${id}" is at or after its end (${ended.kind}): fork an earlier point`,
+    );
+  }
+  const member = fold(initialState(id), prefix[0] as Envelope)._chain !== undefined;
+  const forkedFrom: Json = { executionId: id, seq: atSequence };
+  const events: Envelope[] = prefix.map((e) => ({
+    executionId: newId,
+    seq: e.seq,
+    kind: e.kind,
+    at: e.at,
+    payload: e.payload,
+    meta: {
+      ...(e.meta?.kernel === true ? { kernel: true as const } : {}),
+      fence: 1,
+      forkedFrom,
+      ...(member ? { forkChain: { chainId: newId, generation: 0 } } : {}),
+    },
+  }));
+  const state = initialState(newId);
+  for (const e of events) fold(state, e);
+  try {
+    await deps.journal.append({
+      executionId: newId,
+      events,
+      expectedSeq: 0,
+      fence: 1,
+      status: state.status,
+      flow: state.flow,
+      index: indexChanges(events),
+      claimLease: { owner: deps.ownerId, expiresAtMs: deps.clock.now() + deps.leaseTtlMs },
+    });
+  } catch (e) {
+    if (e instanceof SequenceConflictError || (e instanceof Error && /fence/i.test(e.message))) {
+      throw new ExecutionConflictError(
+        `execution "${newId}" already exists: a fork needs a new id`,
+        {
+          executionId: newId,
+        },
+      );
+    }
+    throw e;
+  }
+  return state;
+}
