@@ -84,7 +84,7 @@ export async function writeFork(
       `sequence ${atSequence} of "${id}" is at or after its end (${ended.kind}): fork an earlier point`,
     );
   }
-  const member = fold(initialState(id), prefix[0] as Envelope)._chain !== undefined;
+  const member = fold(initialState(id), prefix[0])._chain !== undefined;
   const forkedFrom: Json = { executionId: id, seq: atSequence };
   const events: Envelope[] = prefix.map((e) => ({
     executionId: newId,
