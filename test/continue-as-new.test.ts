@@ -5,8 +5,10 @@
  */
 import { describe, expect, it } from "vitest";
 import {
+  canonicalJson,
   ContinueAsNewUnavailableError,
   EXECUTION_STATUSES,
+  foldAll,
   flow$,
   isLoomError,
   isTerminalStatus,
@@ -20,6 +22,7 @@ import {
   type Store,
 } from "../src/index.ts";
 import { runtimes, until } from "./helpers.ts";
+import { loadState } from "../src/runtime/load-state.ts";
 
 const rt = runtimes();
 const chains = (store: Store, extra: Partial<RuntimeOptions> = {}) =>
@@ -376,12 +379,23 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
 
   it("a continued execution's outcome names its successor; replay of every generation is equal", async () => {
     const f = conversation(2, 4);
-    const r = chains(memoryStore()).registerFlow(f);
+    // Snapshots every few events: snapshot plus tail must equal the whole fold (F5), also for
+    // a successor whose carried inbox the fold goes on changing.
+    const r = chains(memoryStore(), { snapshotEvery: 2 }).registerFlow(f);
     await r.start(f, null, { id: "eq" });
     for (let i = 0; i < 4; i++) await r.send("eq", `m${i}`);
     const end = await r.waitForCompletion(await waitForGeneration(r, "eq", 1));
     expect(end.status).toBe("completed");
     expect(await r.waitForCompletion("eq")).toEqual({ status: "continued", continuedTo: "eq~1" });
+    for (const id of ["eq", "eq~1"]) {
+      const log = await r.readLog(id);
+      const loaded = await loadState(r.store, id);
+      expect(canonicalJson(loaded), id).toBe(canonicalJson(foldAll(log)));
+      const carried = log[0]?.payload as { continuedFrom?: { carried: unknown } };
+      if (id === "eq~1") {
+        expect(loaded?._chain?.continuedFrom?.carried).toEqual(carried.continuedFrom?.carried);
+      }
+    }
   });
 });
 

@@ -49,4 +49,48 @@ describe("Journal", () => {
     await journal.drain();
     expect(wrote).toBe(true);
   });
+
+  it("J1: an append a writer makes during a flush joins it: one commit at a time, and drain waits", async () => {
+    const inner = memoryStore();
+    await inner.acquireLease("a", "w", { ttlMs: 1e9, nowMs: 0 });
+    let inFlight = 0;
+    let most = 0;
+    const calls: number[] = [];
+    const store: Store = {
+      ...inner,
+      appendMany: async (batches: readonly AppendBatch[]) => {
+        calls.push(batches.length);
+        most = Math.max(most, ++inFlight);
+        await new Promise((r) => setTimeout(r, 20));
+        inFlight--;
+        return inner.appendMany(batches);
+      },
+    };
+    const journal = new Journal(store);
+    const event = (seq: number) => ({
+      executionId: "a",
+      seq,
+      kind: seq === 0 ? ("EXECUTION_STARTED" as const) : ("STEP_STARTED" as const),
+      at: 0,
+      payload: {},
+    });
+    const batch = (seq: number): AppendBatch => ({
+      executionId: "a",
+      events: [event(seq)],
+      expectedSeq: seq,
+      fence: 1,
+      status: "running",
+      flow: "f",
+    });
+    let second: Promise<void> | undefined;
+    journal.atNextFlush(() => {
+      second = journal.append(batch(1));
+    });
+    const first = journal.append(batch(0));
+    await journal.drain();
+    expect(await inner.head("a")).toBe(1);
+    await Promise.all([first, second]);
+    expect(most).toBe(1);
+    expect(calls.every((n) => n > 0)).toBe(true);
+  });
 });

@@ -192,7 +192,10 @@ function seedFromChain(s: ExecutionState, chain: ChainIdentity, at: number): voi
   const carried = chain.continuedFrom?.carried ?? {};
   if (carried.resources) s._resources = carried.resources;
   if (carried.quotaExceeded) s._quotaExceeded = carried.quotaExceeded;
-  if (carried.inbox) s._inbox = carried.inbox;
+  // A copy: the fold changes _inbox in place, and _chain must keep what sequence 0 recorded.
+  if (carried.inbox) {
+    s._inbox = { cursors: { ...carried.inbox.cursors }, dedupe: [...carried.inbox.dedupe] };
+  }
   if (carried.resumePayloads) s._resumePayloads = [...carried.resumePayloads];
   if (carried.chainDeadline !== undefined) {
     const left = Math.max(0, carried.chainDeadline - at);

@@ -54,12 +54,16 @@ export class Journal {
     if (this.scheduled || this.flushing) return;
     this.scheduled = true;
     setImmediate(() => {
+      // `flushing` is set before the flush runs its writers: an append a writer makes joins
+      // this flush instead of scheduling a second one beside it (one flush at a time).
+      this.flushing = Promise.resolve()
+        .then(() => this.flush())
+        .finally(() => {
+          this.flushing = undefined;
+          // A writer registered while this flush was in flight needs a flush of its own.
+          if (this.queue.length > 0 || this.beforeFlush.size > 0) this.schedule();
+        });
       this.scheduled = false;
-      this.flushing = this.flush().finally(() => {
-        this.flushing = undefined;
-        // A writer registered while this flush was in flight needs a flush of its own.
-        if (this.queue.length > 0 || this.beforeFlush.size > 0) this.schedule();
-      });
     });
   }
 

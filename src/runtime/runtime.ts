@@ -19,45 +19,25 @@
 import { isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
 import type { Envelope } from "../kernel/events.ts";
 import {
-  CancelledError,
-  ExecutionEndedError,
   ExecutionNotFoundError,
-  FencedError,
-  FlowVersionError,
   InvalidInputError,
   InvariantViolation,
   LeaseHeldError,
   NonDeterminismError,
   NotResumableError,
   RuntimeClosedError,
-  SequenceConflictError,
   UnauthorizedError,
   UnknownFlowError,
   WaitTimeoutError,
   isLoomError,
 } from "../kernel/errors.ts";
-import { boundedJson, type Json } from "../kernel/json.ts";
+import { boundedJson } from "../kernel/json.ts";
 import { assertValidId } from "../kernel/ids.ts";
-import { DEFAULT_LIMITS, type Limits } from "../kernel/limits.ts";
-import type { Clock, IdSource } from "../kernel/clock.ts";
-import { initialState, type ExecutionState } from "../fold/state.ts";
-import type {
-  ExecutionSummary,
-  InboxMessage,
-  Lease,
-  ListQuery,
-  Schedule,
-  Store,
-} from "../store/spi.ts";
-import { makeContext, type ContextDeps } from "./context.ts";
-import { defaultMiddleware, effectChain, type MiddlewareContext } from "../effects/middleware.ts";
+import { type ExecutionState } from "../fold/state.ts";
+import type { ExecutionSummary, ListQuery, Schedule } from "../store/spi.ts";
 import { checkedBudget, isFlow, type Flow } from "./flow.ts";
-import { Journal } from "./journal.ts";
-import { newOwnerId } from "./owner.ts";
-import { Leases } from "./leases.ts";
-import { appendSpecs, loadStart, loadState, mustLoad } from "./load-state.ts";
+import { mustLoad } from "./load-state.ts";
 import {
-  Tasks,
   assertCreatable,
   assertSameStart,
   checkedPrincipal,
@@ -65,17 +45,10 @@ import {
   startPayload,
   withDeadline,
 } from "./runtime-support.ts";
-import { rotate, routeToHead, type ChainDeps } from "./continuation.ts";
+import { routeToHead } from "./continuation.ts";
 import { writeFork } from "./fork.ts";
 import { chainOf } from "../fold/state.ts";
-import {
-  checkedName,
-  cursorOf,
-  DEFAULT_TOPIC,
-  deliverySpecs,
-  READ_BATCH,
-  type SendOptions,
-} from "./inbox.ts";
+import { checkedName, DEFAULT_TOPIC, type SendOptions } from "./inbox.ts";
 import type {
   CallerOptions,
   ExecutionHandle,
@@ -89,18 +62,13 @@ export type {
   RuntimeOptions,
   StartOptions,
 } from "./runtime-options.ts";
-import { Run, type EventSpec } from "./run.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
-import type { RunHost } from "./run-host.ts";
-import { ParkedCache } from "./parked-cache.ts";
-import { TimerService } from "./timer-service.ts";
-import { delay, randomIds, systemClock } from "./system.ts";
-import { cancelExecution, cancelSpecs, checkedReason } from "./cancel.ts";
+import { delay } from "./system.ts";
+import { checkedReason } from "./cancel.ts";
 import { subscribeDeltas, type LiveDelta } from "../providers/deltas.ts";
 import { checkedDuration } from "./deadline.ts";
 import { checkedScheduleName, cronOf, fireSchedules, type ScheduleOptions } from "./schedules.ts";
 
-const RECENT_OUTCOMES = 1000;
 /** How many addressed ids remember the chain head routing last found for them. */
 const KNOWN_HEADS = 1000;
 
@@ -108,71 +76,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   return new Runtime(options);
 }
 
-export class Runtime implements RunHost {
-  readonly store: Store;
-  readonly clock: Clock;
-  readonly journal: Journal;
-  readonly leaseTtlMs: number;
-  readonly ownerId: string;
-  readonly limits: Limits;
-  private readonly ids: IdSource;
-  readonly snapshotEvery: number;
-  private readonly maxActive: number;
-  private readonly maxCarryBytes: number;
-  private readonly maxChainHops: number;
-  /** `features.continueAsNew`: chains exist, so addressing routes to a chain's head. */
-  private readonly chains: boolean;
-  private readonly pollIntervalMs: number;
-  private readonly flows = new Map<string, Flow>();
-  private readonly runs = new Map<string, Run>();
-  private readonly stuck = new Map<string, Error>();
-  /** Outcomes of executions that ended here recently: a fact in the log, kept to skip a read. */
-  private readonly outcomes = new Map<string, Outcome>();
-  /** Addressed id -> the head routing last found (a verified member of the same chain). */
-  private readonly knownHeads = new Map<string, string>();
-  private readonly tasks = new Tasks((e) => this.report(e));
-  private readonly cache: ParkedCache;
-  private readonly chain: (ctx: MiddlewareContext) => Promise<unknown>;
-  private readonly leases: Leases;
-  private readonly timers: TimerService;
-  private loop: NodeJS.Timeout | undefined;
-  private noticeLoop: NodeJS.Timeout | undefined;
-  private takingNotices = false;
-  private ticking = false;
-  private closed = false;
+import { RuntimeCore } from "./runtime-core.ts";
 
-  constructor(private readonly options: RuntimeOptions) {
-    this.store = options.store;
-    this.clock = options.clock ?? systemClock;
-    this.ids = options.ids ?? randomIds;
-    this.ownerId = options.ownerId ?? newOwnerId();
-    this.leaseTtlMs = positive(options.leaseTtlMs, 30_000, "leaseTtlMs");
-    this.snapshotEvery = positive(options.snapshotEvery, 1000, "snapshotEvery");
-    this.pollIntervalMs = positive(options.pollIntervalMs, 500, "pollIntervalMs");
-    this.maxActive = positive(options.maxActive, Infinity, "maxActive");
-    this.maxCarryBytes = positive(options.maxCarryBytes, 1024 * 1024, "maxCarryBytes");
-    this.maxChainHops = positive(options.maxChainHops, 8, "maxChainHops");
-    this.chains = options.features?.continueAsNew === true;
-    this.limits = { ...DEFAULT_LIMITS, ...options.limits };
-    this.journal = new Journal(this.store);
-    this.chain = effectChain(options.middleware ?? defaultMiddleware());
-    this.leases = new Leases(this.store, this.ownerId, this.clock, this.leaseTtlMs, () =>
-      this.assertOpen(),
-    );
-    this.cache = new ParkedCache(
-      options.cache?.maxExecutions ?? 1000,
-      options.cache?.maxBytes ?? 256 * 1024 * 1024,
-      (run) => run.stop(new RuntimeClosedError(`execution "${run.id}" was evicted from the cache`)),
-    );
-    this.timers = new TimerService(this.clock, (id, callId) => this.fireTimer(id, callId));
-    if (options.background !== false) {
-      this.scheduleTick(0);
-      const every = positive(options.noticePollMs, 50, "noticePollMs");
-      this.noticeLoop = setInterval(() => void this.takeNotices(), every);
-      this.noticeLoop.unref();
-    }
-  }
-
+export class Runtime extends RuntimeCore {
   registerFlow(flow: Flow): this {
     if (!isFlow(flow)) throw new InvalidInputError("registerFlow needs a flow made with flow$");
     const existing = this.flows.get(flow.name);
@@ -336,33 +242,6 @@ export class Runtime implements RunHost {
     }
   }
 
-  /** Cancels exactly `id` (no routing); true when this call ended it. */
-  private async cancelOne(id: string, why: Json): Promise<boolean> {
-    const cancelled = await this.tasks.exclusive(id, () =>
-      cancelExecution(
-        {
-          store: this.store,
-          journal: this.journal,
-          clock: this.clock,
-          leases: this.leases,
-          ownerId: this.ownerId,
-          run: (x) => this.runs.get(x),
-          drop: (run) => {
-            this.cache.remove(run);
-            run.stop(new CancelledError(`execution "${run.id}" was cancelled`));
-          },
-        },
-        id,
-        why,
-      ),
-    );
-    // A stuck execution (code that cannot replay it) is settled by the cancel: its outcome is
-    // the log's from now on.
-    if (cancelled) this.stuck.delete(id);
-    return cancelled;
-  }
-
-  /** Answers the execution's suspend (the oldest waiting one, or the next one it makes). */
   async resume(id: string, payload?: unknown, options: CallerOptions = {}): Promise<void> {
     this.assertOpen();
     assertValidId(id);
@@ -384,30 +263,6 @@ export class Runtime implements RunHost {
         target = await this.followToHead(target);
       }
     }
-  }
-
-  private async resumeOne(target: string, json: Json | undefined): Promise<void> {
-    const rotating = this.runs.get(target);
-    if (rotating?.rotating) {
-      // Its generation is ending: the resume belongs to the successor (routed by the caller).
-      await rotating.done.catch(() => undefined);
-      throw new NotResumableError(`execution "${target}" continued while the resume was sent`);
-    }
-    await this.tasks.exclusive(target, () =>
-      this.deliver(
-        target,
-        (state) => {
-          if (isTerminalStatus(state.status)) {
-            throw new NotResumableError(
-              `execution "${target}" has ended (${state.status}) and cannot be resumed`,
-            );
-          }
-          const payload: Json = json === undefined ? {} : { payload: json };
-          return { kind: "RESUMED", payload };
-        },
-        true,
-      ),
-    );
   }
 
   /**
@@ -580,26 +435,6 @@ export class Runtime implements RunHost {
     return this.store.read(id);
   }
 
-  /**
-   * ADR 0111, smallest form: an execution started with a `principal` is its owner's; resume,
-   * send, cancel, fork and reads are refused (UnauthorizedError) unless the caller names it as
-   * `as`. One point read of the addressed id's sequence 0 (or memory), before anything else is
-   * read, so a refused caller learns nothing of the chain. An id with no log passes here and
-   * fails where the operation needs it.
-   */
-  private async authorize(id: string, options: CallerOptions): Promise<void> {
-    if (options === null || typeof options !== "object") {
-      throw new InvalidInputError("caller options must be an object");
-    }
-    const held = this.runs.get(id)?.state;
-    const owner = held ? held._principal : (await loadStart(this.store, id))?._principal;
-    if (owner === undefined || owner === options.as) return;
-    throw new UnauthorizedError(
-      `${options.as === undefined ? "an anonymous caller" : `principal ${JSON.stringify(options.as)}`} may not act on execution "${id}": it belongs to another principal`,
-      { executionId: id },
-    );
-  }
-
   list(query?: ListQuery): Promise<ExecutionSummary[]> {
     return this.store.list(query);
   }
@@ -644,434 +479,5 @@ export class Runtime implements RunHost {
     await this.journal.drain();
     await this.tasks.drain();
     if (this.options.closeStore !== false) await this.store.close();
-  }
-
-  // ---- RunHost -------------------------------------------------------------------------------
-
-  boundOutput(value: unknown, flowName: string): Json | undefined {
-    return boundedJson(value, `output of flow "${flowName}"`, this.limits.maxOutputBytes);
-  }
-
-  parked(run: Run): void {
-    this.tasks.background(this.leases.release(run.id, run.fence));
-    this.cache.add(run);
-  }
-
-  ended(run: Run): void {
-    // The terminal batch released the lease in its own transaction.
-    this.forget(run);
-    this.outcomes.set(run.id, outcomeOf(run.state));
-    if (this.outcomes.size > RECENT_OUTCOMES) {
-      const oldest = this.outcomes.keys().next().value;
-      if (oldest !== undefined) this.outcomes.delete(oldest);
-    }
-  }
-
-  stopped(run: Run, error: Error): void {
-    this.forget(run);
-    if (error instanceof NonDeterminismError) this.markStuck(run.id, error);
-    this.tasks.background(this.leases.release(run.id, run.fence));
-  }
-
-  renew(run: Run): void {
-    const fence = run.fence;
-    const renewal = this.store
-      .renewLease(run.id, this.ownerId, fence, {
-        ttlMs: this.leaseTtlMs,
-        nowMs: this.clock.now(),
-      })
-      .then((ok) => {
-        // A renewal that lands after the run parked and took a new fence says nothing about it.
-        if (!ok && run.active && run.fence === fence) {
-          run.stop(
-            new FencedError(`execution "${run.id}": the lease was taken over; this owner stops`),
-          );
-        }
-      });
-    this.tasks.background(renewal);
-  }
-
-  readInbox(chainId: string, topic: string, afterSeq: number): Promise<InboxMessage[]> {
-    return this.store.readMessages(chainId, topic, afterSeq, READ_BATCH);
-  }
-
-  armTimer(executionId: string, callId: string, wakeAtMs: number): void {
-    if (!this.closed) this.timers.arm(executionId, callId, wakeAtMs);
-  }
-
-  disarmTimer(executionId: string, callId: string): void {
-    this.timers.disarm(executionId, callId);
-  }
-
-  // ---- internals -----------------------------------------------------------------------------
-
-  /**
-   * Writes sequence 0. The first try claims the lease in the same transaction (fence 1, no lease
-   * row yet); when a lease row exists (a creator that crashed, a concurrent start) it takes the
-   * lease first. A conflict on sequence 0 means another start won: adopt it (W5).
-   */
-  private async create(
-    flow: Flow,
-    id: string,
-    payload: { [k: string]: Json },
-    accept: (existing: ExecutionState) => void,
-  ): Promise<void> {
-    const giveUpAt = this.clock.now() + this.leaseTtlMs * 2;
-    let fence: number | undefined = 1;
-    for (;;) {
-      const known = this.runs.get(id)?.state ?? (await loadStart(this.store, id));
-      if (known) return accept(known);
-      fence ??= (await this.leases.acquireIfDead(id))?.fence;
-      if (fence !== undefined) {
-        const claim =
-          fence === 1
-            ? { owner: this.ownerId, expiresAtMs: this.clock.now() + this.leaseTtlMs }
-            : undefined;
-        const outcome = await this.writeStart(flow, id, payload, fence, claim);
-        if (outcome === "started") return;
-        fence = undefined;
-        if (outcome === "fenced") continue;
-      }
-      if (this.clock.now() > giveUpAt) {
-        throw new LeaseHeldError(`execution "${id}" is being created by another owner; try again`);
-      }
-      await delay(25);
-    }
-  }
-
-  private async writeStart(
-    flow: Flow,
-    id: string,
-    payload: { [k: string]: Json },
-    fence: number,
-    claimLease: { owner: string; expiresAtMs: number } | undefined,
-  ): Promise<"started" | "fenced" | "taken"> {
-    const run = new Run(this, flow, initialState(id), fence);
-    this.runs.set(id, run);
-    try {
-      await run.enqueue([{ kind: "EXECUTION_STARTED", payload }], claimLease ? { claimLease } : {});
-    } catch (e) {
-      this.forget(run);
-      if (e instanceof FencedError) return "fenced";
-      if (e instanceof SequenceConflictError || e instanceof ExecutionEndedError) return "taken";
-      throw e;
-    }
-    this.begin(run);
-    return "started";
-  }
-
-  /**
-   * Starts a run's body, after K4's check for a successor that has not run a step yet: when its
-   * predecessor was cancelled, it cancels itself (reason `{ kind: "cascade", parent }`) instead.
-   */
-  private begin(run: Run): void {
-    const from = run.state._chain?.continuedFrom?.executionId;
-    if (from === undefined || Object.keys(run.state.frames).length > 0) {
-      run.startBody(makeContext(run, this.contextDeps()));
-      return;
-    }
-    void this.wasCancelled(from).then(
-      (cancelled) => {
-        if (!run.active) return;
-        if (!cancelled) {
-          run.startBody(makeContext(run, this.contextDeps()));
-          return;
-        }
-        const reason = { kind: "cascade", parent: from };
-        const error = new CancelledError(
-          `execution "${run.id}" was cancelled: its predecessor "${from}" was cancelled`,
-        );
-        run.enqueueDetached(cancelSpecs(run.state, reason, this.clock.now(), error));
-      },
-      (e: unknown) => run.stop(e instanceof Error ? e : new Error(String(e))),
-    );
-  }
-
-  /**
-   * Appends one piece of external input (a resume, a fired timer) and keeps the execution going:
-   * through the cached run when there is one, else under a lease taken here, driving the body
-   * if this runtime has its flow.
-   */
-  private async deliver(
-    id: string,
-    make: (state: ExecutionState) => EventSpec | readonly EventSpec[] | undefined,
-    waitForLease: boolean,
-  ): Promise<void> {
-    const specsOf = (state: ExecutionState): readonly EventSpec[] => {
-      const made = make(state);
-      return made === undefined ? [] : "kind" in made ? [made] : made;
-    };
-    const run = await this.ownedRun(id);
-    this.assertOpen();
-    if (run) {
-      const specs = specsOf(run.state);
-      if (specs.length > 0) await run.enqueue(specs);
-      else run.maybePark();
-      return;
-    }
-    if ((await this.store.head(id)) < 0) {
-      throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
-    }
-    const lease = waitForLease
-      ? await this.leases.acquireWaiting(id)
-      : await this.leases.acquireIfDead(id);
-    if (!lease) return;
-    let handedOver = false;
-    try {
-      this.assertOpen();
-      const state = await mustLoad(this.store, id);
-      const specs = specsOf(state);
-      if (specs.length > 0) {
-        await appendSpecs(this.journal, this.clock, state, lease.fence, specs);
-      }
-      handedOver = this.drive(state, lease);
-    } finally {
-      if (!handedOver) await this.leases.release(id, lease.fence);
-    }
-  }
-
-  /** Hands the chain's waiting messages to `id`'s receives, if it has any waiting (N3). */
-  private async deliverMessages(id: string, chainId: string, topic: string): Promise<void> {
-    const known = this.runs.get(id)?.state;
-    const messages = await this.readInbox(chainId, topic, known ? cursorOf(known, topic) : -1);
-    if (messages.length === 0) return;
-    await this.deliver(id, (state) => deliverySpecs(state, topic, messages), true);
-  }
-
-  /** True when `id`'s log ends in a kernel EXECUTION_CONTINUED (one point read, or memory). */
-  private async isContinued(id: string): Promise<boolean> {
-    const run = this.runs.get(id);
-    if (run) return run.state.status === "continued";
-    return (await this.lastEvent(id))?.kind === "EXECUTION_CONTINUED";
-  }
-
-  /** True when `id` ended cancelled (K4 (ii)): from memory, or one point read. */
-  private async wasCancelled(id: string): Promise<boolean> {
-    const run = this.runs.get(id);
-    if (run) return run.state.status === "cancelled";
-    return (await this.lastEvent(id))?.kind === "EXECUTION_CANCELLED";
-  }
-
-  /** The last event of `id`'s log when it is a terminal one (two point reads). */
-  private async lastEvent(id: string): Promise<Envelope | undefined> {
-    const head = await this.store.head(id);
-    if (head < 0) return undefined;
-    const last = (await this.store.read(id, head, 1))[0];
-    return last && isTerminalEvent(last) ? last : undefined;
-  }
-
-  /**
-   * The run of `id` this runtime drives, taking the lease back for a cached one (W2). A cached
-   * run that another owner drove meanwhile is stopped, so nothing waits on it in vain.
-   */
-  private async ownedRun(id: string): Promise<Run | undefined> {
-    const run = this.runs.get(id);
-    if (!run?.live) return undefined;
-    if (run.phase === "active") return run;
-    this.cache.remove(run);
-    const lease = await this.leases.acquire(id);
-    const stale = () =>
-      run.stop(
-        new FencedError(
-          `execution "${id}" was driven by another owner; the cached body is dropped`,
-        ),
-      );
-    if (!lease) {
-      stale();
-      return undefined;
-    }
-    const tail = await this.store.read(id, run.state.seq + 1);
-    const external = tail.every(
-      (e) => e.kind === "RESUMED" || e.kind === "TIMER_FIRED" || e.kind === "MESSAGE_CONSUMED",
-    );
-    if (this.closed || !external || !run.reactivate(lease.fence)) {
-      if (!external) stale();
-      await this.leases.release(id, lease.fence);
-      return undefined;
-    }
-    run.absorbCommitted(tail);
-    return run.active ? run : undefined;
-  }
-
-  /** Starts a Run over `state` when this runtime can drive it; false when it cannot. */
-  private drive(state: ExecutionState, lease: Lease): boolean {
-    if (this.closed || (state.status !== "running" && state.status !== "pending")) return false;
-    const flow = this.flows.get(state.flow);
-    if (!flow) return false;
-    if (
-      state.flowVersion !== flow.version &&
-      !flow.compatibleVersions.includes(state.flowVersion)
-    ) {
-      this.markStuck(
-        state.executionId,
-        new FlowVersionError(
-          `execution "${state.executionId}" was started by flow "${flow.name}" version "${state.flowVersion}" (code ${state.fingerprint}); ` +
-            `the registered flow is version "${flow.version}" (code ${flow.fingerprint}), which does not list "${state.flowVersion}" in compatibleVersions`,
-          {
-            executionId: state.executionId,
-            recordedVersion: state.flowVersion,
-            registeredVersion: flow.version,
-          },
-        ),
-      );
-      return false;
-    }
-    const run = new Run(this, flow, state, lease.fence);
-    run.approxBytes = JSON.stringify(state).length;
-    this.runs.set(state.executionId, run);
-    this.begin(run);
-    return true;
-  }
-
-  private async recoverOne(id: string): Promise<boolean> {
-    const cached = this.runs.get(id);
-    if (cached?.phase === "parked") {
-      const run = await this.ownedRun(id);
-      run?.maybePark();
-      return run !== undefined;
-    }
-    if (cached?.live) return false;
-    const lease = await this.leases.acquireIfDead(id);
-    if (!lease) return false;
-    const state = await loadState(this.store, id);
-    const driven = state !== undefined && this.drive(state, lease);
-    if (!driven) await this.leases.release(id, lease.fence);
-    return driven;
-  }
-
-  private async fireTimer(id: string, callId: string): Promise<void> {
-    if (this.closed) return;
-    const make = (state: ExecutionState): EventSpec | undefined => {
-      const f = Object.hasOwn(state.frames, callId) ? state.frames[callId] : undefined;
-      if (isTerminalStatus(state.status) || f?.status !== "waiting" || f.wakeAtMs === undefined) {
-        this.tasks.background(this.store.deleteTimer(id, callId));
-        return undefined;
-      }
-      if (f.wakeAtMs > this.clock.now()) return undefined;
-      return { kind: "TIMER_FIRED", payload: { callId } };
-    };
-    try {
-      // A timer never waits for a lease: a live owner fires its own timers.
-      await this.tasks.exclusive(id, () => this.deliver(id, make, false));
-    } catch (e) {
-      if (!(e instanceof RuntimeClosedError) && !(e instanceof ExecutionNotFoundError))
-        this.report(e);
-    }
-  }
-
-  private async tick(): Promise<void> {
-    if (this.ticking || this.closed) return;
-    this.ticking = true;
-    // Each duty on its own: one that fails (a store error) does not keep the others from running.
-    const duties = [
-      () => this.fireDueTimers(),
-      () => this.fireSchedules(),
-      () => this.recoverAbandoned(),
-    ];
-    try {
-      for (const duty of duties) {
-        if (this.closed) return;
-        await duty().catch((e: unknown) => this.report(e));
-      }
-    } finally {
-      this.ticking = false;
-      this.scheduleTick(this.pollIntervalMs);
-    }
-  }
-
-  private async fireDueTimers(): Promise<void> {
-    const due = await this.store.dueTimers(this.clock.now(), 200);
-    for (const t of due) {
-      if (this.closed) return;
-      const run = this.runs.get(t.executionId);
-      if (run?.phase === "active" && this.timers.armed(t.executionId, t.timerId)) continue;
-      await this.fireTimer(t.executionId, t.timerId);
-    }
-  }
-
-  /**
-   * Acts on what other processes posted to this owner: a cancel stops the run, which aborts its
-   * in-flight effects. Only runtimes that drive something ask (one indexed read).
-   */
-  private async takeNotices(): Promise<void> {
-    if (this.takingNotices || this.closed || this.activeRuns() === 0) return;
-    this.takingNotices = true;
-    try {
-      for (const n of await this.store.takeNotices(this.ownerId)) {
-        const run = this.runs.get(n.executionId);
-        if (n.kind === "cancel" && run?.live) {
-          run.stop(new CancelledError(`execution "${run.id}" was cancelled by another process`));
-        }
-      }
-    } catch (e) {
-      this.report(e);
-    } finally {
-      this.takingNotices = false;
-    }
-  }
-
-  private scheduleTick(afterMs: number): void {
-    if (this.closed) return;
-    if (this.loop) clearTimeout(this.loop);
-    this.loop = setTimeout(() => void this.tick(), afterMs);
-    this.loop.unref();
-  }
-
-  /**
-   * An execution this runtime cannot drive with its code (non-determinism, a version it does not
-   * accept): remembered so recovery does not retry it in a loop, and reported once, so a worker
-   * does not leave it stuck in silence.
-   */
-  private markStuck(id: string, error: Error): void {
-    if (this.stuck.has(id)) return;
-    this.stuck.set(id, error);
-    this.report(error);
-  }
-
-  private activeRuns(): number {
-    let n = 0;
-    for (const run of this.runs.values()) if (run.active) n++;
-    return n;
-  }
-
-  private forget(run: Run): void {
-    if (this.runs.get(run.id) === run) this.runs.delete(run.id);
-    this.cache.remove(run);
-  }
-
-  private contextDeps(): ContextDeps {
-    return {
-      limits: this.limits,
-      now: () => this.clock.now(),
-      chain: this.chain,
-      readInbox: (chainId, topic, afterSeq) => this.readInbox(chainId, topic, afterSeq),
-      maxCarryBytes: this.maxCarryBytes,
-      rotate: this.chains
-        ? (run, carry) => void rotate(this.chainDeps(), run, carry, () => this.journal.drain())
-        : undefined,
-    };
-  }
-
-  private chainDeps(): ChainDeps {
-    return {
-      store: this.store,
-      clock: this.clock,
-      maxChainHops: this.maxChainHops,
-      flow: (name) => this.flows.get(name),
-      startSuccessor: (flow, id, payload, accept) =>
-        this.tasks.exclusive(id, () => this.create(flow, id, payload, accept)),
-      cancel: (id, reason) => this.cancelOne(id, reason),
-      report: (e) => this.report(e),
-    };
-  }
-
-  report(e: unknown): void {
-    const error = e instanceof Error ? e : new Error(String(e));
-    if (this.options.onError) this.options.onError(error);
-    else if (!(error instanceof RuntimeClosedError)) console.error(`loom: ${error.message}`);
-  }
-
-  private assertOpen(): void {
-    if (this.closed) throw new RuntimeClosedError("the runtime is closed");
   }
 }
