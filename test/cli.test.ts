@@ -172,6 +172,37 @@ describe("loom run, ls and show", () => {
   });
 });
 
+describe("chains on the command line (ADR 0109)", () => {
+  it("with LOOM_FEATURES=continueAsNew, run follows a chain to the generation that ends it", async () => {
+    const cwd = tempDir();
+    process.env.LOOM_FEATURES = "continueAsNew";
+    let ran: Result;
+    try {
+      ran = await loom(cwd, "run", FLOWS, "rotates", "--id", "rot");
+    } finally {
+      delete process.env.LOOM_FEATURES;
+    }
+    expect(ran.code).toBe(0);
+    expect(ran.stderr).toContain('execution "rot" continued as "rot~1"');
+    expect(ran.stderr).toContain('execution "rot" continued as "rot~2"');
+    expect(JSON.parse(ran.stdout)).toMatchObject({ status: "completed", output: { gen: 2 } });
+    const shown = await loom(cwd, "show", "rot");
+    expect(shown.stdout).toMatch(/^chain\s+rot: 3 generations, \[rot\] -> rot~1 -> rot~2/m);
+    // Without the flag the syscall is refused, and an unknown feature is named.
+    const off = await loom(tempDir(), "run", FLOWS, "rotates");
+    expect(off.code).toBe(1);
+    expect(off.stderr).toContain("LOOM_CONTINUE_AS_NEW_UNAVAILABLE");
+    process.env.LOOM_FEATURES = "nope";
+    try {
+      const bad = await loom(cwd, "ls");
+      expect(bad.code).not.toBe(0);
+      expect(bad.stderr).toContain('unknown feature "nope"');
+    } finally {
+      delete process.env.LOOM_FEATURES;
+    }
+  });
+});
+
 describe("modules", () => {
   it("loads a JavaScript module's default array of flows, and refuses one with none", async () => {
     const cwd = tempDir();

@@ -30,8 +30,29 @@ export function openRuntime(db: string, cwd: string, options: OpenOptions): Runt
   return createRuntime({
     store: sqliteStore(path),
     background: options.background,
+    features: featuresFromEnv(process.env.LOOM_FEATURES),
     ...(options.onError ? { onError: options.onError } : {}),
     ...(options.recoverWhere ? { recoverWhere: options.recoverWhere } : {}),
     ...(options.maxActive !== undefined ? { maxActive: options.maxActive } : {}),
   });
+}
+
+/**
+ * The fleet-wide feature flags, from `LOOM_FEATURES` (a comma list, e.g. `continueAsNew`): every
+ * process sharing the database must agree (ADR 0109 D8), so they are the deployment's setting,
+ * not a command's option.
+ */
+export function featuresFromEnv(value: string | undefined): { continueAsNew?: boolean } {
+  const names = (value ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+  for (const name of names) {
+    if (name !== "continueAsNew") {
+      throw new CliError(
+        `LOOM_FEATURES: unknown feature ${JSON.stringify(name)} (known: continueAsNew)`,
+      );
+    }
+  }
+  return names.includes("continueAsNew") ? { continueAsNew: true } : {};
 }

@@ -39,8 +39,10 @@ export async function runCommand(cmd: RunCommand, io: Io): Promise<number> {
     background: true,
     mustExist: false,
     onError: (e) => io.err(`loom: ${errorLine(e)}`),
-    // Only this command's own execution: a short run must not adopt (and abandon) other work.
-    recoverWhere: (executionId) => executionId === own,
+    // Only this command's own execution and its chain's generations: a short run must not
+    // adopt (and abandon) other work.
+    recoverWhere: (executionId) =>
+      own !== undefined && (executionId === own || executionId.startsWith(`${own}~`)),
   });
   try {
     for (const flow of flows) runtime.registerFlow(flow);
@@ -49,10 +51,14 @@ export async function runCommand(cmd: RunCommand, io: Io): Promise<number> {
     const id = handle.id;
     own = id;
     void announceParking(runtime, id, cmd.db, io, stopWatching.signal);
-    const ended = await Promise.race([
-      handle.result(),
-      signals.received.then((signal) => ({ interrupted: signal })),
-    ]);
+    const until = (p: Promise<Outcome>) =>
+      Promise.race([p, signals.received.then((signal) => ({ interrupted: signal }))]);
+    let ended = await until(handle.result());
+    // A chain (ADR 0109): follow each continuation to the generation that ends it.
+    while (!("interrupted" in ended) && ended.status === "continued" && ended.continuedTo) {
+      io.err(`loom: execution "${id}" continued as "${ended.continuedTo}"`);
+      ended = await until(runtime.waitForCompletion(ended.continuedTo));
+    }
     if ("interrupted" in ended) {
       const status = await runtime.getState(id).then(
         (s) => s.status,
