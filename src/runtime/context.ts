@@ -620,7 +620,15 @@ export function makeContext(
         const callId = claim.callId;
         if (!claim.recorded) {
           const chainId = chainOf(run.state).chainId;
-          const messages = await deps.readInbox(chainId, topic, cursorOf(run.state, topic));
+          let messages: InboxMessage[];
+          try {
+            messages = await deps.readInbox(chainId, topic, cursorOf(run.state, topic));
+          } catch (e) {
+            // A store that failed is not the flow's failure: the run stops without an outcome
+            // (R6) and recovery re-drives it, as after a refused append.
+            run.stop(e instanceof Error ? e : new Error(String(e)));
+            return halted<T>();
+          }
           // N3: what the messages mean is decided against the state as it is now.
           const specs = consumeSpecs(run.state, topic, messages, [{ callId, scope }]);
           if (!specs.some((x) => (x.payload as { callId?: string }).callId === callId)) {
