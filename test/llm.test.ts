@@ -295,9 +295,36 @@ for (const p of PROVIDERS) {
       expect((fake.requests[0]?.closedAt ?? Infinity) - t0).toBeLessThan(1000);
       const outcome = await h.result();
       expect(outcome.error?.code).toBe("LOOM_CANCELLED");
-      const kinds = (await r.readLog(h.id)).map((e) => e.kind);
+      const log = await r.readLog(h.id);
+      const kinds = log.map((e) => e.kind);
       expect(kinds.slice(-2)).toEqual(["STEP_CANCELLED", "EXECUTION_CANCELLED"]);
       expect(kinds).not.toContain("QUOTA_EXCEEDED");
+      // What the stream had cost when it was cut is metered (an estimate), not only wall time:
+      // "start an expensive call, cancel, repeat" cannot evade a token budget.
+      const metered = log.find((e) => e.kind === "RESOURCE_METERED")?.payload as {
+        delta: { tokens?: { output?: number }; costUsd?: number; estimated?: boolean };
+      };
+      expect(metered.delta.estimated).toBe(true);
+      expect(metered.delta.tokens?.output).toBeGreaterThan(0);
+      expect(metered.delta.costUsd).toBeGreaterThan(0);
+    });
+
+    it("a step timeout during a stream meters what the stream had cost", async () => {
+      const fake = await server({ text: "t".repeat(4000), deltaChars: 4, deltaMs: 5 });
+      const llm = effect(fake.baseURL);
+      const f = flow$("timed-out-stream", async (ctx) =>
+        ctx.execute(llm, ask, { timeoutMs: 150, retry: false }).then(
+          () => "finished",
+          (e: unknown) => (isLoomError(e) ? e.code : "other"),
+        ),
+      );
+      const r = rt(memoryStore()).registerFlow(f);
+      const out = await (await r.start(f, null, { id: "timeout-stream" })).result();
+      expect(out.output).toBe("LOOM_STEP_TIMEOUT");
+      const metered = (await r.readLog("timeout-stream")).find((e) => e.kind === "RESOURCE_METERED")
+        ?.payload as { delta: { tokens?: { output?: number }; estimated?: boolean } };
+      expect(metered.delta.estimated).toBe(true);
+      expect(metered.delta.tokens?.output).toBeGreaterThan(0);
     });
 
     it("the caller sees the deltas live, and the log holds only the step's result", async () => {

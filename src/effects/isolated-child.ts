@@ -35,6 +35,8 @@ async function run(request: ChildRequest): Promise<void> {
       signal: controller.signal,
       resources: request.resources,
       meter: (delta) => send({ type: "meter", delta: delta as unknown as Json }),
+      // A killed child is metered by its parent from the sampled memory and wall time.
+      provisional: () => undefined,
     };
     const value = await effect.run(request.input, ectx);
     const output = toJson(value, `output of isolated effect "${request.name}"`) ?? null;

@@ -1,7 +1,7 @@
 /** What every LLM effect shares: its input and result shapes, and metering with a recorded price. */
 import { calcPrice } from "@pydantic/genai-prices";
 import { InvalidInputError, QuotaExceededError, TerminalError } from "../kernel/errors.ts";
-import type { TokenCounts } from "../kernel/resources.ts";
+import type { ResourceDelta, TokenCounts } from "../kernel/resources.ts";
 import type { EffectContext } from "../runtime/flow.ts";
 import { publishDelta } from "./deltas.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
@@ -185,7 +185,21 @@ export class StreamSession {
     private readonly guard: StreamGuard | undefined,
     /** Prices an estimate of tokens (the model's price), when the model has one. */
     private readonly price?: (tokens: TokenCounts) => number | undefined,
-  ) {}
+  ) {
+    // Cut short by a cancel or a timeout before it can meter, the call has still cost this much.
+    ectx.provisional?.(() => this.soFar());
+  }
+
+  /** The latest input figure the call knows (the provider's, or the prompt estimate). */
+  private inputTokens = 0;
+
+  /** What the call has cost so far, as an estimate: input, and the text's characters / 4. */
+  private soFar(): ResourceDelta | undefined {
+    const tokens = { input: this.inputTokens, output: charsOver4(this.text) };
+    if (tokens.input === 0 && tokens.output === 0) return undefined;
+    const usd = this.price?.(tokens);
+    return { tokens, ...(usd === undefined ? {} : { costUsd: usd }), estimated: true };
+  }
 
   get signal(): AbortSignal {
     return this.controller.signal;
@@ -211,6 +225,7 @@ export class StreamSession {
     // A delta that arrives after an abort is not judged: the abort's reason stands.
     if (this.controller.signal.aborted) return false;
     this.text += text;
+    this.inputTokens = inputTokens;
     publishDelta(this.ectx.executionId, { stepId: this.ectx.stepId, text });
     try {
       this.guard?.({ text: this.text, delta: text, inputTokens, ectx: this.ectx });

@@ -22,6 +22,7 @@ import {
 } from "../kernel/errors.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
+import type { ResourceDelta } from "../kernel/resources.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { AppendBatch, Store } from "../store/spi.ts";
 import type { Journal } from "./journal.ts";
@@ -38,6 +39,8 @@ export function cancelSpecs(
   cause: LoomError = new CancelledError(
     `execution "${state.executionId}" was cancelled: ${typeof reason === "string" ? reason : JSON.stringify(reason)}`,
   ),
+  /** What a running attempt reports it has cost so far (this process's runs only). */
+  provisional: (callId: string) => ResourceDelta | undefined = () => undefined,
 ): EventSpec[] {
   const error = errorToData(cause) as unknown as Json;
   const specs: EventSpec[] = [];
@@ -46,8 +49,16 @@ export function cancelSpecs(
     // A step in its retry backoff runs nothing; one running is metered since its attempt began.
     if (f.retryAtMs === undefined) {
       const began = f.attemptStartedAt ?? f.firstStartedAt;
-      const delta = { wallMs: Math.max(0, nowMs - began), estimated: true };
-      specs.push({ kind: "RESOURCE_METERED", payload: { callId, delta } });
+      // What the attempt says it spent so far (a stream's tokens), then its wall time.
+      const delta = {
+        ...provisional(callId),
+        wallMs: Math.max(0, nowMs - began),
+        estimated: true,
+      };
+      specs.push({
+        kind: "RESOURCE_METERED",
+        payload: { callId, delta: delta as unknown as Json },
+      });
     }
     specs.push({ kind: "STEP_CANCELLED", payload: { callId, error } });
   }
@@ -86,7 +97,9 @@ export async function cancelExecution(
     // This runtime drives it: the run's own journal order is the fence, and ending the run
     // aborts its in-flight effects (Run.terminate).
     try {
-      await run.enqueue(cancelSpecs(run.state, reason, deps.clock.now()));
+      await run.enqueue(
+        cancelSpecs(run.state, reason, deps.clock.now(), undefined, (id) => run.provisional(id)),
+      );
       return true;
     } catch (e) {
       // Another owner took the execution over meanwhile: cancel it through the store.

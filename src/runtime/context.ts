@@ -274,6 +274,9 @@ export function makeContext(
         }
         attempt.reported = addDelta(attempt.reported, delta);
       },
+      provisional(soFar) {
+        if (opts.meterable) run.provisionals.set(callId, soFar);
+      },
     };
     let resources: ResourceSnapshot | undefined;
     let disarm: (() => void) | undefined;
@@ -291,7 +294,13 @@ export function makeContext(
       invoke<R>(work: () => R | Promise<R>): Promise<R> {
         if (controller?.signal.aborted) return Promise.reject(reasonOf(controller.signal));
         const running = Promise.resolve().then(work);
-        return timeoutMs === undefined ? running : raceAbort(running, signal());
+        if (timeoutMs === undefined) return running;
+        return raceAbort(running, signal()).catch((e: unknown) => {
+          // Cut short by its timeout before it could meter: what it reported so far counts.
+          const soFar = signal().aborted ? run.provisional(callId) : undefined;
+          if (soFar) attempt.reported = addDelta(attempt.reported, { ...soFar, estimated: true });
+          throw e;
+        });
       },
       // A failed attempt is a fact before the backoff starts (retry.ts); the step stays open.
       async failed(error, retryInMs) {
@@ -329,6 +338,7 @@ export function makeContext(
     } finally {
       disarm?.();
       if (controller) run.release(controller);
+      run.provisionals.delete(callId);
     }
     if (!run.live) return halted();
     if ("error" in outcome) return settleFailed<T>(outcome.error, attempt.facts);

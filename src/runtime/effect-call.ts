@@ -48,6 +48,7 @@ export function makeMiddlewareContext(
       return ectx.resources;
     },
     meter: (delta) => ectx.meter(delta),
+    provisional: (soFar) => ectx.provisional?.(soFar),
     effect,
     options,
     // Read afresh once the log moved (a failed attempt's spend), else reused within the attempt.

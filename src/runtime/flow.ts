@@ -32,6 +32,12 @@ export interface EffectContext {
   resources: ResourceSnapshot;
   /** Reports what this attempt cost (tokens, cost, ...); metering writes it after the effect. */
   meter(delta: ResourceDelta): void;
+  /**
+   * Tells the runtime what this attempt has cost so far, for when it is cut short before it can
+   * meter (a cancel, a step timeout): the runtime then meters `soFar()`, marked as an estimate.
+   * A streaming LLM call registers its running estimate here.
+   */
+  provisional?(soFar: () => ResourceDelta | undefined): void;
 }
 
 export interface Effect<I, O> {

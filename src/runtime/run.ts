@@ -34,6 +34,7 @@ import {
   errorToData,
 } from "../kernel/errors.ts";
 import { jsonText, type Json } from "../kernel/json.ts";
+import type { ResourceDelta } from "../kernel/resources.ts";
 import { cancelSpecs } from "./cancel.ts";
 import { armDeadline } from "./deadline.ts";
 import { fold } from "../fold/fold.ts";
@@ -505,6 +506,18 @@ export class Run {
 
   // ---- lifecycle -----------------------------------------------------------------------------------
 
+  /** Running attempts' provisional costs, by call id (EffectContext.provisional). */
+  readonly provisionals = new Map<string, () => ResourceDelta | undefined>();
+
+  /** What the running attempt of `callId` reports it has cost so far, if it reports. */
+  provisional(callId: string): ResourceDelta | undefined {
+    try {
+      return this.provisionals.get(callId)?.();
+    } catch {
+      return undefined;
+    }
+  }
+
   /** An AbortController for one step attempt, aborted if the run stops. */
   controller(): AbortController {
     const c = new AbortController();
@@ -601,6 +614,8 @@ export class Run {
     if (!this.active || isTerminalStatus(this.state.status)) return;
     const reason = `its deadline of ${this.state.deadlineMs ?? 0} ms passed`;
     const error = new DeadlineExceededError(`execution "${this.id}" was cancelled: ${reason}`);
-    this.enqueueDetached(cancelSpecs(this.state, reason, this.host.clock.now(), error));
+    this.enqueueDetached(
+      cancelSpecs(this.state, reason, this.host.clock.now(), error, (id) => this.provisional(id)),
+    );
   }
 }
