@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import {
   canonicalJson,
   ContinueAsNewUnavailableError,
+  createRuntime,
   EXECUTION_STATUSES,
   foldAll,
   flow$,
@@ -602,5 +603,179 @@ describe("routing follows verified links only (ADR 0109 K5, K6, fix rounds 1 and
       "continued",
     ]);
     expect(isTerminalStatus("continued")).toBe(true);
+  });
+});
+
+describe("fixes from the adversarial review of chains", () => {
+  const idle = flow$("idle-chain-2", async (ctx, input: { gen: number } | null) => {
+    if ((input?.gen ?? 0) === 0) return ctx.continueAsNew({ gen: 1 });
+    return ctx.receive<string>();
+  });
+
+  it("K4: a cancel from another process during the rotation leaves no live successor", async () => {
+    const data = memoryStore();
+    const g = gated(data, "EXECUTION_STARTED");
+    // Only the successor's start is held: the first start is let through at once.
+    let first = true;
+    const store = new Proxy(g.store, {
+      get(target, key, receiver) {
+        if (key !== "appendMany") return Reflect.get(target, key, receiver) as unknown;
+        return (batches: AppendBatch[]) =>
+          first && batches.some((b) => b.executionId === "kc")
+            ? ((first = false), data.appendMany(batches))
+            : target.appendMany(batches);
+      },
+    });
+    const a = chains(data.reopen(), { store }).registerFlow(idle);
+    await a.start(idle, null, { id: "kc" });
+    await g.isHeld;
+    const b = chains(data.reopen(), { background: false });
+    expect(await b.cancel("kc", "from elsewhere")).toBe(true);
+    g.release(true);
+    await until(async () => {
+      const s = await loadState(data, "kc~1");
+      return s === undefined || s.status === "cancelled";
+    });
+    const successor = await loadState(data, "kc~1");
+    expect(successor === undefined || successor.status === "cancelled").toBe(true);
+    expect((await loadState(data, "kc"))?.status).toBe("cancelled");
+  });
+
+  it("D4: a resume the predecessor takes in the window reaches the successor (routed with the probe)", async () => {
+    const data = memoryStore();
+    const g = gated(data, "EXECUTION_CONTINUED");
+    const f = flow$("rz-flow", async (ctx, input: { gen: number } | null) => {
+      if ((input?.gen ?? 0) === 0) return ctx.continueAsNew({ gen: 1 });
+      return ctx.suspend<string>();
+    });
+    const a = chains(data.reopen(), { store: g.store, leaseTtlMs: 100, background: false });
+    a.registerFlow(f);
+    await a.start(f, null, { id: "rz" });
+    await g.isHeld;
+    g.release(false); // the commit fails: the predecessor stays running
+    const b = chains(data.reopen(), { background: false }).registerFlow(f);
+    await b.resume("rz", "hello");
+    const log = await data.read("rz");
+    expect(log.map((e) => e.kind)).not.toContain("RESUMED");
+    await a.close();
+    await new Promise((r) => setTimeout(r, 150));
+    const c = chains(data.reopen(), { leaseTtlMs: 100 }).registerFlow(f);
+    await c.recoverAbandoned();
+    expect((await c.waitForCompletion("rz~1")).output).toBe("hello");
+  });
+
+  it("D1, fix round 1 (5): a step a returned branch left running is awaited, not refused, and its cost is carried", async () => {
+    const spend = step$("spend-late", async (n: number, ectx) => {
+      await new Promise((r) => setTimeout(r, 50));
+      ectx.meter({ tokens: { output: n } });
+      return n;
+    });
+    const f = flow$("dangling", async (ctx, input: { gen: number } | null) => {
+      if ((input?.gen ?? 0) === 1) return ctx.run("done", () => "ok");
+      await ctx.parallel([
+        async (b) => {
+          void b.execute(spend, 10).catch(() => undefined);
+          return null;
+        },
+      ]);
+      return ctx.continueAsNew({ gen: 1 });
+    });
+    const r = chains(memoryStore()).registerFlow(f);
+    await r.start(f, null, { id: "dg" });
+    expect((await r.waitForCompletion(await waitForGeneration(r, "dg", 1))).output).toBe("ok");
+    const log = await r.readLog("dg");
+    const kinds = log.map((e) => e.kind);
+    expect(kinds.indexOf("STEP_COMPLETED")).toBeLessThan(kinds.indexOf("EXECUTION_CONTINUED"));
+    expect((await r.getState("dg~1"))._resources?.tokens).toEqual({ output: 10 });
+  });
+
+  it("residual 0: a gap in the chain is a clean refusal for send and cancel, with nothing appended", async () => {
+    const store = memoryStore();
+    const f = flow$("gappy", async (ctx, input: { gen: number } | null) => {
+      const gen = input?.gen ?? 0;
+      if (gen < 3) return ctx.continueAsNew({ gen: gen + 1 });
+      return ctx.receive<string>();
+    });
+    const r = chains(store).registerFlow(f);
+    await r.start(f, null, { id: "gp" });
+    await waitForGeneration(r, "gp", 3);
+    // A store that lost generation 2 (as a retention gap would):
+    const holed = new Proxy(store, {
+      get(target, key, receiver) {
+        const v = Reflect.get(target, key, receiver) as unknown;
+        if (key !== "read" && key !== "head") return v;
+        return (id: string, ...rest: unknown[]) =>
+          id === "gp~2"
+            ? Promise.resolve(key === "head" ? -1 : [])
+            : (v as (...a: unknown[]) => unknown).apply(target, [id, ...rest]);
+      },
+    });
+    // Not through the suite's runtimes: its after-test check would read the holed store.
+    const other = createRuntime({
+      store: holed,
+      closeStore: false,
+      background: false,
+      features: { continueAsNew: true },
+    });
+    try {
+      await expect(other.send("gp", "lost?")).rejects.toMatchObject({
+        code: "LOOM_CHAIN_HOP_LIMIT",
+      });
+      expect(await store.readMessages("gp", "main", -1, 10)).toEqual([]);
+      await expect(other.cancel("gp", "stop")).rejects.toMatchObject({
+        code: "LOOM_CHAIN_HOP_LIMIT",
+      });
+    } finally {
+      await other.close();
+    }
+    expect((await r.getState("gp~3")).status).toBe("parked");
+  });
+
+  it("ADR 0111: the owner resumes a continued id; other callers cannot wait on or probe an owned execution", async () => {
+    const f = flow$("owned-chain", async (ctx, input: { gen: number } | null) => {
+      if ((input?.gen ?? 0) === 0) return ctx.continueAsNew({ gen: 1 });
+      return { secret: await ctx.suspend<string>() };
+    });
+    const r = chains(memoryStore()).registerFlow(f);
+    const h = await r.start(f, null, { id: "ow", principal: "alice" });
+    expect(await h.result()).toEqual({ status: "continued", continuedTo: "ow~1" });
+    await until(async () => (await r.store.read("ow~1", 0, 1)).length > 0);
+    await r.resume("ow", "42", { as: "alice" });
+    expect((await r.waitForCompletion("ow~1", { as: "alice" })).output).toEqual({ secret: "42" });
+    await expect(r.waitForCompletion("ow~1")).rejects.toMatchObject({ code: "LOOM_UNAUTHORIZED" });
+    // Another principal's start of the same id learns nothing of its flow or input.
+    await expect(
+      r.start(f, { guess: 1 }, { id: "ow", principal: "mallory" }),
+    ).rejects.toMatchObject({ code: "LOOM_UNAUTHORIZED" });
+  });
+
+  it("D3: a named nested budget is carried too, so a rotation cannot reset it", async () => {
+    const spend = step$("spend-scoped", async (n: number, ectx) => {
+      ectx.meter({ tokens: { output: n } });
+      return n;
+    });
+    const f = flow$("scoped-chain", async (ctx, input: { gen: number } | null) => {
+      const gen = input?.gen ?? 0;
+      const got = await ctx
+        .nestedBudget("tools", { tokens: 10 }, (c) => c.execute(spend, 10, { retry: false }))
+        .catch((e: unknown) => (isLoomError(e) ? e.code : "other"));
+      if (gen === 0) return ctx.continueAsNew({ gen: 1 });
+      return got;
+    });
+    const r = chains(memoryStore()).registerFlow(f);
+    await r.start(f, null, { id: "nb" });
+    expect((await r.waitForCompletion(await waitForGeneration(r, "nb", 1))).output).toBe(
+      "LOOM_QUOTA_EXCEEDED",
+    );
+  });
+
+  it("a chain id too long for its successor's id is refused before anything is recorded", async () => {
+    const f = flow$("long-id", async (ctx) =>
+      ctx.continueAsNew(null).catch((e: unknown) => (isLoomError(e) ? e.code : "other")),
+    );
+    const r = chains(memoryStore()).registerFlow(f);
+    const id = "x".repeat(199);
+    expect((await (await r.start(f, null, { id })).result()).output).toBe("LOOM_INVALID_INPUT");
+    expect((await r.readLog(id)).map((e) => e.kind)).not.toContain("EXECUTION_CONTINUED");
   });
 });

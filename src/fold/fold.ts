@@ -191,6 +191,7 @@ function seedFromChain(s: ExecutionState, chain: ChainIdentity, at: number): voi
   s._chain = chain;
   const carried = chain.continuedFrom?.carried ?? {};
   if (carried.resources) s._resources = carried.resources;
+  if (carried.scopeResources) s._scopeResources = { ...carried.scopeResources };
   if (carried.quotaExceeded) s._quotaExceeded = carried.quotaExceeded;
   // A copy: the fold changes _inbox in place, and _chain must keep what sequence 0 recorded.
   if (carried.inbox) {
@@ -303,6 +304,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
       s._chain = forkChain;
       const from = isPlainObject(p.continuedFrom) ? readCarried(p.continuedFrom.carried) : {};
       if (from.resources) s._resources = from.resources;
+      if (from.scopeResources) s._scopeResources = { ...from.scopeResources };
       if (from.quotaExceeded) s._quotaExceeded = from.quotaExceeded;
       return;
     }

@@ -34,6 +34,8 @@ export interface InboxState {
 /** What a successor inherits from its predecessor (D3), recorded in its sequence 0. */
 export interface Carried {
   resources?: ResourceSnapshot;
+  /** What each named nested budget's scope spent: a rotation cannot reset those either. */
+  scopeResources?: Record<string, ResourceSnapshot>;
   quotaExceeded?: { dimension: string; budget: string };
   inbox?: InboxState;
   /** The chain's absolute deadline (epoch ms on the runtime clock), fixed at generation 0. */
@@ -104,6 +106,13 @@ export function readCarried(v: Json | undefined): Carried {
   if (isPlainObject(v.resources)) {
     const resources = addResources({}, v.resources);
     if (Object.keys(resources).length > 0) out.resources = resources;
+  }
+  if (isPlainObject(v.scopeResources)) {
+    const scopes: Record<string, ResourceSnapshot> = {};
+    for (const [name, spent] of Object.entries(v.scopeResources)) {
+      if (isSafeName(name) && isPlainObject(spent)) scopes[name] = addResources({}, spent);
+    }
+    if (Object.keys(scopes).length > 0) out.scopeResources = scopes;
   }
   const q = v.quotaExceeded;
   if (isPlainObject(q) && typeof q.dimension === "string") {

@@ -34,6 +34,8 @@ import { makeMiddlewareContext, type NestedBudget, type StepAttempt } from "./ef
 import { isDimension, spentIn, type Budget, type ResourceSnapshot } from "../kernel/resources.ts";
 import { NEGOTIATE, RECEIVE } from "../fold/fold.ts";
 import { chainOf } from "../fold/state.ts";
+import { successorIdOf } from "../kernel/chain.ts";
+import { MAX_ID_LENGTH } from "../kernel/ids.ts";
 import type { InboxMessage } from "../store/spi.ts";
 import {
   checkedName,
@@ -675,9 +677,18 @@ export function makeContext(
       }
       const json = boundedJson(carry, "carry of ctx.continueAsNew", deps.maxCarryBytes);
       return call("continueAsNew", async () => {
-        if (run.state.openWaits > 0 || run.state.inFlight > 0 || run.openBranches() > 0) {
+        // A step still running is awaited by the rotation (quiesced), never refused (fix round
+        // 1 (5)); a wait or an open branch is a park, not a rotation point.
+        if (run.state.openWaits > 0 || run.openBranches() > 0) {
           throw new InvalidInputError(
             "ctx.continueAsNew was called with a wait or a ctx.parallel branch outstanding: a generation ends only when nothing of it is pending",
+          );
+        }
+        const chain = chainOf(run.state);
+        const successor = successorIdOf(chain.chainId, chain.generation + 1);
+        if (successor.length > MAX_ID_LENGTH) {
+          throw new InvalidInputError(
+            `ctx.continueAsNew: the successor id "${successor}" would be over ${MAX_ID_LENGTH} characters; start the chain under a shorter id`,
           );
         }
         run.rotating = true;

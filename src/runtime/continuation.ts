@@ -55,6 +55,8 @@ export interface ChainDeps {
   ): Promise<void>;
   /** Cancels `id` (not routed) with `reason`. */
   cancel(id: string, reason: Json): Promise<boolean>;
+  /** Whether `id`'s log ends in EXECUTION_CANCELLED (durable, not memory). */
+  cancelled(id: string): Promise<boolean>;
   report(error: unknown): void;
 }
 
@@ -70,6 +72,7 @@ export function successorStart(
   if (state._resources) carried.resources = state._resources;
   if (state._quotaExceeded) carried.quotaExceeded = state._quotaExceeded;
   if (state._inbox) carried.inbox = state._inbox;
+  if (state._scopeResources) carried.scopeResources = state._scopeResources;
   // A resume that came while nothing waited is owed to the chain, not lost with a generation.
   if (state._resumePayloads.length > 0) carried.resumePayloads = state._resumePayloads;
   const chainDeadline =
@@ -145,8 +148,10 @@ export async function rotate(
             () => false,
           )
       : Promise.resolve(false);
-    if (!(await committed) && run.state.status !== "continued") {
-      // K4: the predecessor was cancelled (or fenced) in the window: no live successor stays.
+    // Decided by the append, not by memory (which folded the commit before appending it).
+    if (!(await committed) && (await deps.cancelled(run.id))) {
+      // K4: the predecessor was cancelled in the window: no live successor stays. (A commit
+      // that failed otherwise leaves the predecessor running: recovery re-drives it to adopt.)
       await deps.cancel(id, { kind: "cascade", parent: run.id });
     }
   } catch (e) {

@@ -236,6 +236,23 @@ export class Run {
     if (blocked) this.maybePark();
   }
 
+  /**
+   * Resolves once nothing of this run is in flight: no step running (one a returned branch left
+   * behind included), no start waiting to be written, every append committed (ADR 0109 D1: a
+   * continuation waits, unbounded, and never refuses on timing). Rejects if the run stops.
+   */
+  async quiesced(): Promise<void> {
+    for (let pause = 1; ; pause = Math.min(pause * 2, 20)) {
+      if (!this.live) throw this.stopError ?? new Error(`execution "${this.id}" stopped`);
+      const idle =
+        this.state.inFlight === 0 &&
+        this.pendingStarts.size === 0 &&
+        this.committedSeq === this.state.seq;
+      if (idle) return;
+      await new Promise((r) => setTimeout(r, pause));
+    }
+  }
+
   /** Branch scopes of ctx.parallel calls that have not returned. */
   openBranches(): number {
     let n = 0;

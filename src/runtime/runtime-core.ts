@@ -381,10 +381,11 @@ export abstract class RuntimeCore implements RunHost {
     return (await this.lastEvent(id))?.kind === "EXECUTION_CONTINUED";
   }
 
-  /** True when `id` ended cancelled (K4 (ii)): from memory, or one point read. */
+  /**
+   * True when `id` ended cancelled (K4 (ii)), as the log says: a run in memory may be rotating
+   * while another process's cancel is already durable.
+   */
   protected async wasCancelled(id: string): Promise<boolean> {
-    const run = this.runs.get(id);
-    if (run) return run.state.status === "cancelled";
     return (await this.lastEvent(id))?.kind === "EXECUTION_CANCELLED";
   }
 
@@ -583,7 +584,7 @@ export abstract class RuntimeCore implements RunHost {
       readInbox: (chainId, topic, afterSeq) => this.readInbox(chainId, topic, afterSeq),
       maxCarryBytes: this.maxCarryBytes,
       rotate: this.chains
-        ? (run, carry) => void rotate(this.chainDeps(), run, carry, () => this.journal.drain())
+        ? (run, carry) => void rotate(this.chainDeps(), run, carry, () => run.quiesced())
         : undefined,
     };
   }
@@ -597,6 +598,7 @@ export abstract class RuntimeCore implements RunHost {
       startSuccessor: (flow, id, payload, accept) =>
         this.tasks.exclusive(id, () => this.create(flow, id, payload, accept)),
       cancel: (id, reason) => this.cancelOne(id, reason),
+      cancelled: (id) => this.wasCancelled(id),
       report: (e) => this.report(e),
     };
   }

@@ -19,6 +19,7 @@
 import { isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
 import type { Envelope } from "../kernel/events.ts";
 import {
+  ChainHopLimitError,
   ExecutionNotFoundError,
   InvalidInputError,
   InvariantViolation,
@@ -125,23 +126,25 @@ export class Runtime extends RuntimeCore {
     if (principal !== undefined) payload.principal = principal;
     await this.tasks.exclusive(id, () =>
       this.create(registered, id, payload, (known) => {
-        assertSameStart(id, registered.name, json, known.flow, known.input);
+        // The owner first: another principal learns nothing of the flow or its input.
         if (known._principal !== principal) {
           throw new UnauthorizedError(
             `execution "${id}" already exists and belongs to another principal`,
             { executionId: id },
           );
         }
+        assertSameStart(id, registered.name, json, known.flow, known.input);
       }),
     );
-    return this.handle(id);
+    return this.handle(id, principal === undefined ? {} : { as: principal });
   }
 
-  handle(id: string): ExecutionHandle {
+  /** A handle on `id`, acting as `caller` (the principal the execution was started with). */
+  handle(id: string, caller: CallerOptions = {}): ExecutionHandle {
     return {
       id,
-      result: () => this.waitForCompletion(id),
-      cancel: (reason) => this.cancel(id, reason),
+      result: () => this.waitForCompletion(id, caller),
+      cancel: (reason) => this.cancel(id, reason, caller),
       deltas: () => this.deltas(id),
     };
   }
@@ -154,7 +157,7 @@ export class Runtime extends RuntimeCore {
     assertValidId(id);
     return subscribeDeltas(
       id,
-      this.waitForCompletion(id).catch(() => undefined),
+      this.outcome(id, {}).catch(() => undefined),
     );
   }
 
@@ -236,7 +239,16 @@ export class Runtime extends RuntimeCore {
     let at = id;
     for (;;) {
       const head = await routeToHead(this.chainDeps(), at);
-      if (head === at) return cancelled;
+      if (head === at) {
+        // A continued member with no verified successor: the live generation is out of reach.
+        if (await this.isContinued(at)) {
+          throw new ChainHopLimitError(
+            `the chain of "${id}" cannot be followed past "${at}", which continued: its successor is missing or not verified`,
+            { from: id, furthest: at },
+          );
+        }
+        return cancelled;
+      }
       cancelled = (await this.cancelOne(head, why)) || cancelled;
       at = head;
     }
@@ -253,14 +265,16 @@ export class Runtime extends RuntimeCore {
     await this.authorize(id, options);
     // A resume addressed to a continued generation goes to the chain's head (ADR 0109 D4),
     // also when it continued while this resume was on its way (the start-to-commit window).
-    let target = this.chains && (await this.isContinued(id)) ? await this.followToHead(id) : id;
+    // Routed whenever chains are on, with the start-to-commit probe: a resume the predecessor
+    // took in that window would not reach the successor it already started.
+    let target = this.chains ? await this.followToHead(id, options) : id;
     for (let hops = 0; ; hops++) {
       try {
         return await this.resumeOne(target, json);
       } catch (e) {
         if (!this.chains || !(e instanceof NotResumableError) || hops >= this.maxChainHops) throw e;
         if (!(await this.isContinued(target))) throw e;
-        target = await this.followToHead(target);
+        target = await this.followToHead(target, options);
       }
     }
   }
@@ -324,9 +338,17 @@ export class Runtime extends RuntimeCore {
       boundedJson(message, `message for "${idOrChainId}"`, this.limits.maxStepPayloadBytes) ?? null;
     // ADR 0111: authorized against the addressed id before any chain read.
     await this.authorize(idOrChainId, options);
-    const head = this.chains ? await this.followToHead(idOrChainId, options) : idOrChainId;
+    let head = this.chains ? await this.followToHead(idOrChainId, options) : idOrChainId;
     const state = this.runs.get(head)?.state ?? (await mustLoad(this.store, head));
-    if (isTerminalStatus(state.status) && state.status !== "continued") {
+    if (state.status === "continued") {
+      // Routing stopped at a continued member: its successor is missing (a gap) or failed
+      // verification. Refused, with nothing appended (ADR 0109 residual 0, fix round 3 (3)).
+      throw new ChainHopLimitError(
+        `the chain of "${idOrChainId}" cannot be followed past "${head}", which continued: its successor is missing or not verified`,
+        { from: idOrChainId, furthest: head },
+      );
+    }
+    if (isTerminalStatus(state.status)) {
       throw new NotResumableError(
         `execution "${head}" has ended (${state.status}): a message to its chain would never be received`,
       );
@@ -339,11 +361,22 @@ export class Runtime extends RuntimeCore {
       atMs: this.clock.now(),
     });
     // Waking is best effort (N2): the message is durable, and a receive re-reads before parking.
-    await this.tasks
-      .exclusive(head, () => this.deliverMessages(head, chainId, topic))
-      .catch((e: unknown) => {
-        if (!(e instanceof LeaseHeldError)) throw e;
-      });
+    // A head that continued meanwhile (the start-to-commit window) hands the wake on to its
+    // successor, which may have parked before the message was in the stream.
+    for (let hops = 0; ; hops++) {
+      const target = head;
+      await this.tasks
+        .exclusive(target, () => this.deliverMessages(target, chainId, topic))
+        .catch((e: unknown) => {
+          if (!(e instanceof LeaseHeldError)) throw e;
+        });
+      if (!this.chains || hops >= this.maxChainHops) break;
+      const rotating = this.runs.get(target)?.rotating === true;
+      if (!rotating && !(await this.isContinued(target))) break;
+      if (rotating) await this.runs.get(target)?.done.catch(() => undefined);
+      head = await this.followToHead(target, options);
+      if (head === target) break;
+    }
     return { chainId, seq };
   }
 
@@ -370,8 +403,17 @@ export class Runtime extends RuntimeCore {
     return head;
   }
 
-  async waitForCompletion(id: string, options: { timeoutMs?: number } = {}): Promise<Outcome> {
+  async waitForCompletion(
+    id: string,
+    options: { timeoutMs?: number } & CallerOptions = {},
+  ): Promise<Outcome> {
     assertValidId(id);
+    await this.authorize(id, options);
+    return this.outcome(id, options);
+  }
+
+  /** Waits for `id`'s outcome (authorized by the caller of this method). */
+  private async outcome(id: string, options: { timeoutMs?: number }): Promise<Outcome> {
     if (options.timeoutMs !== undefined) positive(options.timeoutMs, 0, "timeoutMs");
     const giveUpAt =
       options.timeoutMs === undefined ? Infinity : performance.now() + options.timeoutMs;
