@@ -288,8 +288,8 @@ function consumption(view: ChainView, out: string[]): Consumed {
 
 /** SIM9: a successor starts with the inbox its predecessor left (the cursors and dedupe window). */
 function checkCarried(id: string, previous: ExecutionState, s: ExecutionState, out: string[]) {
-  const left = canonicalJson((previous._inbox ?? null) as Json);
-  const carried = canonicalJson((s._inbox ?? null) as Json);
+  const left = canonicalJson(previous._inbox ?? null);
+  const carried = canonicalJson(s._inbox ?? null);
   if (left !== carried) {
     out.push(`SIM9 ${id}: started with the inbox ${carried}, its predecessor left ${left}`);
   }

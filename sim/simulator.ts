@@ -15,9 +15,9 @@
  * generation's. A chain is checked on one consistent read of all its generations' logs and its
  * inbox stream (a double collect: the read is taken again until nothing moved in between).
  *
- * Forks (issue 7) are not generated: the runtime has no fork yet. When it has, a fork is one
- * more operator action here, and its invariant (a fork of a chain member starts a chain of its
- * own and takes none of its origin's messages) joins invariants.ts.
+ * Forks (issue 7) are not generated yet. `runtime.fork(id, atSequence, newId?)` is one more
+ * operator action for this driver, and its invariants join invariants.ts (see
+ * docs/simulation.md, "Extending it").
  */
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../src/kernel/json.ts";

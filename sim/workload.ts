@@ -217,15 +217,12 @@ export function simFlow(world: EffectWorld) {
     sum += chain.done?.sum ?? 0;
     const options = chain.receiveTimeoutMs === undefined ? {} : { timeout: chain.receiveTimeoutMs };
     while (turns < chain.turns) {
-      // A timeout is the flow's to catch; any other failure is the runtime's, not the flow's.
-      const message = await ctx
-        .receive<number>(options)
-        .catch((e: unknown) =>
-          isLoomError(e, "LOOM_SUSPEND_TIMEOUT") ? undefined : Promise.reject(e),
-        );
-      if (message !== undefined) {
+      try {
+        sum += await ctx.receive<number>(options);
         received++;
-        sum += message;
+      } catch (e) {
+        // A timeout is the flow's to catch; any other failure is the runtime's, not the flow's.
+        if (!isLoomError(e, "LOOM_SUSPEND_TIMEOUT")) throw e;
       }
       turns++;
       sum += await interpret(ctx, chain.turn);

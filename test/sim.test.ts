@@ -20,9 +20,10 @@ import {
 /**
  * Seeds that once failed, kept as regressions: 1688 and 2667 caught the checker itself flagging
  * an attempt that began inside a cross-process cancel's notice window (SIM2 now grants it SIM5's
- * grace).
+ * grace). 1313 caught a chain whose generation was cancelled in its start-to-commit window while
+ * its successor ran on and completed (SIM8).
  */
-const REGRESSIONS = [1688, 2667];
+const REGRESSIONS = [1688, 2667, 1313];
 const CI_SEEDS = [...Array.from({ length: 120 }, (_, i) => i + 1), ...REGRESSIONS];
 
 describe("the deterministic simulator", () => {

@@ -35,6 +35,8 @@ import { Tasks, positive } from "./runtime-support.ts";
 import { rotate, type ChainDeps } from "./continuation.ts";
 import { cursorOf, deliverySpecs, READ_BATCH } from "./inbox.ts";
 import type { CallerOptions, RuntimeOptions } from "./runtime-options.ts";
+import { successorIdOf } from "../kernel/chain.ts";
+import { chainOf } from "../fold/state.ts";
 
 import { Run, type EventSpec } from "./run.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
@@ -158,8 +160,20 @@ export abstract class RuntimeCore implements RunHost {
           return { kind: "RESUMED", payload };
         },
         true,
+        // A generation whose successor started (a rotation not yet committed, or crashed
+        // before its commit) would keep the payload from the chain: refused, the caller routes.
+        this.chains ? (state) => this.refuseIfSucceeded(state) : undefined,
       ),
     );
+  }
+
+  /** NotResumableError when `state`'s verified successor has a log (one point read). */
+  protected async refuseIfSucceeded(state: ExecutionState): Promise<void> {
+    const chain = chainOf(state);
+    const next = await loadStart(this.store, successorIdOf(chain.chainId, chain.generation + 1));
+    if (next?._chain?.continuedFrom?.executionId === state.executionId) {
+      throw new NotResumableError(`execution "${state.executionId}" has a successor`);
+    }
   }
 
   /**
@@ -332,6 +346,8 @@ export abstract class RuntimeCore implements RunHost {
     id: string,
     make: (state: ExecutionState) => EventSpec | readonly EventSpec[] | undefined,
     waitForLease: boolean,
+    /** Checked (and may throw) once the state to append to is known, just before `make`. */
+    check?: (state: ExecutionState) => Promise<void>,
   ): Promise<void> {
     const specsOf = (state: ExecutionState): readonly EventSpec[] => {
       const made = make(state);
@@ -340,6 +356,7 @@ export abstract class RuntimeCore implements RunHost {
     const run = await this.ownedRun(id);
     this.assertOpen();
     if (run) {
+      await check?.(run.state);
       const specs = specsOf(run.state);
       if (specs.length > 0) await run.enqueue(specs);
       else run.maybePark();
@@ -356,6 +373,7 @@ export abstract class RuntimeCore implements RunHost {
     try {
       this.assertOpen();
       const state = await mustLoad(this.store, id);
+      await check?.(state);
       const specs = specsOf(state);
       if (specs.length > 0) {
         await appendSpecs(this.journal, this.clock, state, lease.fence, specs);

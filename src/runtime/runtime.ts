@@ -273,8 +273,10 @@ export class Runtime extends RuntimeCore {
         return await this.resumeOne(target, json);
       } catch (e) {
         if (!this.chains || !(e instanceof NotResumableError) || hops >= this.maxChainHops) throw e;
-        if (!(await this.isContinued(target))) throw e;
-        target = await this.followToHead(target, options);
+        // Continued, or its successor started: route onward (the probe finds it).
+        const next = await this.followToHead(target, options);
+        if (next === target) throw e;
+        target = next;
       }
     }
   }
