@@ -21,9 +21,10 @@ import {
  * Seeds that once failed, kept as regressions: 1688 and 2667 caught the checker itself flagging
  * an attempt that began inside a cross-process cancel's notice window (SIM2 now grants it SIM5's
  * grace). 1313 caught a chain whose generation was cancelled in its start-to-commit window while
- * its successor ran on and completed (SIM8).
+ * its successor ran on and completed (SIM8). 198 caught a resume appended to a generation whose
+ * successor had started, lost when it crashed before its commit (SIM9's resume twin).
  */
-const REGRESSIONS = [1688, 2667, 1313];
+const REGRESSIONS = [1688, 2667, 1313, 198];
 const CI_SEEDS = [...Array.from({ length: 120 }, (_, i) => i + 1), ...REGRESSIONS];
 
 describe("the deterministic simulator", () => {
