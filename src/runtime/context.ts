@@ -6,7 +6,6 @@
  */
 import { abortableDelay, raceAbort, reasonOf } from "../effects/delay.ts";
 import {
-  ContinueAsNewUnavailableError,
   ExecutionEndedError,
   InDoubtError,
   InvalidInputError,
@@ -29,21 +28,13 @@ import {
   type EffectContext,
 } from "./flow.ts";
 import { halted, type EventSpec, type Run } from "./run.ts";
+import { chainSyscalls } from "./context-chain.ts";
 import { armDeadline, remainingMs } from "./deadline.ts";
 import { makeMiddlewareContext, type NestedBudget, type StepAttempt } from "./effect-call.ts";
 import { isDimension, spentIn, type Budget, type ResourceSnapshot } from "../kernel/resources.ts";
-import { NEGOTIATE, RECEIVE } from "../fold/fold.ts";
-import { chainOf } from "../fold/state.ts";
-import { successorIdOf } from "../kernel/chain.ts";
-import { MAX_ID_LENGTH } from "../kernel/ids.ts";
+import { NEGOTIATE } from "../fold/fold.ts";
 import type { InboxMessage } from "../store/spi.ts";
-import {
-  checkedName,
-  consumeSpecs,
-  cursorOf,
-  DEFAULT_TOPIC,
-  type ReceiveOptions,
-} from "./inbox.ts";
+import { type ReceiveOptions } from "./inbox.ts";
 import { addDelta, type ExecuteOptions, type MiddlewareContext } from "../effects/middleware.ts";
 
 export interface SuspendOptions {
@@ -613,89 +604,7 @@ export function makeContext(
       return fn(makeContext(run, deps, scope, [...nested, { name, budget: checked }]));
     },
 
-    async receive<T>(options: ReceiveOptions = {}): Promise<T> {
-      if (options === null || typeof options !== "object") {
-        throw new InvalidInputError("receive options must be an object");
-      }
-      const topic = checkedName(options.topic, "receive topic", DEFAULT_TOPIC);
-      const timeout = options.timeout;
-      if (
-        timeout !== undefined &&
-        (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0)
-      ) {
-        throw new InvalidInputError(
-          `receive timeout must be a finite number > 0, got ${String(timeout)}`,
-        );
-      }
-      return call("receive", async () => {
-        const claim = run.claim(scope, "receive", RECEIVE);
-        const callId = claim.callId;
-        if (!claim.recorded) {
-          const chainId = chainOf(run.state).chainId;
-          let messages: InboxMessage[];
-          try {
-            messages = await deps.readInbox(chainId, topic, cursorOf(run.state, topic));
-          } catch (e) {
-            // A store that failed is not the flow's failure: the run stops without an outcome
-            // (R6) and recovery re-drives it, as after a refused append.
-            run.stop(e instanceof Error ? e : new Error(String(e)));
-            return halted<T>();
-          }
-          // N3: what the messages mean is decided against the state as it is now.
-          const specs = consumeSpecs(run.state, topic, messages, [{ callId, scope }]);
-          if (!specs.some((x) => (x.payload as { callId?: string }).callId === callId)) {
-            const wait: { [k: string]: Json } = { callId, scope, name: RECEIVE, topic };
-            if (timeout !== undefined) wait.wakeAtMs = deps.now() + timeout;
-            specs.push({ kind: "SUSPENDED", payload: wait });
-          }
-          const done = run.enqueue(specs);
-          claim.take();
-          await done;
-        }
-        if (run.state.frames[callId]?.status === "waiting") await run.waitFor(scope, callId);
-        const frame = run.state.frames[callId];
-        if (frame?.status === "timedOut") {
-          throw new SuspendTimeoutError(
-            `receive ${callId} of execution "${run.id}" got no message within ${timeout} ms`,
-          );
-        }
-        return own(frame?.output) as T;
-      });
-    },
-
-    async continueAsNew(carry?: unknown): Promise<never> {
-      const rotate = deps.rotate;
-      if (!rotate) {
-        throw new ContinueAsNewUnavailableError(
-          "ctx.continueAsNew needs features.continueAsNew: turn it on once every process that shares the store runs a Loom that folds EXECUTION_CONTINUED",
-        );
-      }
-      if (scope !== "") {
-        throw new InvalidInputError(
-          "ctx.continueAsNew was called from a ctx.parallel branch: continue from the flow body, after the branches returned",
-        );
-      }
-      const json = boundedJson(carry, "carry of ctx.continueAsNew", deps.maxCarryBytes);
-      return call("continueAsNew", async () => {
-        // A step still running is awaited by the rotation (quiesced), never refused (fix round
-        // 1 (5)); a wait or an open branch is a park, not a rotation point.
-        if (run.state.openWaits > 0 || run.openBranches() > 0) {
-          throw new InvalidInputError(
-            "ctx.continueAsNew was called with a wait or a ctx.parallel branch outstanding: a generation ends only when nothing of it is pending",
-          );
-        }
-        const chain = chainOf(run.state);
-        const successor = successorIdOf(chain.chainId, chain.generation + 1);
-        if (successor.length > MAX_ID_LENGTH) {
-          throw new InvalidInputError(
-            `ctx.continueAsNew: the successor id "${successor}" would be over ${MAX_ID_LENGTH} characters; start the chain under a shorter id`,
-          );
-        }
-        run.rotating = true;
-        rotate(run, json);
-        return halted<never>();
-      });
-    },
+    ...chainSyscalls(run, deps, scope, call, own),
 
     now() {
       // A stopped run does not record: the body halts at its next awaited call (R6).
