@@ -769,6 +769,32 @@ describe("fixes from the adversarial review of chains", () => {
     );
   });
 
+  it("K1: a generation re-driven after a crash in its window commits at once, even past its deadline", async () => {
+    const data = memoryStore();
+    const g = gated(data, "EXECUTION_CONTINUED");
+    const f = flow$(
+      "late-commit",
+      async (ctx, input: { gen: number } | null) => {
+        if ((input?.gen ?? 0) === 0) return ctx.continueAsNew({ gen: 1 });
+        return "successor ran";
+      },
+      { deadlineMs: 100 },
+    );
+    const a = chains(data.reopen(), { store: g.store, leaseTtlMs: 50, background: false });
+    a.registerFlow(f);
+    await a.start(f, null, { id: "lc" });
+    await g.isHeld;
+    g.release(false);
+    await a.close();
+    await new Promise((r) => setTimeout(r, 200)); // past the deadline, and the lease
+    const b = chains(data.reopen(), { leaseTtlMs: 50 }).registerFlow(f);
+    await b.recoverAbandoned();
+    await until(async () => isTerminalStatus((await b.getState("lc")).status));
+    // Continued, not cancelled by its deadline: no cancelled generation before a live one.
+    expect((await b.getState("lc")).status).toBe("continued");
+    expect(await b.followToHead("lc")).toBe("lc~1");
+  });
+
   it("a chain id too long for its successor's id is refused before anything is recorded", async () => {
     const f = flow$("long-id", async (ctx) =>
       ctx.continueAsNew(null).catch((e: unknown) => (isLoomError(e) ? e.code : "other")),

@@ -306,7 +306,7 @@ export abstract class RuntimeCore implements RunHost {
       if (e instanceof SequenceConflictError || e instanceof ExecutionEndedError) return "taken";
       throw e;
     }
-    this.begin(run);
+    this.begin(run, true);
     return "started";
   }
 
@@ -314,27 +314,61 @@ export abstract class RuntimeCore implements RunHost {
    * Starts a run's body, after K4's check for a successor that has not run a step yet: when its
    * predecessor was cancelled, it cancels itself (reason `{ kind: "cascade", parent }`) instead.
    */
-  protected begin(run: Run): void {
+  protected begin(run: Run, created = false): void {
     const from = run.state._chain?.continuedFrom?.executionId;
-    if (from === undefined || Object.keys(run.state.frames).length > 0) {
+    const fresh = from !== undefined && Object.keys(run.state.frames).length === 0;
+    // A brand-new execution has no successor to find: only a re-driven one is probed.
+    if ((!this.chains || created) && !fresh) {
       run.startBody(makeContext(run, this.contextDeps()));
       return;
     }
-    void this.wasCancelled(from).then(
-      (cancelled) => {
-        if (!run.active) return;
-        if (!cancelled) {
-          run.startBody(makeContext(run, this.contextDeps()));
-          return;
-        }
-        const reason = { kind: "cascade", parent: from };
-        const error = new CancelledError(
-          `execution "${run.id}" was cancelled: its predecessor "${from}" was cancelled`,
-        );
-        run.enqueueDetached(cancelSpecs(run.state, reason, this.clock.now(), error));
-      },
-      (e: unknown) => run.stop(e instanceof Error ? e : new Error(String(e))),
+    void this.beginChained(run, fresh ? from : undefined, !created).catch((e: unknown) =>
+      run.stop(e instanceof Error ? e : new Error(String(e))),
     );
+  }
+
+  /**
+   * Before a chain member's body runs: K1's repair and K4 (ii).
+   * - A generation whose verified successor already has a log (re-driven after a crash between
+   *   the successor's start and its own commit) commits EXECUTION_CONTINUED at once: that is
+   *   where its replay would lead, and running its body first could end it otherwise (its
+   *   deadline, say) while its successor lives on.
+   * - A fresh successor whose predecessor's log says cancelled cancels itself.
+   */
+  private async beginChained(
+    run: Run,
+    predecessor: string | undefined,
+    probe: boolean,
+  ): Promise<void> {
+    if (this.chains && probe) {
+      const chain = chainOf(run.state);
+      const successorId = successorIdOf(chain.chainId, chain.generation + 1);
+      const successor = await loadStart(this.store, successorId);
+      if (!run.active) return;
+      const next = successor?._chain;
+      // Verified (C3): it names this generation, is the next of the same chain, same owner.
+      if (
+        next?.continuedFrom?.executionId === run.id &&
+        next.chainId === chain.chainId &&
+        next.generation === chain.generation + 1 &&
+        successor?._principal === run.state._principal
+      ) {
+        run.rotating = true;
+        const payload = { successorId, chainId: chain.chainId, generation: chain.generation + 1 };
+        await run.enqueue([{ kind: "EXECUTION_CONTINUED", payload, kernel: true }]);
+        return;
+      }
+    }
+    if (predecessor !== undefined && (await this.wasCancelled(predecessor))) {
+      if (!run.active) return;
+      const reason = { kind: "cascade", parent: predecessor };
+      const error = new CancelledError(
+        `execution "${run.id}" was cancelled: its predecessor "${predecessor}" was cancelled`,
+      );
+      run.enqueueDetached(cancelSpecs(run.state, reason, this.clock.now(), error));
+      return;
+    }
+    if (run.active) run.startBody(makeContext(run, this.contextDeps()));
   }
 
   /**
