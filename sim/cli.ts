@@ -36,6 +36,7 @@ let events = 0;
 let crashes = 0;
 let rotations = 0;
 let messages = 0;
+let forks = 0;
 const failed: number[] = [];
 let ran = 0;
 for (let seed = from; seed < from + seeds; seed++) {
@@ -45,6 +46,7 @@ for (let seed = from; seed < from + seeds; seed++) {
   crashes += r.crashes;
   rotations += r.rotations;
   messages += r.messages;
+  forks += r.forks;
   if (r.violations.length > 0) {
     failed.push(seed);
     process.stderr.write(`seed ${seed} failed:\n  ${r.violations.join("\n  ")}\n`);
@@ -67,6 +69,6 @@ for (let seed = from; seed < from + seeds; seed++) {
 }
 const seconds = (performance.now() - t0) / 1000;
 process.stdout.write(
-  `${JSON.stringify({ name: "sim", seeds: ran, from, passed: ran - failed.length, failed, events, crashes, rotations, messages, seconds: Math.round(seconds * 10) / 10 })}\n`,
+  `${JSON.stringify({ name: "sim", seeds: ran, from, passed: ran - failed.length, failed, events, crashes, rotations, messages, forks, seconds: Math.round(seconds * 10) / 10 })}\n`,
 );
 process.exitCode = failed.length > 0 ? 1 : 0;

@@ -36,6 +36,14 @@
  * SIM10. A store's failure is never an execution's outcome: no step or execution is recorded
  *       as failed with the error of a crash, a transient failure or a lost reply (the runtime
  *       stops and recovers instead; the flow never sees them).
+ * SIM11. A fork (fork.ts V1..V4, ADR 0109 D7) is its origin's prefix, event for event: the same
+ *       sequence numbers, kinds, times and payloads up to the fork point, each copied envelope
+ *       carrying `meta.forkedFrom { executionId: origin, seq: forkPoint }` (and, for a fork of a
+ *       chain member, `meta.forkChain { chainId: fork, generation: 0 }`), and nothing after the
+ *       fork point carrying either. A fork is a chain of its own (SIM8: its generation 0 is the
+ *       fork's id, with no `continuedFrom`; SIM9: it consumes only its own stream, and a copied
+ *       consumption never moves its inbox). A fork is refused only at or after a terminal event
+ *       of the origin's log.
  */
 import { canonicalJson, type Json } from "../src/kernel/json.ts";
 import { isTerminalEvent, type Envelope } from "../src/kernel/events.ts";
@@ -193,6 +201,12 @@ function checkGenerations(
     const id = generationId(chainId, n);
     const state = foldAll(log);
     const next = generationId(chainId, n + 1);
+    const c0 = state._chain;
+    if (n === 0 && c0 && (c0.chainId !== chainId || c0.generation !== 0 || c0.continuedFrom)) {
+      out.push(
+        `SIM8 ${id}: its start makes it a member of ${c0.chainId} (generation ${c0.generation}), not generation 0 of its own chain`,
+      );
+    }
     if (n > 0) {
       const c = state._chain;
       const from = generationId(chainId, n - 1);
@@ -250,6 +264,15 @@ function consumption(view: ChainView, out: string[]): Consumed {
       const topic = p.topic ?? "";
       const before = cursorOf(s, topic);
       s = fold(s, e);
+      if (copied(e)) {
+        // A fork's copy of its origin's consumption: it settles a receive of the re-run, and is
+        // no consumption of the fork's own stream (V3).
+        if (n > 0) out.push(`SIM11 ${id} (at ${e.seq}): a copied consumption in generation ${n}`);
+        if (cursorOf(s, topic) !== before) {
+          out.push(`SIM9 ${id} (at ${e.seq}): a copied consumption moved the fork's inbox`);
+        }
+        continue;
+      }
       // The fold ignores a consumption at or before the cursor, or of a key already taken (N1).
       if (cursorOf(s, topic) === before) continue;
       const stream = streams.get(topic) ?? [];
@@ -317,16 +340,106 @@ export function checkChainEnd(view: ChainView, conversation: Conversation, out: 
   const { delivered } = consumption(view, quiet);
   const end = head.output as Partial<ConversationEnd> | undefined;
   const at = generationId(chainId, states.length - 1);
-  if (end?.received !== delivered.size) {
+  // A fork's generation 0 carries what its origin had received up to the fork point.
+  const carried = carriedReceives(logs[0] ?? []);
+  if (end?.received !== carried + delivered.size) {
+    const also = carried > 0 ? ` and carried ${carried} from its origin` : "";
     out.push(
-      `SIM9 ${at}: received ${end?.received} messages, its chain consumed ${delivered.size}`,
+      `SIM9 ${at}: received ${end?.received} messages, its chain consumed ${delivered.size}${also}`,
     );
   }
   if (conversation.receiveTimeoutMs !== undefined) return;
-  for (let i = 0; i < conversation.turns; i++) {
-    if (!delivered.has(`m${i}`)) out.push(`SIM9 ${chainId}: completed without receiving m${i}`);
+  if (carried === 0) {
+    for (let i = 0; i < conversation.turns; i++) {
+      if (!delivered.has(`m${i}`)) out.push(`SIM9 ${chainId}: completed without receiving m${i}`);
+    }
   }
-  if (delivered.size !== conversation.turns) {
-    out.push(`SIM9 ${chainId}: ${conversation.turns} turns received ${delivered.size} messages`);
+  if (carried + delivered.size !== conversation.turns) {
+    out.push(
+      `SIM9 ${chainId}: ${conversation.turns} turns received ${delivered.size} messages${carried > 0 ? ` (and ${carried} carried from its origin)` : ""}`,
+    );
   }
+}
+
+/** A copied envelope of a fork. */
+function copied(e: Envelope): boolean {
+  return e.meta?.forkedFrom !== undefined;
+}
+
+/**
+ * What a chain's generation 0 had received before it ran: a successor's carry (none for a chain
+ * started by the operator) plus, for a fork, the receives its copied consumptions answer.
+ */
+function carriedReceives(log: readonly Envelope[]): number {
+  const input = (log[0]?.payload as { input?: Partial<Spec> } | undefined)?.input;
+  const receives = new Set<string>();
+  for (const e of log) {
+    if (e.kind !== "MESSAGE_CONSUMED" || !copied(e)) continue;
+    const p = e.payload as { callId?: string; name?: string; duplicate?: boolean };
+    if (p.duplicate !== true && p.name === "receive") receives.add(p.callId ?? "");
+  }
+  return (input?.chain?.done?.received ?? 0) + receives.size;
+}
+
+/** A fork the operator made: of which execution, at which sequence number. */
+export interface ForkOrigin {
+  origin: string;
+  at: number;
+}
+
+/**
+ * SIM11 on a fork's log (generation 0 of its chain) and its origin's log: the prefix is copied
+ * event for event, marked as copied, and nothing after it is.
+ */
+export function checkFork(
+  id: string,
+  log: readonly Envelope[],
+  fork: ForkOrigin,
+  origin: readonly Envelope[],
+  out: string[],
+): void {
+  const { at } = fork;
+  if (log.length < at + 1) {
+    out.push(`SIM11 ${id}: has ${log.length} events, its fork point is ${at}`);
+  }
+  if (origin.length < at + 1) {
+    out.push(`SIM11 ${id}: forked at ${at}, but ${fork.origin} has ${origin.length} events`);
+  }
+  const member = origin[0] !== undefined && foldAll(origin.slice(0, 1))._chain !== undefined;
+  const from = canonicalJson({ executionId: fork.origin, seq: at });
+  log.forEach((e, i) => {
+    const where = `SIM11 ${id} (at ${e.seq})`;
+    if (i > at) {
+      if (copied(e) || e.meta?.forkChain !== undefined) {
+        out.push(`${where}: marked as copied after the fork point ${at}`);
+      }
+      return;
+    }
+    const o = origin[i];
+    if (!o) return;
+    if (
+      e.seq !== o.seq ||
+      e.kind !== o.kind ||
+      e.at !== o.at ||
+      canonicalJson(e.payload) !== canonicalJson(o.payload)
+    ) {
+      out.push(`${where}: ${e.kind} differs from ${fork.origin}'s ${o.kind} at ${o.seq}`);
+    }
+    if (canonicalJson(e.meta?.forkedFrom ?? null) !== from) {
+      out.push(`${where}: meta.forkedFrom is ${JSON.stringify(e.meta?.forkedFrom)}, not ${from}`);
+    }
+    const stamp = canonicalJson(e.meta?.forkChain ?? null);
+    const want = member ? canonicalJson({ chainId: id, generation: 0 }) : "null";
+    if (stamp !== want) out.push(`${where}: meta.forkChain is ${stamp}, not ${want}`);
+  });
+}
+
+/** Whether a refusal to fork `origin` at `at` is legitimate: the log has ended by then. */
+export function forkRefusable(origin: readonly Envelope[], at: number, code: string): boolean {
+  const ended = origin.slice(0, at + 1).find((e) => isTerminalEvent(e));
+  if (code === "LOOM_FORK_PAST_CONTINUATION") return ended?.kind === "EXECUTION_CONTINUED";
+  if (code === "LOOM_INVALID_INPUT") {
+    return ended !== undefined && ended.kind !== "EXECUTION_CONTINUED";
+  }
+  return false;
 }

@@ -15,9 +15,13 @@
  * generation's. A chain is checked on one consistent read of all its generations' logs and its
  * inbox stream (a double collect: the read is taken again until nothing moved in between).
  *
- * Forks (issue 7) are not generated yet. `runtime.fork(id, atSequence, newId?)` is one more
- * operator action for this driver, and its invariants join invariants.ts (see
- * docs/simulation.md, "Extending it").
+ * Forks (issue 7): about one execution in five is forked by the operator, at a drawn time, at a
+ * drawn sequence number of a drawn generation's log as it was then, to `<id>-fork<k>`, through
+ * the operator's runtime (a refusal because the log had ended by then is fine). The fork is then
+ * one more execution of the seed: recovered and driven by the owner's process, resumed,
+ * cancelled, and, for a conversation, sent its own messages (to the fork's id: its stream is its
+ * own), and checked as a chain of its own (SIM3, SIM7..SIM9, SIM11). The fork decisions draw from
+ * a PRNG of their own, so the rest of a seed's workload is the one it drew before forks.
  */
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../src/kernel/json.ts";
@@ -36,10 +40,13 @@ import {
   checkChain,
   checkChainEnd,
   checkFold,
+  checkFork,
   checkLog,
+  forkRefusable,
   generationId,
   markSuccessors,
   type ChainView,
+  type ForkOrigin,
 } from "./invariants.ts";
 import { Prng } from "./prng.ts";
 import {
@@ -68,6 +75,8 @@ export interface SimResult {
   rotations: number;
   /** Messages in the chains' inboxes (a sender's retry counts again). */
   messages: number;
+  /** Forks the operator made (a refused fork does not count). */
+  forks: number;
   /** A hash of every log: the same seed must give the same logs, byte for byte. */
   logHash: string;
   /** How the executions (every generation of a chain) ended, by status. */
@@ -95,6 +104,13 @@ interface Conversing {
   frozenAt: Map<number, number>;
   /** The shape of the last read that was checked (every log's length, the inbox's). */
   checked?: string;
+}
+
+/** A fork the operator means to make of an execution (any generation of its chain). */
+interface PlannedFork {
+  id: string;
+  atMs: number;
+  state: "due" | "forking" | "done";
 }
 
 /** Logs as last read: a log only grows, so one whose head has not moved is not read again. */
@@ -152,6 +168,7 @@ async function simulate(
 ): Promise<SimResult> {
   const prng = new Prng(seed);
   const faultPrng = new Prng(seed ^ 0x5eed);
+  const forkPrng = new Prng(seed ^ 0xf0c4);
   const rates = { ...DEFAULT_FAULTS, ...options.faults };
   const violations: string[] = [];
   const oracle = memoryStore();
@@ -164,6 +181,10 @@ async function simulate(
   const pending: Promise<unknown>[] = [];
   let crashes = 0;
   let decisions = 0;
+  /** Forks made, by id: what they were forked from (SIM11), and the last log length checked. */
+  const forks = new Map<string, ForkOrigin & { checked?: number }>();
+  const planned: PlannedFork[] = [];
+  let forkNames = 0;
 
   const flow = simFlow({
     async begin(executionId, stepId) {
@@ -243,26 +264,67 @@ async function simulate(
     ownerId: "operator",
   });
   const spawn = (p: Promise<unknown>) => pending.push(p.catch(() => undefined));
+  /** Every execution (chain) of the seed: those the operator started, then forks as made. */
   const ids: string[] = [];
+  let started = 0;
   const start = () => {
-    const id = `sim-${seed}-${ids.length}`;
+    const id = `sim-${seed}-${started++}`;
     const spec = randomSpec(prng);
     specs.set(id, spec);
     ids.push(id);
     const opts: { id: string; budget?: { tokens: number }; deadlineMs?: number } = { id };
     if (spec.budgetTokens !== undefined) opts.budget = { tokens: spec.budgetTokens };
     if (spec.deadlineMs !== undefined) opts.deadlineMs = spec.deadlineMs;
-    if (spec.chain) {
-      const sends = randomSends(prng, spec.chain).map((send) => ({ send, state: "due" as const }));
-      conversations.set(id, {
-        conversation: spec.chain,
-        sends,
-        startedAt: now(),
-        known: 1,
-        frozenAt: new Map(),
-      });
-    }
+    if (spec.chain) converse(id, spec.chain, prng);
     spawn(proc.runtime.start(flow, spec, opts));
+    if (forkPrng.chance(0.2))
+      planned.push({ id, atMs: now() + forkPrng.int(0, 3000), state: "due" });
+  };
+
+  /** A conversation's sends, drawn now, from `startedAt` on. */
+  const converse = (id: string, conversation: Conversation, draw: Prng) => {
+    const sends = randomSends(draw, conversation).map((send) => ({ send, state: "due" as const }));
+    conversations.set(id, { conversation, sends, startedAt: now(), known: 1, frozenAt: new Map() });
+  };
+
+  /**
+   * Forks what is due: a drawn generation of the execution, at a drawn sequence number of its
+   * log as read now, a little later (so the log may have moved, or ended, by then).
+   */
+  const forkDue = async () => {
+    for (const plan of planned) {
+      if (plan.state !== "due" || now() < plan.atMs) continue;
+      const view = await viewOf(plan.id);
+      if (view.logs.length === 0) continue; // not started yet (its start was lost in a crash)
+      plan.state = "forking";
+      const n = forkPrng.int(0, view.logs.length - 1);
+      const origin = generationId(plan.id, n);
+      const at = forkPrng.int(0, (view.logs[n]?.length ?? 1) - 1);
+      const forkId = `${plan.id}-fork${forkNames++}`;
+      const delay = forkPrng.int(0, 200);
+      const made = (async () => {
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        try {
+          await admin.fork(origin, at, forkId);
+        } catch (e) {
+          const code = (e as { code?: unknown }).code;
+          const log = await oracle.read(origin);
+          if (!forkRefusable(log, at, typeof code === "string" ? code : "")) {
+            violations.push(
+              `SIM11 ${forkId}: the fork of ${origin} at ${at} was refused (${String(code)}: ${(e as Error).message}), its log has ${log.length} events, ${log[log.length - 1]?.kind} last`,
+            );
+          }
+          return;
+        }
+        forks.set(forkId, { origin, at });
+        const spec = specs.get(plan.id);
+        if (spec) specs.set(forkId, spec);
+        const talk = conversations.get(plan.id);
+        if (talk) converse(forkId, talk.conversation, forkPrng);
+        ids.push(forkId);
+      })().finally(() => (plan.state = "done"));
+      spawn(made);
+    }
   };
 
   /** The execution's id, or now and then, for a chain, a later generation's (routed to its head). */
@@ -318,6 +380,12 @@ async function simulate(
       for (const [n, log] of view.logs.entries()) {
         await checkExecution(generationId(id, n), log, all);
       }
+      const fork = forks.get(id);
+      const log = view.logs[0] ?? [];
+      if (fork && (all || fork.checked !== log.length)) {
+        fork.checked = log.length;
+        checkFork(id, log, fork, await oracle.read(fork.origin, 0, fork.at + 1), violations);
+      }
       const talk = conversations.get(id);
       if (!talk || view.logs.length === 0) continue;
       talk.known = Math.max(talk.known, view.logs.length);
@@ -354,7 +422,7 @@ async function simulate(
   const steps = options.steps ?? 60;
   for (let step = 0; step < steps && violations.length === 0; step++) {
     const r = prng.next();
-    if (r < 0.1 && ids.length < 6) start();
+    if (r < 0.1 && started < 6) start();
     else if (r < 0.25) {
       // From the operator's process, or from the owner's own (its cached, parked run).
       const from = prng.chance(0.5) ? admin : proc.runtime;
@@ -364,6 +432,7 @@ async function simulate(
       spawn(from.cancel(address(prng.pick(ids)), "simulated operator"));
     }
     sendDue(false);
+    await forkDue();
     await tick(prng.int(0, 250));
     if (proc.incarnation.dead) {
       await tick(prng.int(0, 1200));
@@ -388,7 +457,8 @@ async function simulate(
         if (state._openSuspends.length > 0) spawn(admin.resume(gid, 1));
       }
     }
-    if (open === 0) break;
+    // A fork the steps began may still be on its way: it is driven to its end too.
+    if (open === 0 && planned.every((p) => p.state !== "forking")) break;
     await tick(500);
     await check();
   }
@@ -443,9 +513,10 @@ async function simulate(
     violations: [...new Set(violations)],
     events,
     crashes,
-    executions: ids.length,
+    executions: started,
     rotations,
     messages,
+    forks: forks.size,
     logHash,
     ended,
     ...(violations.length > 0 ? { logs: all } : {}),

@@ -1,8 +1,8 @@
 /**
  * The simulator in CI (sim/): a fixed set of seeds passes every invariant; the same seed runs the
  * same way twice; the simulator catches a deliberately broken store, printing the seed and the
- * command that reproduces the failure; and the chain invariants (SIM8, SIM9) and SIM10 report
- * hand-made logs that break them.
+ * command that reproduces the failure; and the chain invariants (SIM8, SIM9), SIM10 and the fork
+ * invariants (SIM11) report hand-made logs that break them.
  */
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
@@ -12,6 +12,7 @@ import { runSeed } from "../sim/simulator.ts";
 import {
   checkChain,
   checkChainEnd,
+  checkFork,
   checkLog,
   markSuccessors,
   type ChainView,
@@ -33,6 +34,7 @@ describe("the deterministic simulator", () => {
     let events = 0;
     let rotations = 0;
     let messages = 0;
+    let forks = 0;
     const ended: Record<string, number> = {};
     for (const seed of CI_SEEDS) {
       const r = await runSeed(seed);
@@ -41,6 +43,7 @@ describe("the deterministic simulator", () => {
       events += r.events;
       rotations += r.rotations;
       messages += r.messages;
+      forks += r.forks;
       for (const [status, n] of Object.entries(r.ended)) ended[status] = (ended[status] ?? 0) + n;
     }
     // The seeds exercise what they are meant to: crashes happen, logs grow, chains rotate and
@@ -49,6 +52,7 @@ describe("the deterministic simulator", () => {
     expect(events).toBeGreaterThan(CI_SEEDS.length * 20);
     expect(rotations).toBeGreaterThan(CI_SEEDS.length / 2);
     expect(messages).toBeGreaterThan(CI_SEEDS.length);
+    expect(forks).toBeGreaterThan(CI_SEEDS.length / 2);
     expect(Object.keys(ended).sort()).toEqual(["cancelled", "completed", "continued", "failed"]);
   });
 
@@ -212,5 +216,68 @@ describe("SIM10", () => {
     expect(out).toEqual([
       "SIM10 x: EXECUTION_FAILED at 1 records a store's failure: simulated transient failure of readMessages",
     ]);
+  });
+});
+
+/** A fork "f" of generation 0 of chain "c" at its sequence 1 (after it took m0). */
+function forkOf(at = 1): Envelope[] {
+  const [first = []] = goodChain();
+  const copy = first.slice(0, at + 1).map((e) => ({
+    ...e,
+    executionId: "f",
+    meta: { ...e.meta, fence: 1, forkedFrom: { executionId: "c", seq: at } },
+  }));
+  return [...copy, event("f", at + 1, "EXECUTION_COMPLETED", { output: { received: 1, sum: 0 } })];
+}
+
+describe("the fork invariants report a broken fork (SIM11, SIM9)", () => {
+  const origin = { origin: "c", at: 1 };
+  const [first = []] = goodChain();
+
+  it("pass a fork that copied its origin's prefix and consumed nothing of its stream", () => {
+    const out: string[] = [];
+    checkFork("f", forkOf(), origin, first, out);
+    const view: ChainView = { chainId: "f", logs: [forkOf()], messages: [] };
+    checkChain(view, new Map(), out);
+    checkChainEnd(view, { turns: 1, every: 1, turn: [] }, out);
+    expect(out).toEqual([]);
+  });
+
+  it("SIM11: a copy that differs from the prefix, is not marked, or marks what came after", () => {
+    const log = forkOf();
+    const [e0 = log[0]!, e1 = log[1]!, e2 = log[2]!] = log;
+    const broken = [
+      { ...e0, payload: { ...start, flow: "other" } },
+      { ...e1, meta: {} },
+      { ...e2, meta: { ...e2.meta, forkedFrom: { executionId: "c", seq: 1 } } },
+    ];
+    const out: string[] = [];
+    checkFork("f", broken, origin, first, out);
+    expect(out).toEqual([
+      "SIM11 f (at 0): EXECUTION_STARTED differs from c's EXECUTION_STARTED at 0",
+      'SIM11 f (at 1): meta.forkedFrom is undefined, not {"executionId":"c","seq":1}',
+      "SIM11 f (at 2): marked as copied after the fork point 1",
+    ]);
+  });
+
+  it("SIM9: a fork that takes its origin's message from its own stream, as if it were its origin", () => {
+    // The fork's copy of m0 is marked; it then takes m1 as message 1 of a stream that has one.
+    const log = forkOf();
+    const taking = [
+      ...log.slice(0, 2),
+      { ...take("f", 2, 1, "m1"), executionId: "f" },
+      event("f", 3, "EXECUTION_COMPLETED", { output: { received: 2, sum: 1 } }),
+    ];
+    const view: ChainView = {
+      chainId: "f",
+      logs: [taking],
+      messages: [
+        { ...sent(0, "m0"), chainId: "f" },
+        { ...sent(1, "m1"), chainId: "f" },
+      ],
+    };
+    const out: string[] = [];
+    checkChain(view, new Map(), out);
+    expect(out).toEqual(["SIM9 f (at 2): took message 1, skipping 0"]);
   });
 });

@@ -305,6 +305,8 @@ const HANDLERS: Partial<Record<string, Handler>> = {
       const from = isPlainObject(p.continuedFrom) ? readCarried(p.continuedFrom.carried) : {};
       if (from.resources) s._resources = from.resources;
       if (from.scopeResources) s._scopeResources = { ...from.scopeResources };
+      // Resume payloads the generation was carried belong to its prefix's replay: kept.
+      if (from.resumePayloads) s._resumePayloads = [...from.resumePayloads];
       if (from.quotaExceeded) s._quotaExceeded = from.quotaExceeded;
       return;
     }
