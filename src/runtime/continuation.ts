@@ -29,7 +29,7 @@ import {
   ExecutionNotFoundError,
   errorToData,
 } from "../kernel/errors.ts";
-import { EVENT_SCHEMA_VERSION, isTerminalEvent } from "../kernel/events.ts";
+import { EVENT_SCHEMA_VERSION } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
 import { fold } from "../fold/fold.ts";
 import { chainOf, initialState, type ExecutionState } from "../fold/state.ts";
@@ -189,6 +189,20 @@ export function isVerifiedSuccessor(prev: Member, next: Member): boolean {
   );
 }
 
+/**
+ * The id of `state`'s verified successor (C3) when it already has a log: a rotation started
+ * and not committed, or committed. One point read.
+ */
+export async function startedSuccessor(
+  store: Store,
+  state: ExecutionState,
+): Promise<string | undefined> {
+  const at: Member = { id: state.executionId, chain: chainOf(state), principal: state._principal };
+  const id = successorIdOf(at.chain.chainId, at.chain.generation + 1);
+  const next = await memberOf(store, id);
+  return next && isVerifiedSuccessor(at, next) ? id : undefined;
+}
+
 const genId = (chainId: string, n: number) => (n === 0 ? chainId : successorIdOf(chainId, n));
 
 /**
@@ -256,14 +270,4 @@ async function walkVerified(
     }
     at = next;
   }
-}
-
-/** The successor a kernel EXECUTION_CONTINUED at the end of `id`'s log names, if any. */
-export async function continuedTo(store: Store, id: string): Promise<string | undefined> {
-  const head = await store.head(id);
-  if (head < 0) return undefined;
-  const last = (await store.read(id, head, 1))[0];
-  if (!last || last.kind !== "EXECUTION_CONTINUED" || !isTerminalEvent(last)) return undefined;
-  const to = (last.payload as { successorId?: unknown } | null)?.successorId;
-  return typeof to === "string" ? to : undefined;
 }

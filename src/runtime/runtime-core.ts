@@ -32,10 +32,9 @@ import { newOwnerId } from "./owner.ts";
 import { Leases } from "./leases.ts";
 import { appendSpecs, loadStart, loadState, mustLoad } from "./load-state.ts";
 import { Tasks, positive } from "./runtime-support.ts";
-import { rotate, type ChainDeps } from "./continuation.ts";
+import { rotate, startedSuccessor, type ChainDeps } from "./continuation.ts";
 import { cursorOf, deliverySpecs, READ_BATCH } from "./inbox.ts";
 import type { CallerOptions, RuntimeOptions } from "./runtime-options.ts";
-import { successorIdOf } from "../kernel/chain.ts";
 import { chainOf } from "../fold/state.ts";
 
 import { Run, type EventSpec } from "./run.ts";
@@ -169,9 +168,7 @@ export abstract class RuntimeCore implements RunHost {
 
   /** NotResumableError when `state`'s verified successor has a log (one point read). */
   protected async refuseIfSucceeded(state: ExecutionState): Promise<void> {
-    const chain = chainOf(state);
-    const next = await loadStart(this.store, successorIdOf(chain.chainId, chain.generation + 1));
-    if (next?._chain?.continuedFrom?.executionId === state.executionId) {
+    if ((await startedSuccessor(this.store, state)) !== undefined) {
       throw new NotResumableError(`execution "${state.executionId}" has a successor`);
     }
   }
@@ -341,18 +338,10 @@ export abstract class RuntimeCore implements RunHost {
     probe: boolean,
   ): Promise<void> {
     if (this.chains && probe) {
-      const chain = chainOf(run.state);
-      const successorId = successorIdOf(chain.chainId, chain.generation + 1);
-      const successor = await loadStart(this.store, successorId);
+      const successorId = await startedSuccessor(this.store, run.state);
       if (!run.active) return;
-      const next = successor?._chain;
-      // Verified (C3): it names this generation, is the next of the same chain, same owner.
-      if (
-        next?.continuedFrom?.executionId === run.id &&
-        next.chainId === chain.chainId &&
-        next.generation === chain.generation + 1 &&
-        successor?._principal === run.state._principal
-      ) {
+      if (successorId !== undefined) {
+        const chain = chainOf(run.state);
         run.rotating = true;
         const payload = { successorId, chainId: chain.chainId, generation: chain.generation + 1 };
         await run.enqueue([{ kind: "EXECUTION_CONTINUED", payload, kernel: true }]);
