@@ -35,6 +35,15 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((s) => s.close()));
 });
 
+/** The OpenAI fake, reporting what the Anthropic options ask for in OpenAI's terms. */
+const openAiServer = (o: ServerOptions): Promise<Fake> =>
+  fakeOpenAi({
+    ...o,
+    promptTokens: (o.inputTokens ?? 0) + (o.cacheReadTokens ?? 0) + (o.cacheWriteTokens ?? 0),
+    cachedTokens: o.cacheReadTokens ?? 0,
+    cacheWriteTokens: o.cacheWriteTokens ?? 0,
+  });
+
 /** Each provider: its fake server, its effect, and what it reports for the same call. */
 const PROVIDERS = [
   {
@@ -65,13 +74,7 @@ const PROVIDERS = [
     provider: "openai",
     effect: (baseURL: string, extra: Extra = {}) =>
       createLlmEffect({ provider: "openai", model: "gpt-4o", baseURL, ...extra }),
-    server: (o: ServerOptions): Promise<Fake> =>
-      fakeOpenAi({
-        ...o,
-        promptTokens: (o.inputTokens ?? 0) + (o.cacheReadTokens ?? 0) + (o.cacheWriteTokens ?? 0),
-        cachedTokens: o.cacheReadTokens ?? 0,
-        cacheWriteTokens: o.cacheWriteTokens ?? 0,
-      }),
+    server: openAiServer,
     // OpenAI reports cache reads and writes inside prompt_tokens.
     usage: { inputTokens: 20, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 10 },
     /** OpenAI reports usage only at the end: the guard counts the prompt's characters / 4. */
@@ -100,13 +103,7 @@ const PROVIDERS = [
     provider: "openai-responses",
     effect: (baseURL: string, extra: Extra = {}) =>
       createLlmEffect({ provider: "openai", api: "responses", model: "gpt-4o", baseURL, ...extra }),
-    server: (o: ServerOptions): Promise<Fake> =>
-      fakeOpenAi({
-        ...o,
-        promptTokens: (o.inputTokens ?? 0) + (o.cacheReadTokens ?? 0) + (o.cacheWriteTokens ?? 0),
-        cachedTokens: o.cacheReadTokens ?? 0,
-        cacheWriteTokens: o.cacheWriteTokens ?? 0,
-      }),
+    server: openAiServer,
     // OpenAI reports cache reads and writes inside prompt_tokens.
     usage: { inputTokens: 20, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 10 },
     /** OpenAI reports usage only at the end: the guard counts the prompt's characters / 4. */

@@ -14,41 +14,29 @@
  * - The step records the final result (text, tool calls, usage, stop reason, price), not deltas.
  */
 import Anthropic from "@anthropic-ai/sdk";
-import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
-import { charsOver4, type StreamGuard } from "./stream.ts";
+import { charsOver4 } from "./stream.ts";
 import {
-  assertGuardStreams,
+  checkEffectOptions,
   checkLlmInput,
   estimatePrice,
   finish,
   parseArguments,
   StreamSession,
+  type LlmEffectBase,
   type LlmInput,
   type LlmResult,
   type LlmUsage,
 } from "./llm-core.ts";
 
-export interface AnthropicEffectOptions {
+export interface AnthropicEffectOptions extends LlmEffectBase {
   provider: "anthropic";
-  model: string;
-  /** Stream the answer (default true); the guard needs a stream. */
-  stream?: boolean;
-  /** The step's name (default "llm"). */
-  name?: string;
   /** A client of your own; Loom still passes `maxRetries: 0` and the signal with every call. */
   client?: Anthropic;
-  baseURL?: string;
-  apiKey?: string;
-  /** Called after every delta; throw to sever (streamTokenBudget). */
-  guard?: StreamGuard;
 }
 
 export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInput, LlmResult> {
-  if (typeof options.model !== "string" || options.model === "") {
-    throw new InvalidInputError("createLlmEffect needs a model name");
-  }
-  assertGuardStreams(options);
+  checkEffectOptions(options);
   const client =
     options.client ??
     new Anthropic({

@@ -57,8 +57,27 @@ export interface LlmResult {
   price?: { usd: number; source: string };
 }
 
-/** A guard needs a stream to sever: refused with `stream: false` at creation. */
-export function assertGuardStreams(options: { guard?: unknown; stream?: boolean }): void {
+/** What every provider's effect options share. */
+export interface LlmEffectBase {
+  model: string;
+  /** Stream the answer (default true); the guard needs a stream. */
+  stream?: boolean;
+  /** The step's name (default "llm"). */
+  name?: string;
+  baseURL?: string;
+  apiKey?: string;
+  /** Called after every delta; throw to sever (streamTokenBudget). */
+  guard?: StreamGuard;
+}
+
+/**
+ * Refuses bad effect options at creation: a model name is needed, and a guard needs a stream
+ * to sever (so `stream: false` with a guard is refused).
+ */
+export function checkEffectOptions(options: LlmEffectBase): void {
+  if (typeof options.model !== "string" || options.model === "") {
+    throw new InvalidInputError("createLlmEffect needs a model name");
+  }
   if (options.guard !== undefined && options.stream === false) {
     throw new InvalidInputError(
       "createLlmEffect: a guard checks each delta of a stream; it cannot bound a call with stream: false",

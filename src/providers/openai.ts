@@ -15,43 +15,37 @@ import OpenAI from "openai";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import {
-  assertGuardStreams,
+  checkEffectOptions,
   checkLlmInput,
   estimatePrice,
   finish,
   parseArguments,
   StreamSession,
+  type LlmEffectBase,
   type LlmInput,
   type LlmResult,
   type LlmToolCall,
   type LlmUsage,
 } from "./llm-core.ts";
-import { charsOver4, type StreamGuard } from "./stream.ts";
+import { charsOver4 } from "./stream.ts";
 
-export interface OpenAiEffectOptions {
+export interface OpenAiEffectOptions extends LlmEffectBase {
   provider: "openai";
-  model: string;
   /** Chat Completions (default) or the Responses API. */
   api?: "chat" | "responses";
-  stream?: boolean;
-  name?: string;
+  /** A client of your own; Loom still passes `maxRetries: 0` and the signal with every call. */
   client?: OpenAI;
   /** Must include `/v1`. */
   baseURL?: string;
-  apiKey?: string;
-  guard?: StreamGuard;
 }
 
 export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, LlmResult> {
-  if (typeof options.model !== "string" || options.model === "") {
-    throw new InvalidInputError("createLlmEffect needs a model name");
-  }
+  checkEffectOptions(options);
   if (options.api !== undefined && options.api !== "chat" && options.api !== "responses") {
     throw new InvalidInputError(
       `createLlmEffect: unknown OpenAI api ${JSON.stringify(options.api)} (known: chat, responses)`,
     );
   }
-  assertGuardStreams(options);
   const client =
     options.client ??
     new OpenAI({
