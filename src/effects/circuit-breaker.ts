@@ -7,16 +7,10 @@
  * refusal is a step failure like any other, recorded in the log, so a re-run is answered from
  * the log and never consults the breaker. Times are read from the runtime clock.
  */
-import { LoomError, registerErrorClass } from "../kernel/errors.ts";
-import type { Json } from "../kernel/json.ts";
+import { defineError, registerErrorClass } from "../kernel/errors.ts";
 import type { EffectMiddleware, MiddlewareContext } from "./middleware.ts";
 
-export class CircuitOpenError extends LoomError {
-  static readonly code = "LOOM_CIRCUIT_OPEN";
-  constructor(message: string, details?: Json) {
-    super("LOOM_CIRCUIT_OPEN", message, details);
-  }
-}
+export class CircuitOpenError extends defineError("LOOM_CIRCUIT_OPEN") {}
 
 registerErrorClass(CircuitOpenError.code, CircuitOpenError);
 

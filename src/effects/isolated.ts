@@ -22,23 +22,16 @@ import { pathToFileURL } from "node:url";
 import {
   errorFromData,
   InvalidInputError,
-  LoomError,
+  defineError,
   registerErrorClass,
 } from "../kernel/errors.ts";
-import type { Json } from "../kernel/json.ts";
 import type { ResourceDelta } from "../kernel/resources.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import { reasonOf } from "./delay.ts";
 import { INNER, type ChildReply, type ChildRequest } from "./isolated-protocol.ts";
 
-/** An isolated child exited, or could not start, before it answered. */
-export class IsolatedCrashError extends LoomError {
-  static readonly code = "LOOM_ISOLATED_CRASH";
-  /** `details`: `{ exitCode, signal }` of the child. */
-  constructor(message: string, details?: Json) {
-    super("LOOM_ISOLATED_CRASH", message, details);
-  }
-}
+/** An isolated child exited, or could not start, before it answered (`details`: `{ exitCode, signal }`). */
+export class IsolatedCrashError extends defineError("LOOM_ISOLATED_CRASH") {}
 
 registerErrorClass(IsolatedCrashError.code, IsolatedCrashError);
 

@@ -39,7 +39,12 @@ export class LoomError extends Error {
   }
 }
 
-function defineError(code: string) {
+/**
+ * A typed error class with a stable code: `class XError extends defineError("LOOM_X") {}`. An
+ * outer layer's class also calls `registerErrorClass(XError.code, XError)`, so it reads back
+ * from the log as itself.
+ */
+export function defineError(code: string) {
   return class extends LoomError {
     static readonly code = code;
     constructor(message: string, details?: Json) {

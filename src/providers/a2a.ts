@@ -39,7 +39,7 @@ import {
   RestTransportFactory,
   type Client,
 } from "@a2a-js/sdk/client";
-import { InvalidInputError, LoomError, registerErrorClass } from "../kernel/errors.ts";
+import { InvalidInputError, defineError, registerErrorClass } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import { abortableDelay, raceAbort, reasonOf } from "../effects/delay.ts";
 import { meteredFetch } from "../effects/fetch.ts";
@@ -47,30 +47,15 @@ import { checkedDuration } from "../runtime/deadline.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 
 /** The remote task ended `failed` or `rejected`. */
-export class A2ATaskFailedError extends LoomError {
-  static readonly code = "LOOM_A2A_TASK_FAILED";
-  constructor(message: string, details?: Json) {
-    super("LOOM_A2A_TASK_FAILED", message, details);
-  }
-}
+export class A2ATaskFailedError extends defineError("LOOM_A2A_TASK_FAILED") {}
 registerErrorClass(A2ATaskFailedError.code, A2ATaskFailedError);
 
 /** The remote task ended `canceled`, and not because this effect asked. */
-export class A2ATaskCanceledError extends LoomError {
-  static readonly code = "LOOM_A2A_TASK_CANCELED";
-  constructor(message: string, details?: Json) {
-    super("LOOM_A2A_TASK_CANCELED", message, details);
-  }
-}
+export class A2ATaskCanceledError extends defineError("LOOM_A2A_TASK_CANCELED") {}
 registerErrorClass(A2ATaskCanceledError.code, A2ATaskCanceledError);
 
 /** The task did not end within the effect's `timeoutMs` (not a cancel); it was cancelled. */
-export class A2ATimeoutError extends LoomError {
-  static readonly code = "LOOM_A2A_TIMEOUT";
-  constructor(message: string, details?: Json) {
-    super("LOOM_A2A_TIMEOUT", message, details);
-  }
-}
+export class A2ATimeoutError extends defineError("LOOM_A2A_TIMEOUT") {}
 registerErrorClass(A2ATimeoutError.code, A2ATimeoutError);
 
 export interface A2AEffectOptions {

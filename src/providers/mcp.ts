@@ -14,17 +14,12 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
-import { InvalidInputError, LoomError, registerErrorClass } from "../kernel/errors.ts";
+import { InvalidInputError, defineError, registerErrorClass } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Effect } from "../runtime/flow.ts";
 
 /** An MCP tool call ran past the effect's `timeoutMs` (not a cancel). */
-export class ToolTimeoutError extends LoomError {
-  static readonly code = "LOOM_TOOL_TIMEOUT";
-  constructor(message: string, details?: Json) {
-    super("LOOM_TOOL_TIMEOUT", message, details);
-  }
-}
+export class ToolTimeoutError extends defineError("LOOM_TOOL_TIMEOUT") {}
 registerErrorClass(ToolTimeoutError.code, ToolTimeoutError);
 
 export type ToolTransport =
