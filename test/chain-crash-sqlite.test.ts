@@ -42,7 +42,7 @@ import {
   type Runtime,
 } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
-import { mulberry32 } from "./helpers.ts";
+import { limiter, mulberry32 } from "./helpers.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(ROOT, "test/fixtures/chain/worker.ts");
@@ -368,22 +368,6 @@ async function checkEnd(
       `${at}: foldAll(log of ${id}) equals the state the store gives`,
     ).toBe(canonicalJson(report.states[id]));
   }
-}
-
-/** Runs `fn` with at most `n` calls in flight. */
-function limiter(n: number) {
-  let active = 0;
-  const queue: (() => void)[] = [];
-  return async <T>(fn: () => Promise<T>): Promise<T> => {
-    if (active >= n) await new Promise<void>((r) => queue.push(r));
-    active++;
-    try {
-      return await fn();
-    } finally {
-      active--;
-      queue.shift()?.();
-    }
-  };
 }
 
 interface PointResult {

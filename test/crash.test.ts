@@ -25,7 +25,7 @@ import type { Envelope } from "../src/kernel/events.ts";
 import { canonicalJson } from "../src/kernel/json.ts";
 import { foldAll } from "../src/fold/fold.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
-import { mulberry32 } from "./helpers.ts";
+import { limiter, mulberry32 } from "./helpers.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(ROOT, "test/fixtures/crash/worker.ts");
@@ -139,22 +139,6 @@ function callIdOf(e: Envelope): string | undefined {
   const p = e.payload;
   if (p === null || typeof p !== "object" || Array.isArray(p)) return undefined;
   return typeof p.callId === "string" ? p.callId : undefined;
-}
-
-/** Runs `fn` with at most `n` calls in flight. */
-function limiter(n: number) {
-  let active = 0;
-  const queue: (() => void)[] = [];
-  return async <T>(fn: () => Promise<T>): Promise<T> => {
-    if (active >= n) await new Promise<void>((r) => queue.push(r));
-    active++;
-    try {
-      return await fn();
-    } finally {
-      active--;
-      queue.shift()?.();
-    }
-  };
 }
 
 interface SeedResult {

@@ -21,6 +21,22 @@ export function mulberry32(seed: number): () => number {
   };
 }
 
+/** Runs `fn` with at most `n` calls in flight. */
+export function limiter(n: number) {
+  let active = 0;
+  const queue: (() => void)[] = [];
+  return async <T>(fn: () => Promise<T>): Promise<T> => {
+    if (active >= n) await new Promise<void>((r) => queue.push(r));
+    active++;
+    try {
+      return await fn();
+    } finally {
+      active--;
+      queue.shift()?.();
+    }
+  };
+}
+
 /**
  * Runtimes for one test file: each test's runtimes share a store they do not close, get their
  * every execution checked for fold equality after the test, and are closed then.
