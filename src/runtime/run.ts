@@ -439,6 +439,8 @@ export class Run {
    */
   private rereadInbox(): boolean {
     if (this.inboxRead !== undefined) return true;
+    // Every open wait a suspend: no receive waits, and no frame scan on this hot path.
+    if (this.state.openWaits <= this.state._openSuspends.length) return false;
     const topics = new Set<string>();
     for (const callId of waitingReceives(this.state)) {
       const topic = this.state.frames[callId]?.topic;

@@ -267,14 +267,14 @@ export class Runtime extends RuntimeCore {
     // also when it continued while this resume was on its way (the start-to-commit window).
     // Routed whenever chains are on, with the start-to-commit probe: a resume the predecessor
     // took in that window would not reach the successor it already started.
-    let target = this.chains ? await this.followToHead(id, options) : id;
+    let target = this.chains ? await this.route(id) : id;
     for (let hops = 0; ; hops++) {
       try {
         return await this.resumeOne(target, json);
       } catch (e) {
         if (!this.chains || !(e instanceof NotResumableError) || hops >= this.maxChainHops) throw e;
         // Continued, or its successor started: route onward (the probe finds it).
-        const next = await this.followToHead(target, options);
+        const next = await this.route(target);
         if (next === target) throw e;
         target = next;
       }
@@ -340,7 +340,7 @@ export class Runtime extends RuntimeCore {
       boundedJson(message, `message for "${idOrChainId}"`, this.limits.maxStepPayloadBytes) ?? null;
     // ADR 0111: authorized against the addressed id before any chain read.
     await this.authorize(idOrChainId, options);
-    let head = this.chains ? await this.followToHead(idOrChainId, options) : idOrChainId;
+    let head = this.chains ? await this.route(idOrChainId) : idOrChainId;
     const state = this.runs.get(head)?.state ?? (await mustLoad(this.store, head));
     if (state.status === "continued") {
       // Routing stopped at a continued member: its successor is missing (a gap) or failed
@@ -376,7 +376,7 @@ export class Runtime extends RuntimeCore {
       const rotating = this.runs.get(target)?.rotating === true;
       if (!rotating && !(await this.isContinued(target))) break;
       if (rotating) await this.runs.get(target)?.done.catch(() => undefined);
-      head = await this.followToHead(target, options);
+      head = await this.route(target);
       if (head === target) break;
     }
     return { chainId, seq };
@@ -389,6 +389,14 @@ export class Runtime extends RuntimeCore {
   async followToHead(id: string, options: CallerOptions = {}): Promise<string> {
     assertValidId(id);
     await this.authorize(id, options);
+    return this.route(id);
+  }
+
+  /**
+   * followToHead for a caller already authorized against `id`: routing follows only successors
+   * with the same owner (K5), so the head needs no second check.
+   */
+  private async route(id: string): Promise<string> {
     // Routing from the head last found for this id costs a probe, not the chain's walk.
     const known = this.knownHeads.get(id);
     const head = await routeToHead(this.chainDeps(), known ?? id).catch((e: unknown) => {
