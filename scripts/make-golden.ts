@@ -1,7 +1,8 @@
 /**
  * Writes test/fixtures/logs/<EVENT_SCHEMA_VERSION>-golden.json: the log of a flow that uses every
  * syscall and effect feature, and the state the current fold gives it; since 1.5.0 also the
- * logs of the chain generations it continued as (`chain`). Run it once when the
+ * logs of the chain generations it continued as (`chain`); since 1.6.0 its suspend is answered by
+ * `resumeAs`, so the log holds a STATE_RESTORED. Run it once when the
  * schema version is bumped (`npx tsx scripts/make-golden.ts`); it never overwrites a file, since
  * a golden log of an earlier version must replay forever (STYLE 6).
  */
@@ -73,7 +74,15 @@ for (let i = 0; i < 500; i++) {
   await new Promise((r) => setTimeout(r, 10));
 }
 await runtime.send("golden-1", "first message", { key: "m1" });
-await runtime.resume("golden-1", "high tide at noon");
+// Schema 1.6.0: the suspend is answered by resumeAs, which records a STATE_RESTORED first.
+await runtime.resumeAs("golden-1", golden, "high tide at noon", {
+  transformState: (state) => ({
+    ...state,
+    _decisions: Object.fromEntries(
+      Object.entries(state._decisions).map(([k, v]) => [k, k.startsWith("pick") ? 100 : v]),
+    ),
+  }),
+});
 const outcome = await runtime.waitForCompletion("golden-1");
 if (outcome.status !== "continued") throw new Error(`golden flow ended ${outcome.status}`);
 for (let i = 0; i < 500 && (await runtime.readLog("golden-1~1")).length === 0; i++) {

@@ -34,6 +34,8 @@ export {
   type ExecutionHandle,
 } from "./runtime/runtime.ts";
 export { systemClock } from "./runtime/system.ts";
+export type { RestoreOptions, ResumeAsOptions } from "./runtime/restore.ts";
+export type { RestoredRecord } from "./fold/restored.ts";
 export { occurrenceId, type ScheduleOptions } from "./runtime/schedules.ts";
 export { memoryStore, type MemoryStore } from "./store/memory/index.ts";
 export type * from "./store/spi.ts";

@@ -21,6 +21,7 @@ import { isPlainObject, type Json } from "../kernel/json.ts";
 import { SCALAR_DIMENSIONS, addResources, isDimension, readBudget } from "../kernel/resources.ts";
 import { initialState, type ExecutionState, type Frame, type Snapshot } from "./state.ts";
 import { DEDUPE_WINDOW, readCarried, readChain, type ChainIdentity } from "../kernel/chain.ts";
+import { applyRestored, readRestored } from "./restored.ts";
 
 type Payload = { [key: string]: Json };
 
@@ -479,5 +480,17 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     if (!isTerminalEvent(e)) return;
     s.status = "continued";
     if (str(p.successorId)) s._continuedTo = p.successorId;
+  },
+  STATE_RESTORED(s, p, e) {
+    // Kernel-stamped only (schema 1.6.0): an app event that borrows the name is inert.
+    if (e.meta?.kernel !== true) return;
+    const record = readRestored(p.state);
+    if (typeof record === "string") return;
+    applyRestored(s, record);
+    if (str(p.flow) && p.flow !== "") {
+      s.flow = p.flow;
+      s.flowVersion = str(p.flowVersion) ? p.flowVersion : "";
+      s.fingerprint = str(p.fingerprint) ? p.fingerprint : "";
+    }
   },
 };

@@ -9,6 +9,7 @@
  */
 import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
+import { readRestored } from "./restored.ts";
 
 export interface TimerRow {
   timerId: string;
@@ -30,6 +31,17 @@ export function indexChanges(events: readonly Envelope[]): IndexChanges | undefi
     const p = isPlainObject(e.payload) ? e.payload : {};
     const callId = p.callId;
     if (isTerminalEvent(e)) out.clearAllTimers = true;
+    if (e.kind === "STATE_RESTORED" && e.meta?.kernel === true) {
+      // The restored waits get rows; an old wait's row is stale and harmless (see above).
+      const record = readRestored(p.state);
+      if (typeof record === "string") continue;
+      for (const [timerId, f] of Object.entries(record.frames)) {
+        if (f.status === "waiting" && f.wakeAtMs !== undefined) {
+          out.timersSet.push({ timerId, wakeAtMs: f.wakeAtMs });
+        }
+      }
+      continue;
+    }
     if (typeof callId !== "string") continue;
     if (
       (e.kind === "TIMER_SCHEDULED" || e.kind === "SUSPENDED") &&
@@ -48,6 +60,7 @@ function touchesIndex(e: Envelope): boolean {
     e.kind === "TIMER_SCHEDULED" ||
     e.kind === "SUSPENDED" ||
     e.kind === "TIMER_FIRED" ||
+    e.kind === "STATE_RESTORED" ||
     isTerminalEvent(e)
   );
 }

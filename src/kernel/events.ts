@@ -29,8 +29,11 @@ import type { Json } from "./json.ts";
  *        `deadlineMs`; its `principal` folds into `_principal`. A kernel EXECUTION_CONTINUED's
  *        `successorId` folds into `_continuedTo`. MESSAGE_CONSUMED advances `_inbox` and settles
  *        a receive; a SUSPENDED named "receive" is a receive's wait.
+ * 1.6.0: STATE_RESTORED (kernel-stamped, from restoreFromState and resumeAs) replaces the flow
+ *        body's replay record (frames, call order, decisions, queued resume payloads, input) and,
+ *        when it names one, the flow; everything else stays (fold/restored.ts R1, R2).
  */
-export const EVENT_SCHEMA_VERSION = "1.5.0";
+export const EVENT_SCHEMA_VERSION = "1.6.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",
@@ -52,6 +55,7 @@ export const EVENT_KINDS = [
   "EXECUTION_FAILED",
   "EXECUTION_CANCELLED",
   "EXECUTION_CONTINUED",
+  "STATE_RESTORED",
 ] as const;
 
 export type EventKind = (typeof EVENT_KINDS)[number];

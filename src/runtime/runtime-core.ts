@@ -262,6 +262,8 @@ export abstract class RuntimeCore implements RunHost {
     id: string,
     payload: { [k: string]: Json },
     accept: (existing: ExecutionState) => void,
+    /** Appended with sequence 0, in its batch (a restore's STATE_RESTORED). */
+    extra: readonly EventSpec[] = [],
   ): Promise<void> {
     const giveUpAt = this.clock.now() + this.leaseTtlMs * 2;
     let fence: number | undefined = 1;
@@ -274,7 +276,7 @@ export abstract class RuntimeCore implements RunHost {
           fence === 1
             ? { owner: this.ownerId, expiresAtMs: this.clock.now() + this.leaseTtlMs }
             : undefined;
-        const outcome = await this.writeStart(flow, id, payload, fence, claim);
+        const outcome = await this.writeStart(flow, id, payload, fence, claim, extra);
         if (outcome === "started") return;
         fence = undefined;
         if (outcome === "fenced") continue;
@@ -292,11 +294,13 @@ export abstract class RuntimeCore implements RunHost {
     payload: { [k: string]: Json },
     fence: number,
     claimLease: { owner: string; expiresAtMs: number } | undefined,
+    extra: readonly EventSpec[] = [],
   ): Promise<"started" | "fenced" | "taken"> {
     const run = new Run(this, flow, initialState(id), fence);
     this.runs.set(id, run);
     try {
-      await run.enqueue([{ kind: "EXECUTION_STARTED", payload }], claimLease ? { claimLease } : {});
+      const specs: EventSpec[] = [{ kind: "EXECUTION_STARTED", payload }, ...extra];
+      await run.enqueue(specs, claimLease ? { claimLease } : {});
     } catch (e) {
       this.forget(run);
       if (e instanceof FencedError) return "fenced";

@@ -20,6 +20,7 @@ import { isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
 import type { Envelope } from "../kernel/events.ts";
 import {
   ChainHopLimitError,
+  ExecutionConflictError,
   ExecutionNotFoundError,
   InvalidInputError,
   InvariantViolation,
@@ -47,6 +48,13 @@ import {
   withDeadline,
 } from "./runtime-support.ts";
 import { routeToHead } from "./continuation.ts";
+import {
+  checkedRestore,
+  restoredSpec,
+  type RestoreOptions,
+  type ResumeAsOptions,
+} from "./restore.ts";
+import type { EventSpec } from "./run.ts";
 import { writeFork } from "./fork.ts";
 import { chainOf } from "../fold/state.ts";
 import { checkedName, DEFAULT_TOPIC, type SendOptions } from "./inbox.ts";
@@ -279,6 +287,127 @@ export class Runtime extends RuntimeCore {
         target = next;
       }
     }
+  }
+
+  /**
+   * Drives `id` on from `state`, a folded state as `getState` gives it (moved from another store,
+   * repaired by hand): its frames, call order, decisions, queued resume payloads and input replace
+   * the execution's, as a STATE_RESTORED fact in its log, and `flow` drives it from then on. What
+   * it has spent, its owner, its chain and its deadline stay the log's (fold/restored.ts R2). An
+   * id with no log is created (restore.ts R3..R5).
+   */
+  async restoreFromState(
+    id: string,
+    flow: string | Flow,
+    state: unknown,
+    options: RestoreOptions = {},
+  ): Promise<ExecutionHandle> {
+    this.assertOpen();
+    assertValidId(id);
+    const registered = this.registered(flow);
+    const record = checkedRestore(state, `state restored onto "${id}"`);
+    const principal = checkedPrincipal(options.principal);
+    await this.authorize(id, options);
+    const spec = restoredSpec(registered, record);
+    await this.tasks.exclusive(id, async () => {
+      if ((await this.store.head(id)) >= 0) return this.restoreHeld(id, () => [spec]);
+      assertCreatable(id);
+      const payload = startPayload(registered, record.input, {
+        budget: registered.budget,
+        deadlineMs: registered.deadlineMs,
+      });
+      if (principal !== undefined) payload.principal = principal;
+      const taken = () => {
+        throw new ExecutionConflictError(
+          `execution "${id}" was created by another caller during the restore; restore it again`,
+          { executionId: id },
+        );
+      };
+      await this.create(registered, id, payload, taken, [spec]);
+    });
+    return this.handle(id, principal === undefined ? options : { as: principal });
+  }
+
+  /**
+   * Resumes `id` (routed to its chain's head, as `resume`) under `flow`, a new version of its
+   * flow or another one, with its state mapped by `options.transformState` when given: the
+   * restore and the resume are one batch (restore.ts R6).
+   */
+  async resumeAs(
+    id: string,
+    flow: string | Flow,
+    payload?: unknown,
+    options: ResumeAsOptions = {},
+  ): Promise<void> {
+    this.assertOpen();
+    assertValidId(id);
+    const registered = this.registered(flow);
+    const json = boundedJson(
+      payload,
+      `resume payload for "${id}"`,
+      this.limits.maxStepPayloadBytes,
+    );
+    await this.authorize(id, options);
+    const target = this.chains ? await this.route(id) : id;
+    const resumed: EventSpec = {
+      kind: "RESUMED",
+      payload: json === undefined ? {} : { payload: json },
+    };
+    await this.tasks.exclusive(target, () =>
+      this.restoreHeld(target, (state) => {
+        const mapped = options.transformState
+          ? options.transformState(structuredClone(state))
+          : state;
+        const record = checkedRestore(mapped, `state of "${target}" for flow "${registered.name}"`);
+        return [restoredSpec(registered, record), resumed];
+      }),
+    );
+  }
+
+  /** The registered flow `flow` names (registering it when it is one). */
+  private registered(flow: string | Flow): Flow {
+    if (isFlow(flow)) this.registerFlow(flow);
+    const name = isFlow(flow) ? flow.name : flow;
+    const registered = this.flows.get(name);
+    if (!registered) {
+      throw new UnknownFlowError(`no flow named ${JSON.stringify(name)} is registered`);
+    }
+    return registered;
+  }
+
+  /**
+   * Appends a restore to `id`'s existing log and drives it (R4, R5): a body held parked here is
+   * dropped first; one running here is refused; the append waits for another owner's lease.
+   */
+  private async restoreHeld(
+    id: string,
+    specs: (state: ExecutionState) => readonly EventSpec[],
+  ): Promise<void> {
+    const held = this.runs.get(id);
+    if (held?.phase === "active") {
+      throw new LeaseHeldError(
+        `execution "${id}" is running in this process; restore it once it parks or is recovered`,
+      );
+    }
+    if (held) {
+      this.forget(held);
+      held.stop(new RuntimeClosedError(`execution "${id}" was restored; its held body is dropped`));
+    }
+    await this.deliver(
+      id,
+      (state) => {
+        if (isTerminalStatus(state.status)) {
+          throw new NotResumableError(
+            `execution "${id}" has ended (${state.status}) and cannot be restored`,
+          );
+        }
+        return specs(state);
+      },
+      true,
+      this.chains ? (state) => this.refuseIfSucceeded(state) : undefined,
+    );
+    // Code that could not replay the old record (a version it does not accept) may replay this.
+    this.stuck.delete(id);
   }
 
   /**
