@@ -136,7 +136,7 @@ export const SCENARIOS: Scenario[] = [
   { name: "a step timeout", flow: stepTimeout, input: null, actions: [] },
   { name: "a retry", flow: retry, input: null, actions: [] },
   {
-    name: "a two-generation conversation with a message in flight",
+    name: "ADR 0109 D8 (1): a two-generation conversation with a message in flight",
     flow: conversation,
     input: null,
     chain: true,

@@ -199,7 +199,7 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
     expect((await r.getState("c")).status).toBe("continued");
   });
 
-  it("D1: refusals are raised before anything is appended, and the flow may carry on", async () => {
+  it("D1, D8 (3): refusals (a carry over maxCarryBytes, a call inside an open scope, the flag off) come before anything is appended, and the flow may carry on", async () => {
     const big = "x".repeat(2000);
     const f = flow$("refusals", async (ctx) => {
       const seen: string[] = [];
@@ -224,21 +224,30 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
     expect((await (await plain.start(off, null, { id: "off-1" })).result()).output).toBe(true);
   });
 
-  it("D2 (a): a caller cannot create a successor-shaped id; other ~ ids stay legal", async () => {
+  it("D2 (a), D8 (3), fix round 1 (3): a caller cannot create foo~1, foo~1::x, a::b~1 or parent::g#0~1, reading nothing; a~b and a::b~x stay legal", async () => {
     const f = flow$("noop", async () => 1);
-    const r = chains(memoryStore()).registerFlow(f);
+    const inner = memoryStore();
+    const reads: string[] = [];
+    const store: Store = {
+      ...inner,
+      read: (id, from, limit) => (reads.push(id), inner.read(id, from, limit)),
+      head: (id) => (reads.push(id), inner.head(id)),
+    };
+    const r = chains(store, { background: false }).registerFlow(f);
     for (const id of ["foo~1", "a::b~1", "parent::g#0~1", "foo~1::x"]) {
       await expect(r.start(f, null, { id }), id).rejects.toMatchObject({
         code: "LOOM_RESERVED_SUCCESSOR_ID",
       });
-      expect(await r.readLog(id)).toEqual([]);
+      // Refused on the id's shape alone: no read of it or of a parent (no existence oracle).
+      expect(reads, id).toEqual([]);
+      expect(await inner.head(id)).toBe(-1);
     }
     for (const id of ["a~b", "a~1x", "a::b~x", "plain"]) {
       expect((await (await r.start(f, null, { id })).result()).status, id).toBe("completed");
     }
   });
 
-  it("D2 (b), K3: a squatted successor id fails the predecessor with ContinuationConflictError", async () => {
+  it("D2 (b), D8 (3), K3: a squatted successor id fails the predecessor with ContinuationConflictError", async () => {
     const store = memoryStore();
     const f = conversation(1);
     const r = chains(store).registerFlow(f);
@@ -312,7 +321,7 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
     expect(last.output).toBe("LOOM_QUOTA_EXCEEDED");
   });
 
-  it("D3: the chain deadline is fixed at generation 0 and survives a rotation", async () => {
+  it("D3, D8 (5): the chain deadline is fixed at generation 0 and survives a rotation", async () => {
     const f = flow$(
       "deadline-chain",
       async (ctx, input: { gen: number } | null) => {
@@ -345,7 +354,7 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
     expect(end.error?.code).toBe("LOOM_DEADLINE_EXCEEDED");
   });
 
-  it("D4, ADR 0110 D6: the dedupe window survives a rotation", async () => {
+  it("D8 (5), D4, ADR 0110 D6: the dedupe window survives a rotation (a duplicate send after it is skipped)", async () => {
     const f = flow$("dedupe-chain", async (ctx, input: { gen: number } | null) => {
       const msg = await ctx.receive<string>();
       if ((input?.gen ?? 0) === 0) return ctx.continueAsNew({ gen: 1 });
@@ -439,7 +448,7 @@ describe("the start-to-commit window (ADR 0109 D2, D4, fix round 1)", () => {
     return ctx.receive<string>();
   });
 
-  it("a send in the window resolves to the successor and is delivered once", async () => {
+  it("D8 (3): a send in the start-to-commit window resolves to the successor and is delivered once", async () => {
     const data = memoryStore();
     const g = gated(data, "EXECUTION_CONTINUED");
     const r = chains(data.reopen(), { store: g.store }).registerFlow(idle);
@@ -458,7 +467,7 @@ describe("the start-to-commit window (ADR 0109 D2, D4, fix round 1)", () => {
     expect(consumed(logs)).toEqual([0]);
   });
 
-  it("K4 (i): a cancel in the window cancels the started successor too: no live generation", async () => {
+  it("D8 (3), K4 (i): a cancel in the window cancels the started successor too: no live generation", async () => {
     const data = memoryStore();
     const g = gated(data, "EXECUTION_CONTINUED");
     const r = chains(data.reopen(), { store: g.store }).registerFlow(idle);
@@ -473,7 +482,7 @@ describe("the start-to-commit window (ADR 0109 D2, D4, fix round 1)", () => {
     expect(await r.readLog("k~2")).toEqual([]);
   });
 
-  it("K1: a crash in the window is repaired by recovery: one successor, adopted, and one commit", async () => {
+  it("D8 (1), K1: a crash in the window is repaired by recovery: one successor, adopted, and one commit", async () => {
     const data = memoryStore();
     const g = gated(data, "EXECUTION_CONTINUED");
     const a = chains(data.reopen(), { store: g.store, leaseTtlMs: 100, background: false });
@@ -499,7 +508,7 @@ describe("the start-to-commit window (ADR 0109 D2, D4, fix round 1)", () => {
     expect(await b.readLog("rc")).toEqual(log);
   });
 
-  it("K4 (ii): a successor whose predecessor was cancelled after the probe cancels itself", async () => {
+  it("D8 (3), K4 (ii): a successor whose predecessor was cancelled after the probe cancels itself", async () => {
     const data = memoryStore();
     const g = gated(data, "EXECUTION_CONTINUED");
     const a = chains(data.reopen(), { store: g.store, leaseTtlMs: 100, background: false });
@@ -547,7 +556,7 @@ describe("routing follows verified links only (ADR 0109 K5, K6, fix rounds 1 and
     });
   const base = { flow: "hops", flowVersion: "1", fingerprint: "x", schemaVersion: "1.5.0" };
 
-  it("a squatter that does not name its predecessor is never routed to", async () => {
+  it("fix round 1 (2), K5: a squatter that does not name its predecessor is never routed to", async () => {
     const store = memoryStore();
     const f = hops(1);
     const r = chains(store).registerFlow(f);
@@ -564,7 +573,7 @@ describe("routing follows verified links only (ADR 0109 K5, K6, fix rounds 1 and
     expect((await r.waitForCompletion("v~1")).output).toBe("to the real head");
   });
 
-  it("a chain routes in O(log n) reads; past maxChainHops of unverified ground it is ChainHopLimitError", async () => {
+  it("fix round 3 (3), residual (1), K6: a chain routes in O(log n) reads; past maxChainHops of unverified ground it is ChainHopLimitError", async () => {
     const store = memoryStore();
     const f = hops(11);
     const r = chains(store, { maxChainHops: 8 }).registerFlow(f);
@@ -592,7 +601,7 @@ describe("routing follows verified links only (ADR 0109 K5, K6, fix rounds 1 and
     expect(await r.followToHead("long")).toBe("long~11");
   });
 
-  it("the ExecutionStatus union is pinned, continued included and terminal", () => {
+  it("D8 (6): the ExecutionStatus union is pinned, continued included and terminal", () => {
     expect(EXECUTION_STATUSES).toEqual([
       "pending",
       "running",
@@ -641,7 +650,7 @@ describe("fixes from the adversarial review of chains", () => {
     expect((await loadState(data, "kc"))?.status).toBe("cancelled");
   });
 
-  it("D4: a resume the predecessor takes in the window reaches the successor (routed with the probe)", async () => {
+  it("D4, fix round 1 (4): a resume the predecessor takes in the window reaches the successor (routed with the probe)", async () => {
     const data = memoryStore();
     const g = gated(data, "EXECUTION_CONTINUED");
     const f = flow$("rz-flow", async (ctx, input: { gen: number } | null) => {
@@ -689,7 +698,7 @@ describe("fixes from the adversarial review of chains", () => {
     expect((await r.getState("dg~1"))._resources?.tokens).toEqual({ output: 10 });
   });
 
-  it("residual 0: a gap in the chain is a clean refusal for send and cancel, with nothing appended", async () => {
+  it("residual (0), fix round 3 (3): a gap in the chain is a clean refusal for send and cancel, with nothing appended", async () => {
     const store = memoryStore();
     const f = flow$("gappy", async (ctx, input: { gen: number } | null) => {
       const gen = input?.gen ?? 0;

@@ -55,7 +55,7 @@ describe("fork (fork.ts V1..V4, ADR 0109 D7)", () => {
     });
   });
 
-  it("D7: a fork of a chain member gets a fresh chain, keeps what was spent, and never reads the owner's inbox", async () => {
+  it("D7, D8 (3), fix round 1 (7): a fork of a chain member gets a fresh chain, keeps what was spent, and never reads the owner's inbox", async () => {
     const spend = step$("spend", async (n: number, ectx) => {
       ectx.meter({ tokens: { output: n } });
       return n;
@@ -100,7 +100,7 @@ describe("fork (fork.ts V1..V4, ADR 0109 D7)", () => {
     expect(await r.followToHead("forked")).toBe("forked~1");
   });
 
-  it("V4: refusals come before anything is written", async () => {
+  it("V4, D8 (3): refusals (a fork point at or after EXECUTION_CONTINUED, a successor-shaped id) come before anything is written", async () => {
     const r = chains().registerFlow(member);
     await r.start(member, null, { id: "p" });
     await r.send("p", "one");
@@ -124,7 +124,7 @@ describe("fork (fork.ts V1..V4, ADR 0109 D7)", () => {
 });
 
 describe("principals: one chain, one owner (ADR 0111 as ADR 0109 relies on it)", () => {
-  it("an owned execution refuses other callers before any chain read; its owner passes", async () => {
+  it("fix round 1 (6), ADR 0111: an owned execution refuses other callers (send included) before any chain read; its owner passes", async () => {
     const store = memoryStore();
     const r = rt(store, { features: { continueAsNew: true } }).registerFlow(member);
     await r.start(member, null, { id: "own", principal: "alice" });

@@ -16,7 +16,7 @@ describe("golden logs", () => {
     expect(files.length).toBeGreaterThan(0);
   });
   for (const file of files) {
-    it(`${file} folds to its recorded state`, () => {
+    it(`D8 (7), (8): ${file} folds to its recorded state`, () => {
       const golden = JSON.parse(readFileSync(join(dir, file), "utf8")) as {
         events: Envelope[];
         state: unknown;

@@ -57,6 +57,10 @@ function describe(e: Envelope): string {
       return `cancelled: ${text(p.reason)}`;
     case "EXECUTION_CONTINUED":
       return `continued as ${text(p.successorId)} (generation ${text(p.generation)} of chain ${text(p.chainId)})`;
+    case "STATE_RESTORED": {
+      const frames = isPlainObject(p.state) && isPlainObject(p.state.frames) ? p.state.frames : {};
+      return `state restored (${Object.keys(frames).length} recorded calls); driven on by flow ${text(p.flow)} v${text(p.flowVersion)}`;
+    }
     case "MESSAGE_CONSUMED":
       return p.duplicate === true
         ? `message ${text(p.seq)} (key ${text(p.key)}) dropped: its key was already consumed`
