@@ -16,14 +16,21 @@
  * (`foldAll` copies a snapshot before folding onto it).
  */
 import { isTerminalEvent, isTerminalStatus, type Envelope } from "../kernel/events.ts";
-import type { ErrorData } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
 import { SCALAR_DIMENSIONS, addResources, isDimension, readBudget } from "../kernel/resources.ts";
 import { initialState, type ExecutionState, type Frame, type Snapshot } from "./state.ts";
 import { DEDUPE_WINDOW, readCarried, readChain, type ChainIdentity } from "../kernel/chain.ts";
 import { applyRestored, readRestored } from "./restored.ts";
-
-type Payload = { [key: string]: Json };
+import {
+  callHead,
+  errorOf,
+  frameOf,
+  record,
+  safeKey,
+  settleWait,
+  str,
+  type Payload,
+} from "./frames.ts";
 
 export function fold(state: ExecutionState, envelope: Envelope): ExecutionState {
   const e = envelope as unknown;
@@ -62,43 +69,6 @@ export function foldAll(events: Iterable<Envelope>, from?: Snapshot): ExecutionS
 
 function isTerminal(s: ExecutionState): boolean {
   return isTerminalStatus(s.status);
-}
-
-const str = (v: Json | undefined): v is string => typeof v === "string";
-
-function errorOf(v: Json | undefined): ErrorData {
-  if (isPlainObject(v) && str(v.message)) {
-    const data: ErrorData = {
-      name: str(v.name) ? v.name : "Error",
-      code: str(v.code) ? v.code : "LOOM_APPLICATION",
-      message: v.message,
-    };
-    if (v.details !== undefined) data.details = v.details;
-    return data;
-  }
-  return { name: "Error", code: "LOOM_APPLICATION", message: "unreadable recorded error" };
-}
-
-/** Registers a new call in its scope's order and returns false when the payload is unusable. */
-function callHead(p: Payload): { callId: string; scope: string; name: string } | undefined {
-  const { callId, scope, name } = p;
-  if (!str(callId) || !safeKey(callId) || !str(scope) || !str(name)) return undefined;
-  if (scope !== "" && !safeKey(scope)) return undefined;
-  return { callId, scope, name };
-}
-
-/** Keys that would touch a prototype are never used as map keys. */
-function safeKey(key: string): boolean {
-  return key !== "" && key !== "__proto__";
-}
-
-function frameOf(s: ExecutionState, callId: Json | undefined): Frame | undefined {
-  return str(callId) && Object.hasOwn(s.frames, callId) ? s.frames[callId] : undefined;
-}
-
-function record(s: ExecutionState, scope: string, entry: string): void {
-  if (Object.hasOwn(s.order, scope)) s.order[scope]?.push(entry);
-  else s.order[scope] = [entry];
 }
 
 /**
@@ -152,10 +122,6 @@ function openStep(s: ExecutionState, p: Payload, e: Envelope): Frame | undefined
 /** When a step started: its recorded `startedAt` (schema 1.1.0), else the envelope's time. */
 function startedAt(p: Payload, e: Envelope): number {
   return typeof p.startedAt === "number" && Number.isFinite(p.startedAt) ? p.startedAt : e.at;
-}
-
-function settleWait(s: ExecutionState): void {
-  s.openWaits--;
 }
 
 /** The decision name of ctx.negotiateBudget (ADR 0032 R2). */
