@@ -21,6 +21,8 @@ import { SCALAR_DIMENSIONS, addResources, isDimension, readBudget } from "../ker
 import { initialState, type ExecutionState, type Frame, type Snapshot } from "./state.ts";
 import { DEDUPE_WINDOW, readCarried, readChain, type ChainIdentity } from "../kernel/chain.ts";
 import { applyRestored, readRestored } from "./restored.ts";
+import { AWAIT_CHILD, awaitChild, childDone, startChild } from "./children.ts";
+import { readParent } from "../kernel/children.ts";
 import {
   callHead,
   errorOf,
@@ -264,6 +266,8 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     s.startedAt = e.at;
     s.status = "pending";
     if (str(p.principal) && p.principal !== "") s._principal = p.principal;
+    const parent = readParent(p.parent);
+    if (parent) s._parent = parent;
     const forkChain = forkChainOf(e);
     if (forkChain) {
       // A fork of a chain member is a chain of its own (ADR 0109 D7): no membership, inbox or
@@ -361,6 +365,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
   SUSPENDED(s, p, e) {
     const head = callHead(p);
     if (!head || frameOf(s, head.callId)) return;
+    if (head.name === AWAIT_CHILD) return awaitChild(s, p, e);
     if (head.name === RECEIVE) {
       // A receive's wait (schema 1.5.0): settled by a MESSAGE_CONSUMED, never by a resume.
       const topic = topicOf(p.topic);
@@ -446,6 +451,12 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     if (!isTerminalEvent(e)) return;
     s.status = "continued";
     if (str(p.successorId)) s._continuedTo = p.successorId;
+  },
+  CHILD_STARTED(s, p, e) {
+    startChild(s, p, e);
+  },
+  CHILD_DONE(s, p) {
+    childDone(s, p);
   },
   STATE_RESTORED(s, p, e) {
     // Kernel-stamped only (schema 1.6.0): an app event that borrows the name is inert.

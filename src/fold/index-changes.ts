@@ -10,6 +10,8 @@
 import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
 import { readRestored } from "./restored.ts";
+import { openAttachedChildren } from "./children.ts";
+import { chainOf, type ExecutionState } from "./state.ts";
 
 export interface TimerRow {
   timerId: string;
@@ -21,12 +23,40 @@ export interface IndexChanges {
   timersCleared: string[];
   /** A terminal event: every timer row of the execution goes. */
   clearAllTimers: boolean;
+  /** Timer rows of OTHER executions, written in this batch's transaction (W1, W2). */
+  wakes?: WakeRow[];
 }
 
-/** The index changes of a batch, or undefined when it changes none (most batches). */
-export function indexChanges(events: readonly Envelope[]): IndexChanges | undefined {
+/** A due timer row for another execution: its supervisor acts on it (runtime/children.ts). */
+export interface WakeRow extends TimerRow {
+  executionId: string;
+}
+
+/** The timer id of a wake row telling a parent that its child `childId` ended (W1). */
+export const childWakeId = (childId: string) => `child:${childId}`;
+/** The timer id of a wake row telling a child that its parent `parentId` ended (W2). */
+export const cascadeWakeId = (parentId: string) => `cascade:${parentId}`;
+
+/**
+ * The index changes of a batch, or undefined when it changes none (most batches). `state` is the
+ * execution's state after the batch: with it, a terminal batch also wakes the supervisors.
+ * W1. A chain member that ends completed, failed or cancelled, and was spawned, wakes its
+ *     parent with `child:<chainId>` (the id the parent spawned: a continued child's head ends
+ *     the original slot).
+ * W2. One that is cancelled or continues wakes each attached child whose slot is open with
+ *     `cascade:<its id>`.
+ */
+export function indexChanges(
+  events: readonly Envelope[],
+  state?: ExecutionState,
+): IndexChanges | undefined {
   if (!events.some(touchesIndex)) return undefined;
   const out: IndexChanges = { timersSet: [], timersCleared: [], clearAllTimers: false };
+  const end = state ? events.find(isTerminalEvent) : undefined;
+  if (state && end) {
+    const wakes = wakesOf(state, end);
+    if (wakes.length > 0) out.wakes = wakes;
+  }
   for (const e of events) {
     const p = isPlainObject(e.payload) ? e.payload : {};
     const callId = p.callId;
@@ -63,4 +93,19 @@ function touchesIndex(e: Envelope): boolean {
     e.kind === "STATE_RESTORED" ||
     isTerminalEvent(e)
   );
+}
+
+function wakesOf(state: ExecutionState, end: Envelope): WakeRow[] {
+  const wakes: WakeRow[] = [];
+  const wakeAtMs = end.at;
+  if (state._parent && end.kind !== "EXECUTION_CONTINUED") {
+    const timerId = childWakeId(chainOf(state).chainId);
+    wakes.push({ executionId: state._parent.executionId, timerId, wakeAtMs });
+  }
+  if (end.kind === "EXECUTION_CANCELLED" || end.kind === "EXECUTION_CONTINUED") {
+    for (const childId of openAttachedChildren(state)) {
+      wakes.push({ executionId: childId, timerId: cascadeWakeId(state.executionId), wakeAtMs });
+    }
+  }
+  return wakes;
 }

@@ -36,6 +36,8 @@ const STATUSES: Readonly<Record<CallKind, readonly FrameStatus[]>> = {
   sleep: ["waiting", "fired"],
   suspend: ["waiting", "resumed", "timedOut"],
   receive: ["waiting", "received", "timedOut"],
+  spawn: ["completed"],
+  child: ["waiting", "settled"],
 };
 
 const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
@@ -60,7 +62,7 @@ function readFrame(callId: string, v: Json | undefined): Frame | string {
   if (!isPlainObject(v)) return `${where} is not an object`;
   const kind = v.kind;
   if (typeof kind !== "string" || !Object.hasOwn(STATUSES, kind) || kind === "decision") {
-    return `${where} has no valid kind (step, sleep, suspend or receive)`;
+    return `${where} has no valid kind (step, sleep, suspend, receive, spawn or child)`;
   }
   const statuses = STATUSES[kind as CallKind];
   if (typeof v.status !== "string" || !statuses.includes(v.status as FrameStatus)) {
@@ -96,6 +98,10 @@ function readFrame(callId: string, v: Json | undefined): Frame | string {
   if (kind === "receive") {
     if (typeof v.topic !== "string") return `${where}: a receive needs its topic`;
     frame.topic = v.topic;
+  }
+  if (kind === "spawn" || kind === "child") {
+    if (typeof v.childId !== "string") return `${where}: a ${kind} frame needs its childId`;
+    frame.childId = v.childId;
   }
   return frame;
 }

@@ -6,6 +6,7 @@ import type { ErrorData } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Budget, ResourceSnapshot } from "../kernel/resources.ts";
 import type { ChainIdentity, InboxState } from "../kernel/chain.ts";
+import type { ChildRecord, ParentLink } from "../kernel/children.ts";
 
 export type FrameStatus =
   | "started"
@@ -16,7 +17,8 @@ export type FrameStatus =
   | "fired"
   | "resumed"
   | "received"
-  | "timedOut";
+  | "timedOut"
+  | "settled";
 
 /** One recorded syscall of the flow body (a step, a sleep, a suspend or a receive). */
 export interface Frame {
@@ -37,6 +39,8 @@ export interface Frame {
   retryAtMs?: number;
   /** A running step's current attempt, when it is not the first: when that attempt started. */
   attemptStartedAt?: number;
+  /** A spawn's child, or the child an awaitChild waits for. */
+  childId?: string;
 }
 
 export interface ExecutionState {
@@ -90,6 +94,10 @@ export interface ExecutionState {
   _inbox?: InboxState;
   /** Who owns the execution (ADR 0111): recorded at its start, inherited along its chain. */
   _principal?: string;
+  /** The execution that spawned this one (schema 1.7.0), inherited along its chain. */
+  _parent?: ParentLink;
+  /** The children this execution spawned, by id, and how each ended once it has. */
+  _children?: Record<string, ChildRecord>;
 }
 
 /** The chain an execution belongs to: its recorded one, or a chain of its own (generation 0). */

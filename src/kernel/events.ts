@@ -2,7 +2,8 @@
  * The log: envelopes and event kinds.
  *
  * Invariants (cited by tests as E1..E4):
- * E1. Sequence numbers are dense per execution and start at 0.
+ * E1. Sequence numbers are dense per execution as appended, from 0. A compaction may later
+ *     delete events a snapshot covers (store S14): the log then has a gap, and no number moves.
  * E2. Sequence 0 is always EXECUTION_STARTED.
  * E3. Terminal kinds take effect only from a kernel-stamped envelope (`meta.kernel: true`);
  *     an app event that borrows the name is inert.
@@ -32,8 +33,12 @@ import type { Json } from "./json.ts";
  * 1.6.0: STATE_RESTORED (kernel-stamped, from restoreFromState and resumeAs) replaces the flow
  *        body's replay record (frames, call order, decisions, queued resume payloads, input) and,
  *        when it names one, the flow; everything else stays (fold/restored.ts R1, R2).
+ * 1.7.0: children (ADR 0109 D5, D6). EXECUTION_STARTED's `parent` folds into `_parent` (a
+ *        successor carries it); CHILD_STARTED records a spawn (a `spawn` frame and `_children`),
+ *        CHILD_DONE settles a child's slot once (adding what its chain spent to `_resources`),
+ *        and a SUSPENDED named "awaitChild" is a wait on a child (fold/children.ts).
  */
-export const EVENT_SCHEMA_VERSION = "1.6.0";
+export const EVENT_SCHEMA_VERSION = "1.7.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",
@@ -117,7 +122,7 @@ export function isEventKind(value: unknown): value is EventKind {
 }
 
 /** The syscall kinds a flow body records; the non-determinism check compares them. */
-export type CallKind = "step" | "decision" | "sleep" | "suspend" | "receive";
+export type CallKind = "step" | "decision" | "sleep" | "suspend" | "receive" | "spawn" | "child";
 
 /** Payload shapes the runtime writes. The fold reads them defensively. */
 export interface StartedPayload {
