@@ -1,12 +1,25 @@
 /**
- * The pieces of a step that run an effect: what an attempt collects, the context its middleware
- * sees, and the budgets in force around it.
+ * The pieces of a step that run an effect: what an attempt collects, the context its code and
+ * its middleware see, and the budgets in force around it.
+ *
+ * A step is on the hot path of every turn, so its per-call objects are class instances (their
+ * methods live on the prototype) rather than object literals full of fresh closures.
  */
-import type { Budget, ResourceDelta } from "../kernel/resources.ts";
-import type { BudgetInForce, ExecuteOptions, MiddlewareContext } from "../effects/middleware.ts";
+import { raceAbort, reasonOf } from "../effects/delay.ts";
+import type { Clock } from "../kernel/clock.ts";
+import { ExecutionEndedError, InvalidInputError, errorToData } from "../kernel/errors.ts";
+import { isTerminalStatus } from "../kernel/events.ts";
+import type { Json } from "../kernel/json.ts";
+import type { Budget, ResourceDelta, ResourceSnapshot } from "../kernel/resources.ts";
+import {
+  addDelta,
+  type BudgetInForce,
+  type ExecuteOptions,
+  type MiddlewareContext,
+} from "../effects/middleware.ts";
 import type { ContextDeps } from "./context.ts";
 import type { EffectContext } from "./flow.ts";
-import type { EventSpec, Run } from "./run.ts";
+import { merged, type EventSpec, type Run } from "./run.ts";
 
 /**
  * What the current attempt of a step collects: what `meter()` reported, and the kernel facts
@@ -22,6 +35,171 @@ export interface StepAttempt {
   next(): Promise<void>;
 }
 
+/** A step's timeout (K8.1): when it passes on the runtime clock, and what it fails with. */
+export interface StepTimeout {
+  timeoutMs: number;
+  atMs: number;
+  /** The runtime clock, for armDeadline. */
+  clock: Clock;
+  error(): Error;
+  passed(): boolean;
+}
+
+/**
+ * The copy of a JSON value that a body or an effect owns: what the fold holds (and a snapshot
+ * serialises) must not change when the flow mutates what it was given. A JSON value has only
+ * plain objects, arrays and primitives (no -0: toJson normalises it), so a structural copy is
+ * what structuredClone would give, at a fraction of its cost.
+ */
+export function copyJson<T>(value: T): T {
+  if (value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.map(copyJson) as T;
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    const item = copyJson((value as Record<string, unknown>)[key]);
+    // An own "__proto__" key stays a key (assignment would set the prototype).
+    if (key === "__proto__") {
+      Object.defineProperty(out, key, {
+        value: item,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    } else out[key] = item;
+  }
+  return out as T;
+}
+
+/** Counts an attempt: at once for an at-most-once step (durable first), else with the next commit. */
+export async function startAttempt(
+  run: Run,
+  payload: { [k: string]: Json },
+  durable: boolean,
+): Promise<void> {
+  if (durable) await run.enqueue([{ kind: "STEP_STARTED", payload }]);
+  else run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
+}
+
+/**
+ * One call of a step: its attempt state (StepAttempt) and the AbortController its context hands
+ * out, made on first use (most steps never read the signal, and a controller is not free).
+ */
+export class StepCall implements StepAttempt {
+  reported: ResourceDelta = {};
+  facts: EventSpec[] = [];
+  controller: AbortController | undefined;
+  readonly ectx: StepEffectContext;
+
+  constructor(
+    readonly run: Run,
+    readonly callId: string,
+    /** What a new attempt's STEP_STARTED records (`callId`, `scope`, `name`, `input`). */
+    private readonly payload: { [k: string]: Json },
+    private readonly meterable: boolean,
+    private readonly atMostOnce: boolean,
+    private readonly timeout: StepTimeout | undefined,
+  ) {
+    this.ectx = new StepEffectContext(this, run.state.frames[callId]?.attempts ?? 1);
+  }
+
+  signal(): AbortSignal {
+    return (this.controller ??= this.run.controller()).signal;
+  }
+
+  meter(delta: ResourceDelta): void {
+    if (!this.meterable) {
+      throw new InvalidInputError(
+        "meter() reports an effect's cost to its metering: run the effect with ctx.execute (ctx.run steps are not metered)",
+      );
+    }
+    this.reported = addDelta(this.reported, delta);
+  }
+
+  provisional(soFar: () => ResourceDelta | undefined): void {
+    if (this.meterable) this.run.provisionals.set(this.callId, soFar);
+  }
+
+  // K8.1: code whose signal already aborted is not started; with a timeout, the code is raced
+  // against the signal, so an attempt that ignores it still ends on time.
+  invoke<R>(work: () => R | Promise<R>): Promise<R> {
+    if (this.controller?.signal.aborted) return Promise.reject(reasonOf(this.controller.signal));
+    const running = Promise.resolve().then(work);
+    if (this.timeout === undefined) return running;
+    return raceAbort(running, this.signal()).catch((e: unknown) => {
+      // Cut short by its timeout before it could meter: what it reported so far counts.
+      const soFar = this.signal().aborted ? this.run.provisional(this.callId) : undefined;
+      if (soFar) this.reported = addDelta(this.reported, { ...soFar, estimated: true });
+      throw e;
+    });
+  }
+
+  // A failed attempt is a fact before the backoff starts (retry.ts); the step stays open.
+  async failed(error: unknown, retryInMs: number): Promise<void> {
+    const facts = this.facts;
+    this.facts = [];
+    const failed = merged(this.run.takeStart(this.callId), {
+      callId: this.callId,
+      error: errorToData(error) as unknown as Json,
+      attempt: this.ectx.attempt,
+      retryInMs,
+      retrying: true,
+    });
+    await this.run.enqueue([...facts, { kind: "STEP_FAILED", payload: failed }]);
+  }
+
+  async next(): Promise<void> {
+    const run = this.run;
+    if (!run.live || isTerminalStatus(run.state.status)) {
+      throw new ExecutionEndedError(
+        `execution "${run.id}" ended during the backoff of step "${this.callId}": no further attempt`,
+      );
+    }
+    this.ectx.nextAttempt();
+    await startAttempt(run, this.payload, this.atMostOnce);
+  }
+}
+
+/** What a step's code sees of its call (EffectContext); `attempt` counts up on a retry. */
+class StepEffectContext implements EffectContext {
+  readonly executionId: string;
+  readonly stepId: string;
+  readonly idempotencyKey: string;
+  readonly #call: StepCall;
+  #resources: ResourceSnapshot | undefined;
+
+  constructor(
+    call: StepCall,
+    public attempt: number,
+  ) {
+    this.#call = call;
+    this.executionId = call.run.id;
+    this.stepId = call.callId;
+    this.idempotencyKey = `${call.run.id}/${call.callId}`;
+  }
+
+  get signal(): AbortSignal {
+    return this.#call.signal();
+  }
+
+  /** A copy of what the execution had spent, made on first use in each attempt. */
+  get resources(): ResourceSnapshot {
+    return (this.#resources ??= copyJson(this.#call.run.state._resources ?? {}));
+  }
+
+  meter(delta: ResourceDelta): void {
+    this.#call.meter(delta);
+  }
+
+  provisional(soFar: () => ResourceDelta | undefined): void {
+    this.#call.provisional(soFar);
+  }
+
+  nextAttempt(): void {
+    this.attempt++;
+    this.#resources = undefined;
+  }
+}
+
 /** The context every middleware of an effect sees; `invoke` runs the effect itself. */
 export function makeMiddlewareContext(
   run: Run,
@@ -34,6 +212,7 @@ export function makeMiddlewareContext(
   invoke: () => Promise<unknown>,
 ): MiddlewareContext {
   let budgets: { seq: number; inForce: BudgetInForce[] } | undefined;
+  // Methods, not arrow-valued properties: the TS runner names every named arrow it creates.
   return {
     executionId: ectx.executionId,
     stepId: ectx.stepId,
@@ -47,8 +226,12 @@ export function makeMiddlewareContext(
     get resources() {
       return ectx.resources;
     },
-    meter: (delta) => ectx.meter(delta),
-    provisional: (soFar) => ectx.provisional?.(soFar),
+    meter(delta) {
+      ectx.meter(delta);
+    },
+    provisional(soFar) {
+      ectx.provisional?.(soFar);
+    },
     effect,
     options,
     // Read afresh once the log moved (a failed attempt's spend), else reused within the attempt.
@@ -58,16 +241,24 @@ export function makeMiddlewareContext(
       }
       return budgets.inForce;
     },
-    metered: () => attempt.reported,
-    emit: (kind, payload) => {
+    metered() {
+      return attempt.reported;
+    },
+    emit(kind, payload) {
       attempt.facts.push({ kind, payload });
       // What was metered is reported once: the next attempt starts from nothing.
       if (kind === "RESOURCE_METERED") attempt.reported = {};
     },
-    now: () => deps.now(),
+    now() {
+      return deps.now();
+    },
     invoke,
-    failedAttempt: (error, retryInMs) => attempt.failed(error, retryInMs),
-    beginAttempt: () => attempt.next(),
+    failedAttempt(error, retryInMs) {
+      return attempt.failed(error, retryInMs);
+    },
+    beginAttempt() {
+      return attempt.next();
+    },
   };
 }
 

@@ -53,24 +53,34 @@ export class Journal {
   private schedule(): void {
     if (this.scheduled || this.flushing) return;
     this.scheduled = true;
-    setImmediate(() => {
-      // `flushing` is set before the flush runs its writers: an append a writer makes joins
-      // this flush instead of scheduling a second one beside it (one flush at a time).
-      this.flushing = Promise.resolve()
-        .then(() => this.flush())
-        .finally(() => {
-          this.flushing = undefined;
-          // A writer registered while this flush was in flight needs a flush of its own.
-          if (this.queue.length > 0 || this.beforeFlush.size > 0) this.schedule();
-        });
-      this.scheduled = false;
-    });
+    setImmediate(this.startFlush);
+  }
+
+  /** The immediate's callback: made once (a flush runs twice a turn of a conversation). */
+  private readonly startFlush = (): void => {
+    // `scheduled` stays set while the flush runs its writers (synchronously, before its first
+    // await): an append a writer makes joins this flush instead of scheduling a second one
+    // beside it (one flush at a time).
+    this.flushing = this.flushThenReschedule();
+    this.scheduled = false;
+  };
+
+  private async flushThenReschedule(): Promise<void> {
+    try {
+      await this.flush();
+    } finally {
+      this.flushing = undefined;
+      // A writer registered while this flush was in flight needs a flush of its own.
+      if (this.queue.length > 0 || this.beforeFlush.size > 0) this.schedule();
+    }
   }
 
   private async flush(): Promise<void> {
-    const writers = [...this.beforeFlush];
-    this.beforeFlush.clear();
-    for (const write of writers) write();
+    if (this.beforeFlush.size > 0) {
+      const writers = [...this.beforeFlush];
+      this.beforeFlush.clear();
+      for (const write of writers) write();
+    }
     const items = this.queue;
     this.queue = [];
     const groups = mergeConsecutive(items);
@@ -97,6 +107,8 @@ interface Group {
 }
 
 function mergeConsecutive(items: Pending[]): Group[] {
+  const only = items.length === 1 ? items[0] : undefined;
+  if (only) return [{ batch: only.batch, items: [only] }];
   const open = new Map<string, Group>();
   const groups: Group[] = [];
   for (const item of items) {
