@@ -120,6 +120,8 @@ export function faultyStore(
     appendMessage: (c, m) => guard("appendMessage", () => inner.appendMessage(c, m), true),
     readMessages: (c, t, after, limit) =>
       guard("readMessages", () => inner.readMessages(c, t, after, limit)),
+    deleteExecution: (id) => guard("deleteExecution", () => inner.deleteExecution(id), true),
+    compact: (id, through, keep) => guard("compact", () => inner.compact(id, through, keep), true),
     close: async () => undefined,
   };
   self.store = store;

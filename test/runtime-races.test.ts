@@ -50,6 +50,8 @@ function delayed(inner: MemoryStore, ms: number, calls: readonly (keyof Store)[]
     listSchedules: () => inner.listSchedules(),
     appendMessage: (...a: Parameters<Store["appendMessage"]>) => inner.appendMessage(...a),
     readMessages: (...a: Parameters<Store["readMessages"]>) => inner.readMessages(...a),
+    deleteExecution: (...a: Parameters<Store["deleteExecution"]>) => inner.deleteExecution(...a),
+    compact: (...a: Parameters<Store["compact"]>) => inner.compact(...a),
     advanceSchedule: (...a: Parameters<Store["advanceSchedule"]>) => inner.advanceSchedule(...a),
     deleteSchedule: (...a: Parameters<Store["deleteSchedule"]>) => inner.deleteSchedule(...a),
     dueTimers: slow("dueTimers", (...a: Parameters<Store["dueTimers"]>) => inner.dueTimers(...a)),

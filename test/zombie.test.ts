@@ -81,6 +81,8 @@ function watched(
     appendMessage: (chain, m) => call(() => inner.appendMessage(chain, m)),
     readMessages: (chain, t, after, limit) =>
       call(() => inner.readMessages(chain, t, after, limit)),
+    deleteExecution: (id) => call(() => inner.deleteExecution(id)),
+    compact: (id, through, keep) => call(() => inner.compact(id, through, keep)),
     releaseLease: (id, who, fence) => call(() => inner.releaseLease(id, who, fence)),
     getLease: (id) => call(() => inner.getLease(id)),
     dueTimers: (nowMs, limit) => call(() => inner.dueTimers(nowMs, limit)),

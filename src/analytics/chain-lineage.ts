@@ -3,6 +3,10 @@
  * identity is read through the fold's rules (a generation's sequence 0 must be the verified
  * shape `<chainId>~<n>` naming its predecessor), so a log that merely claims a chain is not in
  * it, and a fork is a chain of its own.
+ *
+ * `chainLineage` folds whole logs, so it needs them dense from 0: a fold stops at a compacted
+ * log's gap (compaction.ts P3). For compacted generations pass their states, loaded as snapshot
+ * plus tail, to `chainLineageOfStates`.
  */
 import type { Envelope, ExecutionStatus } from "../kernel/events.ts";
 import { foldAll } from "../fold/fold.ts";
@@ -26,7 +30,7 @@ export interface ChainLineage {
 }
 
 /**
- * The lineage of the chain `id` belongs to, from `events`: the envelopes of any number of
+ * The lineage of the chain `id` belongs to, from `events`: the whole logs of any number of
  * executions, mixed. Generations whose logs are not in `events` end the walk (retention).
  */
 export function chainLineage(events: readonly Envelope[], id: string): ChainLineage | undefined {
@@ -37,14 +41,20 @@ export function chainLineage(events: readonly Envelope[], id: string): ChainLine
     else logs.set(e.executionId, [e]);
   }
   const states = new Map<string, ExecutionState>();
-  const stateOf = (x: string): ExecutionState | undefined => {
-    if (!states.has(x)) {
-      const log = logs.get(x);
-      if (!log) return undefined;
-      states.set(x, foldAll([...log].sort((a, b) => a.seq - b.seq)));
-    }
-    return states.get(x);
-  };
+  for (const [x, log] of logs) states.set(x, foldAll([...log].sort((a, b) => a.seq - b.seq)));
+  return chainLineageOfStates(states, id);
+}
+
+/**
+ * The lineage of the chain `id` belongs to, from folded states by execution id (each loaded as
+ * snapshot plus tail, so a compacted generation counts). A generation with no state ends the
+ * walk (retention).
+ */
+export function chainLineageOfStates(
+  states: ReadonlyMap<string, ExecutionState>,
+  id: string,
+): ChainLineage | undefined {
+  const stateOf = (x: string): ExecutionState | undefined => states.get(x);
   const addressed = stateOf(id);
   if (!addressed || addressed.seq < 0) return undefined;
   const { chainId } = chainOf(addressed);

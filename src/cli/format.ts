@@ -38,6 +38,12 @@ export function formatList(
   return columns(table);
 }
 
+/** ", N compacted away" when the log has gaps (compaction keeps sequence numbers). */
+function compactedNote(events: readonly Envelope[]): string {
+  const appended = (events.at(-1)?.seq ?? -1) + 1;
+  return appended > events.length ? `, ${appended - events.length} compacted away` : "";
+}
+
 export function formatShow(
   state: ExecutionState,
   events: readonly Envelope[],
@@ -76,7 +82,7 @@ export function formatShow(
   return [
     columns(summary),
     "",
-    `timeline (${events.length} events)`,
+    `timeline (${events.length} events${compactedNote(events)})`,
     columns([["SEQ", "AT", "KIND", "WHAT"], ...rows], "  "),
   ].join("\n");
 }

@@ -15,7 +15,7 @@
  *     is the id of a chain's next generation, and no caller may create it.
  * C3. A successor is verified before anyone follows it: its id is `<chainId>~<generation>`, it
  *     names the hop it came from, it is the next generation of the same chain, and it records
- *     the same principal.
+ *     the same principal and the same parent (fix round 1 (2)).
  * C4. `successorIdOf(chainId, n)` is the only way a successor id is made.
  */
 import { isPlainObject, type Json } from "./json.ts";

@@ -116,6 +116,10 @@ export class ChainHopLimitError extends defineError("LOOM_CHAIN_HOP_LIMIT") {}
 export class ForkPastContinuationError extends defineError("LOOM_FORK_PAST_CONTINUATION") {}
 /** A fork of a chain member whose prefix was compacted away (ADR 0109 D7). */
 export class CompactedForkPointError extends defineError("LOOM_COMPACTED_FORK_POINT") {}
+/** A compaction through a sequence number no saved snapshot covers (store S14): nothing deleted. */
+export class CompactionWithoutSnapshotError extends defineError(
+  "LOOM_COMPACTION_WITHOUT_SNAPSHOT",
+) {}
 /** The caller's principal does not own the execution (ADR 0111: one chain, one owner). */
 export class UnauthorizedError extends defineError("LOOM_UNAUTHORIZED") {}
 
@@ -175,6 +179,7 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_CHAIN_HOP_LIMIT: ChainHopLimitError,
   LOOM_FORK_PAST_CONTINUATION: ForkPastContinuationError,
   LOOM_COMPACTED_FORK_POINT: CompactedForkPointError,
+  LOOM_COMPACTION_WITHOUT_SNAPSHOT: CompactionWithoutSnapshotError,
   LOOM_UNAUTHORIZED: UnauthorizedError,
   LOOM_RUNTIME_CLOSED: RuntimeClosedError,
   LOOM_INVARIANT: InvariantViolation,

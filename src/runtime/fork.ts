@@ -12,8 +12,9 @@
  * V3. Copied consumptions settle the fork's receives but never move its inbox: its stream is
  *     its own, from the start, so it neither reads nor moves the owner's.
  * V4. A fork point at or after EXECUTION_CONTINUED is ForkPastContinuationError (naming the
- *     successor); at or after another terminal event, InvalidInputError; a prefix that does not
- *     start at sequence 0 (compacted) is CompactedForkPointError. All before anything is written.
+ *     successor); at or after another terminal event, InvalidInputError; a prefix [0..atSequence]
+ *     that is not dense from 0 (compacted, store S14) is CompactedForkPointError. All before
+ *     anything is written.
  */
 import {
   CompactedForkPointError,
@@ -52,18 +53,17 @@ export async function writeFork(
       `a fork point is a sequence number >= 0, got ${String(atSequence)}`,
     );
   }
-  const prefix = await deps.store.read(id, 0, atSequence + 1);
-  if (prefix.length === 0) {
-    if ((await deps.store.head(id)) < 0) {
-      throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
-    }
+  const read = await deps.store.read(id, 0, atSequence + 1);
+  if (read.length === 0) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
+  // V4: a compacted log has a gap (store S14): only a prefix dense from 0 is the fork's history.
+  // One shorter than the fork point while the log goes on past it lost its end to a compaction.
+  const prefix = read.filter((e) => e.seq <= atSequence);
+  const cut = prefix.length < atSequence + 1 && read.length > prefix.length;
+  const first = prefix[0];
+  if (first === undefined || cut || prefix.some((e, i) => e.seq !== i)) {
     throw new CompactedForkPointError(
-      `execution "${id}" no longer has its prefix from sequence 0: it cannot be forked`,
-    );
-  }
-  if (prefix[0]?.seq !== 0) {
-    throw new CompactedForkPointError(
-      `execution "${id}" no longer has its prefix from sequence 0: it cannot be forked`,
+      `execution "${id}" no longer has its prefix [0..${atSequence}] (compacted): it cannot be forked there`,
+      { executionId: id, atSequence },
     );
   }
   if (prefix.length < atSequence + 1) {
@@ -84,7 +84,7 @@ export async function writeFork(
       `sequence ${atSequence} of "${id}" is at or after its end (${ended.kind}): fork an earlier point`,
     );
   }
-  const member = fold(initialState(id), prefix[0])._chain !== undefined;
+  const member = fold(initialState(id), first)._chain !== undefined;
   const forkedFrom: Json = { executionId: id, seq: atSequence };
   const events: Envelope[] = prefix.map((e) => ({
     executionId: newId,

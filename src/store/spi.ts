@@ -2,7 +2,7 @@
  * The store SPIs. Every store (memory, SQLite, PostgreSQL) implements `Store` and passes the one
  * conformance suite, `runStoreConformance`.
  *
- * Contract (the suite checks S1..S8):
+ * Contract (the suite checks S1..S14):
  * S1. A batch is atomic: all of its events are appended, or none (also across a crash).
  * S2. A batch is appended only if `expectedSeq` is the execution's next sequence number, so of
  *     concurrent appends at one sequence number exactly one wins; the others get
@@ -29,8 +29,23 @@
  *     next sequence number (dense from 0, distinct under concurrent appends), and
  *     `readMessages` returns a topic's messages past a sequence number in order. Messages
  *     survive a reopen (S5).
+ * S13. `deleteExecution(id)` removes the execution's events, snapshot, lease and timers in one
+ *     transaction, all or nothing: afterwards `head(id)` is -1, `read` and `loadSnapshot` find
+ *     nothing and `list` does not show it, also after a reopen. The inbox stream of its chain is
+ *     not touched (it is the chain's, not one generation's), nor is any other execution.
+ * S14. `compact(id, throughSeq, keepKinds)` deletes, in one transaction, the events with
+ *     `seq <= throughSeq` whose kind is not in `keepKinds`, never the execution's last event (it
+ *     anchors the head and the last-update time), and only when a snapshot with
+ *     `seq >= throughSeq` is saved; otherwise it throws CompactionWithoutSnapshotError and deletes
+ *     nothing. The remaining events keep their sequence numbers (the log has a gap); `head`,
+ *     `list` and the next append (at head + 1) are unchanged; `read(id, from, limit)` returns the
+ *     remaining events with `seq >= from`, in order, at most `limit` of them.
+ * S15. A batch's `index.wakes` are timer rows of OTHER executions (a supervisor's wake rows,
+ *     fold/index-changes.ts W1, W2), written in the batch's transaction and only if it is
+ *     appended, like its own timer rows (S7); a terminal batch's clearing of its own rows never
+ *     touches them.
  */
-import type { Envelope, ExecutionStatus } from "../kernel/events.ts";
+import type { Envelope, EventKind, ExecutionStatus } from "../kernel/events.ts";
 import type { LoomError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Snapshot } from "../fold/state.ts";
@@ -208,9 +223,25 @@ export interface InboxStore {
   ): Promise<InboxMessage[]>;
 }
 
+/** What retention and compaction remove (S13, S14). */
+export interface RetentionStore {
+  /** Removes the execution whole (S13); true when it had a log. */
+  deleteExecution(executionId: string): Promise<boolean>;
+  /**
+   * Deletes the events at or below `throughSeq` whose kind is not in `keepKinds`, the last event
+   * excepted, when a snapshot at or past `throughSeq` is saved (S14). Returns how many it deleted.
+   */
+  compact(
+    executionId: string,
+    throughSeq: number,
+    keepKinds: readonly EventKind[],
+  ): Promise<number>;
+}
+
 export interface Store
   extends
     EventStore,
+    RetentionStore,
     SnapshotStore,
     LeaseStore,
     TimerStore,

@@ -1,6 +1,6 @@
 /**
  * The one store conformance suite (STYLE 3): every store's test file calls
- * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S12 in `../spi.ts`.
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S14 in `../spi.ts`.
  *
  * @example
  * runStoreConformance({
@@ -20,6 +20,7 @@ import { crashAndListSuite } from "./crash-and-list.ts";
 import { inboxSuite } from "./inbox.ts";
 import type { Harness } from "./helpers.ts";
 import { leaseSuite } from "./leases.ts";
+import { retentionSuite } from "./retention.ts";
 import { scheduleSuite } from "./schedules.ts";
 import { snapshotSuite } from "./snapshots-and-reopen.ts";
 import { timerSuite } from "./timers.ts";
@@ -70,5 +71,6 @@ export function runStoreConformance<S extends Store>(opts: StoreConformanceOptio
     snapshotSuite(h);
     scheduleSuite(h);
     inboxSuite(h);
+    retentionSuite(h);
   });
 }

@@ -100,6 +100,32 @@ export function timerSuite(h: Harness): void {
       expect(await summary(store)).toEqual(["a/t2@1000", "a/t1@3000"]);
     });
 
+    it("S15: a batch's wake rows are other executions' timer rows, written only if it is appended", async () => {
+      const store = await h.open();
+      const { fa, fb } = await seed(store);
+      const done = envelope("b", 3, "EXECUTION_CANCELLED", { error: "x" });
+      done.meta = { kernel: true };
+      const wakes = [{ executionId: "c", timerId: "cascade:b", wakeAtMs: 1200 }];
+      const index: IndexChanges = {
+        timersSet: [],
+        timersCleared: [],
+        clearAllTimers: true,
+        wakes,
+      };
+      // A batch refused (a stale fence) writes no wake row.
+      const [refused] = await store.appendMany([
+        batch([done], fa + fb + 100, { status: "cancelled", index }),
+      ]);
+      expectRefused(refused, "LOOM_FENCED");
+      expect(await summary(store)).toEqual(["a/t2@1000", "b/t3@2000", "a/t1@3000", "b/t4@9000"]);
+      expectAllOk(await store.appendMany([batch([done], fb, { status: "cancelled", index })]));
+      // b's own rows went with its end; c's wake row came with it, and survives a reopen.
+      expect(await summary(store)).toEqual(["a/t2@1000", "c/cascade:b@1200", "a/t1@3000"]);
+      if (!h.reopen) return;
+      const again = await h.reopen(store);
+      expect(await summary(again)).toEqual(["a/t2@1000", "c/cascade:b@1200", "a/t1@3000"]);
+    });
+
     it("deleteTimer removes one row; an unknown one is a no-op", async () => {
       const store = await h.open();
       await seed(store);

@@ -5,9 +5,14 @@
  * it passed in or read back cannot change the log. `reopen()` gives a new store over the same
  * data, as a process restart would see it.
  */
-import type { Envelope } from "../../kernel/events.ts";
+import type { Envelope, EnvelopeMeta, EventKind } from "../../kernel/events.ts";
 import { jsonText, type Json } from "../../kernel/json.ts";
-import { ensureError, LoomError, InvariantViolation } from "../../kernel/errors.ts";
+import {
+  CompactionWithoutSnapshotError,
+  ensureError,
+  LoomError,
+  InvariantViolation,
+} from "../../kernel/errors.ts";
 import type { Snapshot } from "../../fold/state.ts";
 import { checkBatch, effectiveFence, leaseAvailable } from "../append-check.ts";
 import type {
@@ -26,7 +31,7 @@ import type {
 } from "../spi.ts";
 
 interface Data {
-  events: Map<string, Envelope[]>;
+  events: Map<string, StoredEvent[]>;
   executions: Map<string, ExecutionSummary>;
   snapshots: Map<string, { seq: number; stateJson: string }>;
   leases: Map<string, Lease>;
@@ -58,15 +63,103 @@ export function memoryStore(hooks: StoreHooks = {}): MemoryStore {
 }
 
 const timerKey = (id: string, timerId: string) => `${id}\u0000${timerId}`;
+
+/** Keeps a timer row's value from before the batch (once), for the batch's undo. */
+function remember(
+  saved: Map<string, DueTimer | undefined>,
+  timers: Map<string, DueTimer>,
+  key: string,
+): void {
+  if (!saved.has(key)) saved.set(key, timers.get(key));
+}
+
 const NOTICE_TTL_MS = 24 * 60 * 60 * 1000;
 /**
- * A stored event is a copy: its payload rebuilt from its JSON text (which the runtime already
- * made once, `jsonText`), its meta (flat) spread.
+ * A stored event: the envelope's fields, a copy of its (flat) meta, and its payload as JSON text,
+ * which the runtime already made once (`jsonText`). The text is parsed on the first read only
+ * (most events are appended and never read back while the process lives); every read gets a
+ * copy of that parse.
  */
-function copyEvent(e: Envelope): Envelope {
-  const out: Envelope = { ...e, payload: JSON.parse(jsonText(e.payload)) as Json };
-  if (e.meta !== undefined) out.meta = { ...e.meta };
+class StoredEvent implements Envelope {
+  readonly executionId: string;
+  readonly seq: number;
+  readonly kind: EventKind;
+  readonly at: number;
+  readonly meta: EnvelopeMeta | undefined;
+  #text: string | undefined;
+  #parsed: Json = null;
+
+  constructor(e: Envelope) {
+    this.executionId = e.executionId;
+    this.seq = e.seq;
+    this.kind = e.kind;
+    this.at = e.at;
+    this.meta = e.meta === undefined ? undefined : { ...e.meta };
+    this.#text = jsonText(e.payload);
+  }
+
+  /** A copy of the payload. */
+  get payload(): Json {
+    if (this.#text !== undefined) {
+      this.#parsed = JSON.parse(this.#text) as Json;
+      this.#text = undefined;
+    }
+    return copyParsed(this.#parsed);
+  }
+
+  /** What a read returns: a copy, shaped as the SQLite store's envelopes. */
+  copy(): Envelope {
+    const out: Envelope = {
+      executionId: this.executionId,
+      seq: this.seq,
+      kind: this.kind,
+      at: this.at,
+      payload: this.payload,
+    };
+    if (this.meta !== undefined) out.meta = { ...this.meta };
+    return out;
+  }
+}
+
+/**
+ * A copy of what JSON.parse made, equal to parsing its text again (plain objects, arrays,
+ * primitives; an own "__proto__" key stays a key), without the parse.
+ */
+function copyParsed(value: Json): Json {
+  if (value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.map(copyParsed);
+  const out: { [key: string]: Json } = {};
+  for (const key of Object.keys(value)) {
+    const item = copyParsed(value[key] as Json);
+    if (key === "__proto__") {
+      Object.defineProperty(out, key, {
+        value: item,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    } else out[key] = item;
+  }
   return out;
+}
+
+const copyEvent = (e: StoredEvent): Envelope => e.copy();
+
+/** The last sequence number of `log` (compaction leaves gaps below it, S14), or -1. */
+const lastSeq = (log: readonly Envelope[] | undefined) => log?.[log.length - 1]?.seq ?? -1;
+
+/** The index of the first event of `log` with `seq >= from` (the log is ordered by seq). */
+function firstAtOrAfter(log: readonly Envelope[], from: number): number {
+  // A log never compacted is dense: the index is the sequence number.
+  if (log[from]?.seq === from) return from;
+  let lo = 0;
+  let hi = log.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((log[mid] as Envelope).seq < from) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 function open(data: Data, hooks: StoreHooks): MemoryStore {
@@ -80,7 +173,7 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     const lease = data.leases.get(b.executionId);
     checkBatch(
       b,
-      log ? log.length - 1 : -1,
+      lastSeq(log),
       effectiveFence(b, lease?.fence),
       data.executions.get(b.executionId)?.status,
     );
@@ -94,7 +187,7 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     }
     const before = events.length;
     undo.push(() => (events.length = before));
-    for (const e of b.events) events.push(copyEvent(e));
+    for (const e of b.events) events.push(new StoredEvent(e));
     const prev = data.executions.get(b.executionId);
     const last = b.events[b.events.length - 1] as Envelope;
     data.executions.set(b.executionId, {
@@ -109,29 +202,41 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
       prev ? data.executions.set(b.executionId, prev) : data.executions.delete(b.executionId),
     );
     const ix = b.index;
-    if (!ix) return;
+    // A wait with no wake time (a plain suspend) touches no timer row: nothing to save or undo.
+    const none =
+      !ix ||
+      (!ix.clearAllTimers &&
+        ix.timersCleared.length + ix.timersSet.length + (ix.wakes?.length ?? 0) === 0);
+    if (none) return;
     const saved = new Map<string, DueTimer | undefined>();
-    const touch = (key: string) => {
-      if (!saved.has(key)) saved.set(key, data.timers.get(key));
-    };
     if (ix.clearAllTimers) {
       for (const [key, t] of data.timers) {
         if (t.executionId === b.executionId) {
-          touch(key);
+          remember(saved, data.timers, key);
           data.timers.delete(key);
         }
       }
     }
     for (const id of ix.timersCleared) {
-      touch(timerKey(b.executionId, id));
+      remember(saved, data.timers, timerKey(b.executionId, id));
       data.timers.delete(timerKey(b.executionId, id));
     }
     if (!ix.clearAllTimers) {
       for (const t of ix.timersSet) {
         const key = timerKey(b.executionId, t.timerId);
-        touch(key);
+        remember(saved, data.timers, key);
         data.timers.set(key, { executionId: b.executionId, ...t });
       }
+    }
+    // S15: other executions' wake rows, in this batch's transaction.
+    for (const w of ix.wakes ?? []) {
+      const key = timerKey(w.executionId, w.timerId);
+      remember(saved, data.timers, key);
+      data.timers.set(key, {
+        executionId: w.executionId,
+        timerId: w.timerId,
+        wakeAtMs: w.wakeAtMs,
+      });
     }
     undo.push(() => {
       for (const [key, t] of saved) {
@@ -212,14 +317,45 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
 
     async read(id, fromSeq = 0, limit?: number) {
       live();
-      const from = Math.max(0, fromSeq);
+      const log = data.events.get(id) ?? [];
+      const from = firstAtOrAfter(log, Math.max(0, fromSeq));
       const to = limit === undefined ? undefined : from + Math.max(0, limit);
-      return (data.events.get(id) ?? []).slice(from, to).map(copyEvent);
+      return log.slice(from, to).map(copyEvent);
     },
 
     async head(id) {
       live();
-      return (data.events.get(id)?.length ?? 0) - 1;
+      return lastSeq(data.events.get(id));
+    },
+
+    async deleteExecution(id) {
+      live();
+      const existed = data.events.has(id);
+      data.events.delete(id);
+      data.executions.delete(id);
+      data.snapshots.delete(id);
+      data.leases.delete(id);
+      for (const [key, t] of data.timers) if (t.executionId === id) data.timers.delete(key);
+      return existed;
+    },
+
+    async compact(id, throughSeq, keepKinds: readonly EventKind[]) {
+      live();
+      const snap = data.snapshots.get(id);
+      if (snap === undefined || snap.seq < throughSeq) {
+        throw new CompactionWithoutSnapshotError(
+          `execution "${id}" has no snapshot at or past sequence ${throughSeq}: nothing compacted`,
+          { executionId: id, throughSeq, snapshotSeq: snap?.seq ?? null },
+        );
+      }
+      const log = data.events.get(id);
+      if (!log) return 0;
+      const last = lastSeq(log);
+      const keep = new Set<string>(keepKinds);
+      const kept = log.filter((e) => e.seq > throughSeq || e.seq === last || keep.has(e.kind));
+      const removed = log.length - kept.length;
+      data.events.set(id, kept);
+      return removed;
     },
 
     async list(query: ListQuery = {}) {

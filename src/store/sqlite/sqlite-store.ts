@@ -26,6 +26,7 @@ import type {
   StoreHooks,
 } from "../spi.ts";
 import { sqliteInbox } from "./inbox.ts";
+import { sqliteRetention } from "./retention.ts";
 import { MIGRATIONS } from "./migrations.ts";
 
 export interface SqliteStoreOptions {
@@ -240,6 +241,8 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     }
     const ix = b.index;
     if (!ix) return;
+    // S15: other executions' wake rows, in this batch's transaction.
+    for (const w of ix.wakes ?? []) q.setTimer.run(w.executionId, w.timerId, w.wakeAtMs);
     if (ix.clearAllTimers) {
       q.clearTimers.run(id);
       return;
@@ -475,6 +478,8 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     },
 
     ...sqliteInbox(db),
+
+    ...sqliteRetention(db, headOf, (id) => known.delete(id)),
 
     async takeNotices(owner) {
       const rows = q.notices.all(owner);

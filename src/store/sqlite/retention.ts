@@ -1,0 +1,74 @@
+/**
+ * Retention and compaction on SQLite (S13, S14): each one `BEGIN IMMEDIATE` transaction over
+ * both event tables (`events` and the append-ordered `events_hot`), so a reader or another
+ * process sees an execution whole or gone, and a log compacted or not, never half of either.
+ */
+import type Database from "better-sqlite3";
+import { CompactionWithoutSnapshotError } from "../../kernel/errors.ts";
+import type { EventKind } from "../../kernel/events.ts";
+import type { RetentionStore } from "../spi.ts";
+
+/**
+ * `forget(id)` drops what the store's append path caches about `id` (its head, status and
+ * fence), which a delete by this connection makes stale: `PRAGMA data_version` moves only for
+ * other connections' commits.
+ */
+export function sqliteRetention(
+  db: Database.Database,
+  headOf: (id: string) => string,
+  forget: (id: string) => void,
+): RetentionStore {
+  const tables = ["events", "events_hot", "executions", "leases", "timers", "snapshots"] as const;
+  const deletes = tables.map((t) =>
+    db.prepare(`DELETE FROM ${t} WHERE ${t === "executions" ? "id" : "execution_id"} = ?`),
+  );
+  const snapshotSeq = db
+    .prepare<[string], number>("SELECT seq FROM snapshots WHERE execution_id = ?")
+    .pluck();
+  const head = db.prepare<{ id: string }, number | null>(`SELECT ${headOf("@id")}`).pluck();
+  // The kinds kept arrive as one JSON array, so one prepared statement serves any list.
+  const compactions = ["events", "events_hot"].map((t) =>
+    db.prepare(
+      `DELETE FROM ${t} WHERE execution_id = @id AND seq <= @through
+         AND kind NOT IN (SELECT value FROM json_each(@keep))`,
+    ),
+  );
+
+  const deleteTx = db.transaction((id: string): boolean => {
+    let changes = 0;
+    for (const d of deletes) changes += d.run(id).changes;
+    return changes > 0;
+  });
+
+  const compactTx = db.transaction(
+    (id: string, throughSeq: number, keepKinds: readonly EventKind[]): number => {
+      const snap = snapshotSeq.get(id);
+      if (snap === undefined || snap < throughSeq) {
+        throw new CompactionWithoutSnapshotError(
+          `execution "${id}" has no snapshot at or past sequence ${throughSeq}: nothing compacted`,
+          { executionId: id, throughSeq, snapshotSeq: snap ?? null },
+        );
+      }
+      const last = head.get({ id }) ?? -1;
+      // The last event stays whatever its kind: it anchors the head and the last-update time.
+      const through = Math.min(throughSeq, last - 1);
+      const params = { id, through, keep: JSON.stringify(keepKinds) };
+      let removed = 0;
+      for (const c of compactions) removed += c.run(params).changes;
+      return removed;
+    },
+  );
+
+  return {
+    async deleteExecution(id) {
+      try {
+        return deleteTx.immediate(id);
+      } finally {
+        forget(id);
+      }
+    },
+    async compact(id, throughSeq, keepKinds) {
+      return compactTx.immediate(id, throughSeq, keepKinds);
+    },
+  };
+}
