@@ -6,7 +6,8 @@
  */
 import { UsageError } from "./lib.ts";
 import { cancelBench } from "./cancel.ts";
-import { continueBench } from "./continue.ts";
+import { conversationBench } from "./conversation.ts";
+import { fanoutBench } from "./fanout.ts";
 import { middlewareBench } from "./middleware.ts";
 import { resumeBench } from "./resume.ts";
 import { simBench } from "./sim.ts";
@@ -16,7 +17,8 @@ import { stepsBench } from "./steps.ts";
 const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   steps: stepsBench,
   resume: resumeBench,
-  continue: continueBench,
+  conversation: conversationBench,
+  fanout: fanoutBench,
   middleware: middlewareBench,
   cancel: cancelBench,
   sim: simBench,
@@ -31,10 +33,13 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           steps-concurrent: executions x steps-each at once vs the same flow run alone
   resume  [--turns 20000] [--store memory|sqlite] [--synchronous FULL|NORMAL] [--mode hot|parked]
           latency of resume -> step on one long-lived cached execution, turn 1000 vs the last
-  continue [--turns 6000] [--every 500] [--store memory|sqlite] [--snapshot-every 50]
-          [--only both|never|rotating]
-          the same message loop never rotating vs ctx.continueAsNew every N turns: per-resume
-          latency at turn 1000, the middle and the last, head state and log size (ADR 0109)
+  conversation [--turns 6000 --rotate 500|never] [--store memory|sqlite]
+          the message loop addressed to a chain's first id, rotating with ctx.continueAsNew
+          every R turns or never: per-resume latency at turn 1000 and the last, total time,
+          head state and log size (ADR 0109); without --turns/--rotate, the ADR's three rows
+  fanout  [--children 1000] [--store memory|sqlite]
+          a parent spawns N children and awaits them all, beside N executions started and
+          awaited from outside: total time and peak RSS
   middleware [--effects 5000] [--rounds 5]
           per-effect cost of the default middleware chain beside a bare effect (memory store)
   cancel  [--runs 50]

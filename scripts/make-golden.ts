@@ -2,9 +2,9 @@
  * Writes test/fixtures/logs/<EVENT_SCHEMA_VERSION>-golden.json: the log of a flow that uses every
  * syscall and effect feature, and the state the current fold gives it; since 1.5.0 also the
  * logs of the chain generations it continued as (`chain`); since 1.6.0 its suspend is answered by
- * `resumeAs`, so the log holds a STATE_RESTORED. Run it once when the
- * schema version is bumped (`npx tsx scripts/make-golden.ts`); it never overwrites a file, since
- * a golden log of an earlier version must replay forever (STYLE 6).
+ * `resumeAs`, so the log holds a STATE_RESTORED; since 1.7.0 it spawns and awaits a child. Run it
+ * once when the schema version is bumped (`npx tsx scripts/make-golden.ts`); it never overwrites
+ * a file, since a golden log of an earlier version must replay forever (STYLE 6).
  */
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -37,6 +37,7 @@ const llm = step$("llm", async (prompt: string, ectx) => {
   if (ectx.attempt < 3) throw new Error(`overloaded (attempt ${ectx.attempt})`);
   return `notes on ${prompt}`;
 });
+const helper = flow$("golden-helper", async (ctx, n: number) => ctx.run("double", () => n * 2));
 const golden = flow$(
   "golden",
   async (ctx, input: { topic: string; gen?: number; before?: unknown }) => {
@@ -57,9 +58,11 @@ const golden = flow$(
       c.execute(llm, "scoped", { retry: { initialDelayMs: 1 } }),
     );
     await ctx.sleep(1);
+    // Schema 1.7.0: a child, spawned and awaited (CHILD_STARTED, a wait on it, CHILD_DONE).
+    const child = await ctx.awaitChild<number>(await ctx.spawn(helper, 20, { key: "helper" }));
     const answer = await ctx.suspend<string>();
     const first = await ctx.receive<string>();
-    const before = { pick, notes, grant, scoped, answer, first, at: ctx.now() };
+    const before = { pick, notes, grant, scoped, child, answer, first, at: ctx.now() };
     return ctx.continueAsNew({ topic: input.topic, gen: 1, before });
   },
   { budget: { tokens: 1000 }, deadlineMs: 3_600_000 },
@@ -67,7 +70,7 @@ const golden = flow$(
 
 const store = memoryStore();
 const runtime = createRuntime({ store, clock, features: { continueAsNew: true } });
-runtime.registerFlow(golden);
+runtime.registerFlow(helper).registerFlow(golden);
 await runtime.start(golden, { topic: "tides" }, { id: "golden-1" });
 for (let i = 0; i < 500; i++) {
   if ((await runtime.getState("golden-1")).status === "parked") break;

@@ -37,6 +37,8 @@ export interface Scenario {
   compare?: (end: ScenarioEnd) => unknown;
   /** A chain (ADR 0109): `features.continueAsNew` on, and the end state is its head's. */
   chain?: boolean;
+  /** Other flows the scenario's flow spawns (issue 8): registered on every runtime. */
+  children?: Flow[];
 }
 
 export interface ScenarioEnd {
@@ -51,6 +53,8 @@ export interface ScenarioEnd {
   generations?: number[];
   /** A chain's consumed messages (sequence numbers, duplicates apart), across generations. */
   consumed?: number[];
+  /** Each spawned child's id and end, with how many times its work step ran to completion. */
+  children?: Record<string, { status: string; output?: unknown; completedSteps: number }>;
 }
 
 const wait = (ms: number, signal: AbortSignal) =>
@@ -114,6 +118,18 @@ const retry = flow$("retry", async (ctx) =>
   ctx.execute(flaky, null, { retry: { initialDelayMs: 50, jitter: 0, maxAttempts: 5 } }),
 );
 
+/** A child that works for a while, then answers ten times its input. */
+const kid = flow$("kid", async (ctx, n: number) =>
+  ctx.run("work", async ({ signal }) => (await wait(30, signal), n * 10)),
+);
+
+/** A parent with two children, awaited in turn (issue 8). */
+const twoChildren = flow$("two-children", async (ctx) => {
+  const a = await ctx.spawn(kid, 1);
+  const b = await ctx.spawn(kid, 2);
+  return (await ctx.awaitChild<number>(a)) + (await ctx.awaitChild<number>(b));
+});
+
 export const SCENARIOS: Scenario[] = [
   { name: "a 10-step flow", flow: tenSteps, input: null, actions: [] },
   {
@@ -149,6 +165,13 @@ export const SCENARIOS: Scenario[] = [
       // A sender's retry after the rotation: the carried dedupe window drops it.
       { atMs: 900, act: (op, id) => op.send(id, "one, retried", { key: "k1" }) },
     ],
+  },
+  {
+    name: "issue 8: a parent with two children",
+    flow: twoChildren,
+    children: [kid],
+    input: null,
+    actions: [],
   },
 ];
 
@@ -189,6 +212,7 @@ async function drive(
     },
   };
   const owner = createRuntime({ ...options, store: first.store, ownerId: "first" });
+  for (const f of s.children ?? []) owner.registerFlow(f);
   owner.registerFlow(s.flow);
   held.owner = owner;
   const operator = createRuntime({
@@ -208,6 +232,7 @@ async function drive(
     }
     if (first.dead && !recovered) {
       recovered = createRuntime({ ...options, store: data.reopen(), ownerId: "second" });
+      for (const f of s.children ?? []) recovered.registerFlow(f);
       recovered.registerFlow(s.flow);
       // A start that died before it committed failed at its caller, who starts it again (with
       // the same id, so a start that did commit is adopted, not doubled).
@@ -229,6 +254,7 @@ async function drive(
   if (state?.output !== undefined) end.output = state.output;
   if (state?.error) end.errorCode = state.error.code;
   if (s.chain) Object.assign(end, await chainEnd(data, id));
+  if (s.children) end.children = await childrenEnd(data, state);
   for (const r of [owner, operator, recovered]) {
     if (!r) continue;
     let closed = false;
@@ -264,4 +290,23 @@ async function chainEnd(
     }
   }
   return { generations, consumed: consumed.sort((a, b) => a - b) };
+}
+
+/** Each child the parent's state records, as its own log ends (issue 8's crash criterion). */
+async function childrenEnd(
+  store: Store,
+  parent: Awaited<ReturnType<typeof loadState>>,
+): Promise<NonNullable<ScenarioEnd["children"]>> {
+  const out: NonNullable<ScenarioEnd["children"]> = {};
+  for (const childId of Object.keys(parent?._children ?? {})) {
+    const state = await loadState(store, childId);
+    const log = await store.read(childId);
+    const row: { status: string; output?: unknown; completedSteps: number } = {
+      status: state?.status ?? "missing",
+      completedSteps: log.filter((e) => e.kind === "STEP_COMPLETED").length,
+    };
+    if (state?.output !== undefined) row.output = state.output;
+    out[childId] = row;
+  }
+  return out;
 }

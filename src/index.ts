@@ -34,13 +34,28 @@ export {
   type ExecutionHandle,
 } from "./runtime/runtime.ts";
 export { systemClock } from "./runtime/system.ts";
+export { PINNED_KINDS, type Compaction, type CompactOptions } from "./runtime/compaction.ts";
+export type { RetentionPolicy } from "./runtime/retention.ts";
+export { liveKeepSet, routeKeepSet } from "./runtime/chain-routing.ts";
 export type { RestoreOptions, ResumeAsOptions } from "./runtime/restore.ts";
+export {
+  ChildConflictError,
+  ChildFailedError,
+  type ChildHandle,
+  type SpawnOptions,
+} from "./runtime/children.ts";
+export { childTree, type ChildNode, type ChildTree } from "./analytics/child-tree.ts";
 export type { RestoredRecord } from "./fold/restored.ts";
 export { occurrenceId, type ScheduleOptions } from "./runtime/schedules.ts";
 export { memoryStore, type MemoryStore } from "./store/memory/index.ts";
 export type * from "./store/spi.ts";
 export { timeline, type TimelineRow } from "./analytics/timeline.ts";
-export { chainLineage, type ChainLineage, type Generation } from "./analytics/chain-lineage.ts";
+export {
+  chainLineage,
+  chainLineageOfStates,
+  type ChainLineage,
+  type Generation,
+} from "./analytics/chain-lineage.ts";
 export { continueEvery, type TurnCounter } from "./agent/continue-every.ts";
 export { compose, rerunning, type Middleware } from "./effects/compose.ts";
 export { retryMiddleware, defaultIsRetryable, type RetryPolicy } from "./effects/retry.ts";

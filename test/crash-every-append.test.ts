@@ -18,6 +18,14 @@ describe("a crash at every append", () => {
         expect(clean.consumed).toEqual([0, 1, 2, 3]);
         expect(clean.output).toEqual({ turn: 4, last: "four" });
       }
+      if (scenario.children) {
+        // Issue 8: two children, each ended once with its work recorded once, summed.
+        expect(clean.output).toBe(30);
+        expect(clean.children).toEqual({
+          "scenario-1::kid#0": { status: "completed", output: 10, completedSteps: 1 },
+          "scenario-1::kid#1": { status: "completed", output: 20, completedSteps: 1 },
+        });
+      }
       const view = scenario.compare ?? (({ appends: _, ...end }: ScenarioEnd) => end);
       for (let append = 0; append < clean.appends; append++) {
         for (const after of [false, true]) {

@@ -4,9 +4,8 @@
  * Every call goes through `call`, which enforces R7 (one outstanding call per scope) and halts
  * the body when its run has stopped (R6).
  */
-import { abortableDelay, raceAbort, reasonOf } from "../effects/delay.ts";
+import { abortableDelay } from "../effects/delay.ts";
 import {
-  ExecutionEndedError,
   InDoubtError,
   InvalidInputError,
   InvariantViolation,
@@ -27,15 +26,25 @@ import {
   type Effect,
   type EffectContext,
 } from "./flow.ts";
-import { halted, type EventSpec, type Run } from "./run.ts";
+import { halted, merged, type EventSpec, type Run } from "./run.ts";
 import { chainSyscalls } from "./context-chain.ts";
+import type { Flow } from "./flow.ts";
+import { childSyscalls, type ChildDeps, type ChildHandle, type SpawnOptions } from "./children.ts";
 import { armDeadline, remainingMs } from "./deadline.ts";
-import { makeMiddlewareContext, type NestedBudget, type StepAttempt } from "./effect-call.ts";
-import { isDimension, spentIn, type Budget, type ResourceSnapshot } from "../kernel/resources.ts";
+import {
+  copyJson,
+  makeMiddlewareContext,
+  startAttempt,
+  StepCall,
+  type NestedBudget,
+  type StepAttempt,
+  type StepTimeout,
+} from "./effect-call.ts";
+import { isDimension, spentIn, type Budget } from "../kernel/resources.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
 import type { InboxMessage } from "../store/spi.ts";
 import { type ReceiveOptions } from "./inbox.ts";
-import { addDelta, type ExecuteOptions, type MiddlewareContext } from "../effects/middleware.ts";
+import { type ExecuteOptions, type MiddlewareContext } from "../effects/middleware.ts";
 
 export interface SuspendOptions {
   /** Milliseconds to wait for a resume before the suspend throws SuspendTimeoutError. */
@@ -116,6 +125,17 @@ export interface FlowContext {
    * with a wait outstanding, or with a carry over `maxCarryBytes`.
    */
   continueAsNew(carry?: unknown): Promise<never>;
+  /**
+   * Starts `flow` as a child execution `<id>::<key>#<i>` (issue 8): cancelled with this one
+   * unless `detached`, within this one's deadline, and spending from this one's budget. The
+   * handle is plain JSON (it can travel in a carry). See runtime/children.ts.
+   */
+  spawn(flow: string | Flow, input?: unknown, options?: SpawnOptions): Promise<ChildHandle>;
+  /**
+   * Waits for a child (a handle, or the id of a child of this chain) to end, following it
+   * through its rotations; returns its output, or throws ChildFailedError.
+   */
+  awaitChild<T = Json>(child: ChildHandle | string): Promise<T>;
 }
 
 export interface ContextDeps {
@@ -127,6 +147,8 @@ export interface ContextDeps {
   maxCarryBytes: number;
   /** Rotates the run to its successor (undefined while `features.continueAsNew` is off). */
   rotate: ((run: Run, carry: Json | undefined) => void) | undefined;
+  /** What children need from the runtime (children.ts); undefined where nothing supervises. */
+  children?: ChildDeps;
   /** The effect middleware chain, composed (see effects/middleware.ts). */
   chain: (ctx: MiddlewareContext) => Promise<unknown>;
 }
@@ -148,7 +170,7 @@ export function makeContext(
   /** One syscall of this scope: R7 on the way in, R6 on the way out. */
   function call<T>(what: string, body: () => Promise<T>): Promise<T> {
     // Nothing starts once the run stopped or its terminal event is queued (R4, R6).
-    if (!run.live || isTerminalStatus(run.state.status)) return halted();
+    if (ended(run)) return halted();
     try {
       run.begin(scope, what);
     } catch (e) {
@@ -166,17 +188,23 @@ export function makeContext(
       run.end(scope);
       return halted();
     }
+    // A body may throw before it returns its promise (a bad argument): that is a rejection.
+    let running: Promise<T>;
+    try {
+      running = body();
+    } catch (e) {
+      running = Promise.reject(e instanceof Error ? e : new Error(String(e)));
+    }
     // Once the run stopped or its terminal event is queued (a cancel, a deadline), the body
     // halts: it never sees an outcome the log will not have (R6).
-    const ended = () => !run.live || isTerminalStatus(run.state.status);
-    return body().then(
+    return running.then(
       (value) => {
         run.end(scope);
-        return ended() ? halted<T>() : value;
+        return ended(run) ? halted<T>() : value;
       },
       (error: unknown) => {
         run.end(scope);
-        return ended()
+        return ended(run)
           ? halted<T>()
           : Promise.reject(error instanceof Error ? error : new Error(String(error)));
       },
@@ -190,8 +218,9 @@ export function makeContext(
     ectx: EffectContext,
     attempt: StepAttempt,
   ): MiddlewareContext {
-    const invoke = () => attempt.invoke(() => effect.run(input, ectx));
-    return makeMiddlewareContext(run, deps, nested, effect.name, options, ectx, attempt, invoke);
+    return makeMiddlewareContext(run, deps, nested, effect.name, options, ectx, attempt, () =>
+      attempt.invoke(() => effect.run(input, ectx)),
+    );
   }
 
   async function step<T>(
@@ -210,19 +239,15 @@ export function makeContext(
     if (hasInput && input !== undefined) payload.input = input;
     claim.take();
     // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
-    const timeoutMs = opts.timeoutMs;
-    const clock = { now: () => deps.now() };
-    const timeoutAt =
-      timeoutMs === undefined ? undefined : (frame?.firstStartedAt ?? deps.now()) + timeoutMs;
-    const timeoutError = () =>
-      new StepTimeoutError(
-        `step "${callId}" of execution "${run.id}" ran past its timeoutMs of ${timeoutMs} ms`,
-      );
-    const timedOut = () =>
-      timeoutAt !== undefined && remainingMs(clock, timeoutAt, timeoutMs ?? 0) <= 0;
-    if (frame && opts.atMostOnce && frame.retryAtMs === undefined) {
+    const timeout =
+      opts.timeoutMs === undefined
+        ? undefined
+        : stepTimeout(deps, run.id, callId, opts.timeoutMs, frame?.firstStartedAt ?? deps.now());
+    const atMostOnce = opts.atMostOnce === true;
+    if (frame && atMostOnce && frame.retryAtMs === undefined) {
       // K9: its last attempt started and never settled; whether it took effect is unknown.
       return settleFailed<T>(
+        callId,
         new InDoubtError(
           `step "${callId}" of execution "${run.id}" is at-most-once and was interrupted after it started: whether it took effect is unknown, so it is not run again`,
         ),
@@ -232,94 +257,33 @@ export function makeContext(
     if (frame) {
       // Recovered between attempts: the recorded backoff still holds (retry.ts), but not past
       // the timeout; a step whose timeout passed starts no new attempt (K8.1 pre-flight).
-      const due = Math.min(frame.retryAtMs ?? -Infinity, timeoutAt ?? Infinity);
+      const due = Math.min(frame.retryAtMs ?? -Infinity, timeout?.atMs ?? Infinity);
       if (!(await retryDue(Number.isFinite(due) ? due : undefined))) return halted();
-      if (timedOut()) return settleFailed<T>(timeoutError(), []);
+      if (timeout?.passed()) return settleFailed<T>(callId, timeout.error(), []);
       // A re-run of a step whose start was recorded counts an attempt at once.
-      await startAttempt(payload, opts.atMostOnce === true);
-    } else if (opts.atMostOnce) {
+      await startAttempt(run, payload, atMostOnce);
+    } else if (atMostOnce) {
       // Durable before the effect runs, so a crash leaves it in doubt, never silently re-run.
-      await startAttempt({ ...payload, startedAt: deps.now() }, true);
+      await startAttempt(run, merged(payload, { startedAt: deps.now() }), true);
     } else {
       run.deferStart(callId, payload); // R9
     }
-    let controller: AbortController | undefined;
-    const signal = () => (controller ??= run.controller()).signal;
-    const ectx: EffectContext = {
-      executionId: run.id,
-      stepId: callId,
-      attempt: run.state.frames[callId]?.attempts ?? 1,
-      idempotencyKey: `${run.id}/${callId}`,
-      // Made on first use: most steps never read it, and an AbortController is not free.
-      get signal() {
-        return signal();
-      },
-      // A copy, made on first use.
-      get resources() {
-        resources ??= own(run.state._resources ?? {});
-        return resources;
-      },
-      meter(delta) {
-        if (!opts.meterable) {
-          throw new InvalidInputError(
-            "meter() reports an effect's cost to its metering: run the effect with ctx.execute (ctx.run steps are not metered)",
-          );
-        }
-        attempt.reported = addDelta(attempt.reported, delta);
-      },
-      provisional(soFar) {
-        if (opts.meterable) run.provisionals.set(callId, soFar);
-      },
-    };
-    let resources: ResourceSnapshot | undefined;
+    const attempt = new StepCall(
+      run,
+      callId,
+      payload,
+      opts.meterable === true,
+      atMostOnce,
+      timeout,
+    );
+    const ectx = attempt.ectx;
     let disarm: (() => void) | undefined;
-    if (timeoutAt !== undefined && timeoutMs !== undefined) {
-      const abort = () => controller?.abort(timeoutError());
-      signal();
-      if (timedOut()) abort();
-      else disarm = armDeadline(clock, timeoutAt, timeoutMs, abort);
+    if (timeout !== undefined) {
+      const abort = () => attempt.controller?.abort(timeout.error());
+      attempt.signal();
+      if (timeout.passed()) abort();
+      else disarm = armDeadline(timeout.clock, timeout.atMs, timeout.timeoutMs, abort);
     }
-    const attempt: StepAttempt = {
-      reported: {},
-      facts: [],
-      // K8.1: code whose signal already aborted is not started; with a timeout, the code is raced
-      // against the signal, so an attempt that ignores it still ends on time.
-      invoke<R>(work: () => R | Promise<R>): Promise<R> {
-        if (controller?.signal.aborted) return Promise.reject(reasonOf(controller.signal));
-        const running = Promise.resolve().then(work);
-        if (timeoutMs === undefined) return running;
-        return raceAbort(running, signal()).catch((e: unknown) => {
-          // Cut short by its timeout before it could meter: what it reported so far counts.
-          const soFar = signal().aborted ? run.provisional(callId) : undefined;
-          if (soFar) attempt.reported = addDelta(attempt.reported, { ...soFar, estimated: true });
-          throw e;
-        });
-      },
-      // A failed attempt is a fact before the backoff starts (retry.ts); the step stays open.
-      async failed(error, retryInMs) {
-        const facts = attempt.facts;
-        attempt.facts = [];
-        const failed: { [k: string]: Json } = {
-          ...run.takeStart(callId),
-          callId,
-          error: errorToData(error) as unknown as Json,
-          attempt: ectx.attempt,
-          retryInMs,
-          retrying: true,
-        };
-        await run.enqueue([...facts, { kind: "STEP_FAILED", payload: failed }]);
-      },
-      async next() {
-        if (!run.live || isTerminalStatus(run.state.status)) {
-          throw new ExecutionEndedError(
-            `execution "${run.id}" ended during the backoff of step "${callId}": no further attempt`,
-          );
-        }
-        ectx.attempt++;
-        resources = undefined;
-        await startAttempt(payload, opts.atMostOnce === true);
-      },
-    };
     let outcome: { output: Json | undefined } | { error: unknown };
     try {
       const value = await (opts.meterable
@@ -330,33 +294,29 @@ export function makeContext(
       outcome = { error: e };
     } finally {
       disarm?.();
-      if (controller) run.release(controller);
+      if (attempt.controller) run.release(attempt.controller);
       run.provisionals.delete(callId);
     }
     if (!run.live) return halted();
-    if ("error" in outcome) return settleFailed<T>(outcome.error, attempt.facts);
-    const done: { [k: string]: Json } = { ...run.takeStart(callId), callId };
+    if ("error" in outcome) return settleFailed<T>(callId, outcome.error, attempt.facts);
+    // The start's fields first, as when it was spread: `callId` keeps its place among them.
+    const done: { [k: string]: Json } = run.takeStart(callId) ?? {};
+    done.callId = callId;
     if (outcome.output !== undefined) done.output = outcome.output;
-    await run.enqueue([...attempt.facts, { kind: "STEP_COMPLETED", payload: done }]);
+    await run.enqueue(
+      attempt.facts.length === 0
+        ? [{ kind: "STEP_COMPLETED", payload: done }]
+        : [...attempt.facts, { kind: "STEP_COMPLETED", payload: done }],
+    );
     return own(outcome.output) as T;
-
-    /** Records the step's failure (with the attempt's facts) and throws it to the body. */
-    async function settleFailed<R>(thrown: unknown, facts: EventSpec[]): Promise<R> {
-      const error = errorToData(thrown);
-      const failed: { [k: string]: Json } = {
-        ...run.takeStart(callId),
-        callId,
-        error: error as unknown as Json,
-      };
-      await run.enqueue([...facts, { kind: "STEP_FAILED", payload: failed }]);
-      throw errorFromData(error);
-    }
   }
 
-  /** Counts an attempt: at once for an at-most-once step (durable first), else with the next commit. */
-  async function startAttempt(payload: { [k: string]: Json }, durable: boolean): Promise<void> {
-    if (durable) await run.enqueue([{ kind: "STEP_STARTED", payload }]);
-    else run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
+  /** Records a step's failure (with the attempt's facts) and throws it to the body. */
+  async function settleFailed<R>(callId: string, thrown: unknown, facts: EventSpec[]): Promise<R> {
+    const error = errorToData(thrown);
+    const failed = merged(run.takeStart(callId), { callId, error: error as unknown as Json });
+    await run.enqueue([...facts, { kind: "STEP_FAILED", payload: failed }]);
+    throw errorFromData(error);
   }
 
   /**
@@ -408,11 +368,12 @@ export function makeContext(
     executionId: run.id,
 
     run(name, fn, options) {
-      return call(`step "${String(name)}"`, async () => {
+      // Not async: `call` turns a throw into a rejection, and step's own promise is returned.
+      return call(`step "${String(name)}"`, () => {
         assertName(name, "step name");
         if (typeof fn !== "function")
           throw new InvalidInputError(`step "${name}" needs a function`);
-        return step(name, undefined, false, fn, checkedRunOptions(options, `step "${name}"`));
+        return step(name, undefined, false, fn, checkedRunOptions(options, name));
       });
     },
 
@@ -605,6 +566,7 @@ export function makeContext(
     },
 
     ...chainSyscalls(run, deps, scope, call, own),
+    ...childSyscalls(run, deps, scope, call, own),
 
     now() {
       // A stopped run does not record: the body halts at its next awaited call (R6).
@@ -625,14 +587,42 @@ export function makeContext(
  * The body's own copy of a recorded value: what the fold holds (and a snapshot serialises) must
  * not change when the flow mutates what it was given.
  */
-function own<T>(value: T): T {
-  return value !== null && typeof value === "object" ? structuredClone(value) : value;
+const own = copyJson;
+
+/** The run stopped, or its terminal event is queued: the body halts (R4, R6). */
+function ended(run: Run): boolean {
+  return !run.live || isTerminalStatus(run.state.status);
+}
+
+/** A step's timeout (K8.1), counted from `startedAtMs` on the runtime clock. */
+function stepTimeout(
+  deps: ContextDeps,
+  executionId: string,
+  callId: string,
+  timeoutMs: number,
+  startedAtMs: number,
+): StepTimeout {
+  const clock = { now: () => deps.now() };
+  const atMs = startedAtMs + timeoutMs;
+  return {
+    timeoutMs,
+    atMs,
+    clock,
+    error: () =>
+      new StepTimeoutError(
+        `step "${callId}" of execution "${executionId}" ran past its timeoutMs of ${timeoutMs} ms`,
+      ),
+    passed: () => remainingMs(clock, atMs, timeoutMs) <= 0,
+  };
 }
 
 /** `ctx.run` options, checked before anything is recorded. */
-function checkedRunOptions(value: unknown, owner: string): RunOptions {
-  return value === undefined ? {} : checkedOptions(value, owner, ["timeoutMs", "atMostOnce"]);
+function checkedRunOptions(value: unknown, name: string): RunOptions {
+  if (value === undefined) return NO_RUN_OPTIONS;
+  return checkedOptions(value, `step "${name}"`, ["timeoutMs", "atMostOnce"]);
 }
+
+const NO_RUN_OPTIONS: RunOptions = Object.freeze({});
 
 function runOptionsOf(options: ExecuteOptions): RunOptions {
   const out: RunOptions = {};

@@ -70,7 +70,7 @@ export async function appendSpecs(
     expectedSeq,
     fence,
     status: state.status,
-    index: indexChanges(events),
+    index: indexChanges(events, state),
     ...extras,
   });
 }

@@ -44,8 +44,28 @@ import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
 import { cancelExecution, cancelSpecs } from "./cancel.ts";
+import {
+  childOutcome,
+  isWake,
+  onWake,
+  spawnedInChain,
+  startChild,
+  type SupervisorDeps,
+} from "./supervisor.ts";
 
 const RECENT_OUTCOMES = 1000;
+
+/**
+ * What `make` gives, as a list. A module function, not a closure made per delivery: tsx names
+ * every named closure it creates with an Object.defineProperty, about 1 µs on every resume.
+ */
+function specsOf(
+  make: (state: ExecutionState) => EventSpec | readonly EventSpec[] | undefined,
+  state: ExecutionState,
+): readonly EventSpec[] {
+  const made = make(state);
+  return made === undefined ? [] : "kind" in made ? [made] : made;
+}
 
 export abstract class RuntimeCore implements RunHost {
   readonly store: Store;
@@ -133,8 +153,11 @@ export abstract class RuntimeCore implements RunHost {
       ),
     );
     // A stuck execution (code that cannot replay it) is settled by the cancel: its outcome is
-    // the log's from now on.
-    if (cancelled) this.stuck.delete(id);
+    // the log's from now on. Its batch may have written wake rows (children, a parent): now.
+    if (cancelled) {
+      this.stuck.delete(id);
+      this.scheduleTick(0);
+    }
     return cancelled;
   }
 
@@ -207,6 +230,9 @@ export abstract class RuntimeCore implements RunHost {
   ended(run: Run): void {
     // The terminal batch released the lease in its own transaction.
     this.forget(run);
+    // Its batch may have written wake rows (a parent, children): act on them now, not at the
+    // next poll.
+    if (run.state._parent || run.state._children) this.scheduleTick(0);
     this.outcomes.set(run.id, outcomeOf(run.state));
     if (this.outcomes.size > RECENT_OUTCOMES) {
       const oldest = this.outcomes.keys().next().value;
@@ -375,19 +401,15 @@ export abstract class RuntimeCore implements RunHost {
     waitForLease: boolean,
     /** Checked (and may throw) once the state to append to is known, just before `make`. */
     check?: (state: ExecutionState) => Promise<void>,
-  ): Promise<void> {
-    const specsOf = (state: ExecutionState): readonly EventSpec[] => {
-      const made = make(state);
-      return made === undefined ? [] : "kind" in made ? [made] : made;
-    };
+  ): Promise<boolean> {
     const run = await this.ownedRun(id);
     this.assertOpen();
     if (run) {
       await check?.(run.state);
-      const specs = specsOf(run.state);
+      const specs = specsOf(make, run.state);
       if (specs.length > 0) await run.enqueue(specs);
       else run.maybePark();
-      return;
+      return true;
     }
     if ((await this.store.head(id)) < 0) {
       throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
@@ -395,13 +417,14 @@ export abstract class RuntimeCore implements RunHost {
     const lease = waitForLease
       ? await this.leases.acquireWaiting(id)
       : await this.leases.acquireIfDead(id);
-    if (!lease) return;
+    // Another live owner holds it: it was not delivered (false), and the caller may try again.
+    if (!lease) return false;
     let handedOver = false;
     try {
       this.assertOpen();
       const state = await mustLoad(this.store, id);
       await check?.(state);
-      const specs = specsOf(state);
+      const specs = specsOf(make, state);
       if (specs.length > 0) {
         await appendSpecs(this.journal, this.clock, state, lease.fence, specs);
       }
@@ -409,6 +432,7 @@ export abstract class RuntimeCore implements RunHost {
     } finally {
       if (!handedOver) await this.leases.release(id, lease.fence);
     }
+    return true;
   }
 
   /** Hands the chain's waiting messages to `id`'s receives, if it has any waiting (N3). */
@@ -462,9 +486,13 @@ export abstract class RuntimeCore implements RunHost {
       stale();
       return undefined;
     }
-    const tail = await this.store.read(id, run.state.seq + 1);
+    const from = run.state.seq + 1;
+    const tail = await this.store.read(id, from);
+    // A gap in the tail (another owner drove it, then it was compacted) is not external input.
     const external = tail.every(
-      (e) => e.kind === "RESUMED" || e.kind === "TIMER_FIRED" || e.kind === "MESSAGE_CONSUMED",
+      (e, i) =>
+        e.seq === from + i &&
+        (e.kind === "RESUMED" || e.kind === "TIMER_FIRED" || e.kind === "MESSAGE_CONSUMED"),
     );
     if (this.closed || !external || !run.reactivate(lease.fence)) {
       if (!external) stale();
@@ -523,6 +551,7 @@ export abstract class RuntimeCore implements RunHost {
 
   protected async fireTimer(id: string, callId: string): Promise<void> {
     if (this.closed) return;
+    if (isWake(callId)) return this.fireWake(id, callId);
     const make = (state: ExecutionState): EventSpec | undefined => {
       const f = Object.hasOwn(state.frames, callId) ? state.frames[callId] : undefined;
       if (isTerminalStatus(state.status) || f?.status !== "waiting" || f.wakeAtMs === undefined) {
@@ -631,7 +660,37 @@ export abstract class RuntimeCore implements RunHost {
       rotate: this.chains
         ? (run, carry) => void rotate(this.chainDeps(), run, carry, () => run.quiesced())
         : undefined,
+      children: {
+        flow: (name) => this.flows.get(name),
+        startChild: (parent, childId) => startChild(this.supervisorDeps(), parent, childId),
+        childOutcome: (childId) => childOutcome(this.supervisorDeps(), childId),
+        spawnedInChain: (childId, chainId) => spawnedInChain(this.store, childId, chainId),
+      },
     };
+  }
+
+  /** What the supervisor acts through (supervisor.ts). */
+  protected supervisorDeps(): SupervisorDeps {
+    return {
+      store: this.store,
+      maxChainHops: this.maxChainHops,
+      flow: (name) => this.flows.get(name),
+      create: (flow, id, payload, accept) =>
+        this.tasks.exclusive(id, () => this.create(flow, id, payload, accept)),
+      deliver: (id, make) => this.tasks.exclusive(id, () => this.deliver(id, make, false)),
+      cancel: (id, reason) => this.cancelRouted(id, reason),
+    };
+  }
+
+  /** A supervisor's wake row came due (supervisor.ts): its row goes once it is acted on. */
+  protected async fireWake(id: string, timerId: string): Promise<void> {
+    try {
+      if (await onWake(this.supervisorDeps(), id, timerId)) {
+        await this.store.deleteTimer(id, timerId);
+      }
+    } catch (e) {
+      if (!(e instanceof RuntimeClosedError)) this.report(e);
+    }
   }
 
   protected chainDeps(): ChainDeps {
@@ -662,4 +721,6 @@ export abstract class RuntimeCore implements RunHost {
   abstract fireSchedules(): Promise<string[]>;
   /** Re-drives abandoned executions (runtime.ts, W6). */
   abstract recoverAbandoned(): Promise<string[]>;
+  /** Cancels `id` and its chain's live generation with `why` (runtime.ts). */
+  protected abstract cancelRouted(id: string, why: Json): Promise<boolean>;
 }

@@ -33,7 +33,7 @@ import {
   WaitTimeoutError,
   isLoomError,
 } from "../kernel/errors.ts";
-import { boundedJson } from "../kernel/json.ts";
+import { boundedJson, type Json } from "../kernel/json.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import { type ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary, ListQuery, Schedule } from "../store/spi.ts";
@@ -48,6 +48,8 @@ import {
   withDeadline,
 } from "./runtime-support.ts";
 import { routeToHead } from "./continuation.ts";
+import { compactLog, type Compaction, type CompactOptions } from "./compaction.ts";
+import { releaseByPolicy, type RetentionPolicy } from "./retention.ts";
 import {
   checkedRestore,
   restoredSpec,
@@ -239,6 +241,11 @@ export class Runtime extends RuntimeCore {
     assertValidId(id);
     const why = checkedReason(reason);
     await this.authorize(id, options);
+    return this.cancelRouted(id, why);
+  }
+
+  /** Cancels `id`, and with chains on its chain's live generation (authorized by the caller). */
+  protected async cancelRouted(id: string, why: Json): Promise<boolean> {
     if (!this.chains) return this.cancelOne(id, why);
     // ADR 0109 D2: a chain member's cancel reaches its live generation. The addressed one is
     // cancelled first (so a successor it starts from now on cancels itself, K4), then every
@@ -521,17 +528,26 @@ export class Runtime extends RuntimeCore {
     return this.route(id);
   }
 
+  /** What routing reads with, made once: `chainDeps()` makes five closures, and every resume routes. */
+  private readonly routing = { store: this.store, maxChainHops: this.maxChainHops };
+
   /**
    * followToHead for a caller already authorized against `id`: routing follows only successors
    * with the same owner (K5), so the head needs no second check.
    */
   private async route(id: string): Promise<string> {
     // Routing from the head last found for this id costs a probe, not the chain's walk.
-    const known = this.knownHeads.get(id);
-    const head = await routeToHead(this.chainDeps(), known ?? id).catch((e: unknown) => {
+    let known = this.knownHeads.get(id);
+    // Only while the addressed id has a log: once retention released it, a caller authorized
+    // against no owner must not reach the chain through this memory.
+    if (known !== undefined && known !== id && (await this.store.head(id)) < 0) {
+      this.knownHeads.delete(id);
+      known = undefined;
+    }
+    const head = await routeToHead(this.routing, known ?? id).catch((e: unknown) => {
       // The remembered head may be gone (retention): route from the addressed id itself.
       if (known === undefined) throw e;
-      return routeToHead(this.chainDeps(), id);
+      return routeToHead(this.routing, id);
     });
     this.knownHeads.delete(id);
     this.knownHeads.set(id, head);
@@ -618,6 +634,33 @@ export class Runtime extends RuntimeCore {
 
   list(query?: ListQuery): Promise<ExecutionSummary[]> {
     return this.store.list(query);
+  }
+
+  /**
+   * Deletes the events of `id` that its latest snapshot covers, except the pinned kinds
+   * (EXECUTION_STARTED, the terminal kinds, QUOTA_EXCEEDED, STATE_RESTORED) and `options.keepKinds`; see
+   * compaction.ts. Sequence numbers stay: `readLog` returns a log with a gap.
+   */
+  async compact(id: string, options: CompactOptions = {}): Promise<Compaction> {
+    this.assertOpen();
+    assertValidId(id);
+    await this.authorize(id, options);
+    return compactLog(this.store, id, options);
+  }
+
+  /**
+   * Deletes the terminal executions `policy` names (`continued` included by default), except
+   * the generations chain routing still needs; returns the ids released. See retention.ts.
+   */
+  async applyRetention(policy: RetentionPolicy): Promise<string[]> {
+    this.assertOpen();
+    const deps = { store: this.store, clock: this.clock, maxChainHops: this.maxChainHops };
+    const released = await releaseByPolicy(deps, policy);
+    for (const id of released) {
+      this.knownHeads.delete(id);
+      this.outcomes.delete(id);
+    }
+    return released;
   }
 
   /** Re-drives every pending or running execution whose owner is gone (W6). */

@@ -1,0 +1,256 @@
+/**
+ * Children and their supervision (ADR 0109 D5, D6, and the orchestration of ADR 0112 D5 they rely
+ * on): `ctx.spawn` and `ctx.awaitChild`, and what the runtime does when a parent or a child ends.
+ *
+ * Invariants (tests cite O1..O7):
+ * O1. The spawn is recorded in the parent's log (CHILD_STARTED) before the child's sequence 0 is
+ *     written. A parent re-driven after a crash between the two writes the child then: the start
+ *     is idempotent and adopts a sequence 0 only when it names this parent and spawn (else
+ *     ChildConflictError). So no child exists without its parent's record.
+ * O2. A child's chain ending settles its parent's slot, once (fold/children.ts F9). The head's
+ *     terminal batch writes a wake row for the parent in its own transaction (fold/index-changes.ts
+ *     W1), which any runtime's timer loop fires: the supervisor reads the child's outcome from its
+ *     log and appends CHILD_DONE to the parent's head. An awaitChild whose child already ended
+ *     records CHILD_DONE itself. Nothing is lost in a crash: the row is deleted only once the
+ *     parent's head has the outcome, or has ended.
+ * O3. A continued child is not settled (P3): its successor inherits `_parent`, and its head's end
+ *     settles the slot of the id the parent spawned (the chain's id), after any number of
+ *     rotations (D6).
+ * O4. A parent that is cancelled or continues cancels every attached child whose slot is open, with
+ *     reason `{ kind: "cascade", parent }`, routed to the child's head (D5), through wake rows its
+ *     terminal batch writes. A detached child is never cascaded.
+ * O5. A child's deadline ends no later than its parent's.
+ * O6. A child of a parent with a budget is granted what the parent has left (or less, as asked),
+ *     recorded in CHILD_STARTED; the parent counts the grant as spent until the slot settles with
+ *     what the child's chain spent (F10), so children cannot spend past their parent's budget.
+ * O7. Awaiting a child this execution did not spawn is allowed only for one spawned by a member of
+ *     its chain (a detached child of an earlier generation, its id in the carry); anything else is
+ *     refused before anything is recorded.
+ */
+import { defineError, InvalidInputError, UnknownFlowError } from "../kernel/errors.ts";
+import {
+  childIdOf,
+  grantOf,
+  keyProblem,
+  readChildOutcome,
+  type ChildOutcome,
+} from "../kernel/children.ts";
+import { MAX_ID_LENGTH } from "../kernel/ids.ts";
+import { boundedJson, type Json } from "../kernel/json.ts";
+import { checkedBudget, isFlow, type Flow } from "./flow.ts";
+import { AWAIT_CHILD, spentWithGrants } from "../fold/children.ts";
+import { chainOf, type ExecutionState } from "../fold/state.ts";
+import type { Budget } from "../kernel/resources.ts";
+import { checkedDuration } from "./deadline.ts";
+import { startPayload } from "./runtime-support.ts";
+import type { ContextDeps, FlowContext } from "./context.ts";
+import { halted, type Run, type EventSpec } from "./run.ts";
+
+/** A child awaited with ctx.awaitChild ended failed or cancelled (its error is `details.error`). */
+export class ChildFailedError extends defineError("LOOM_CHILD_FAILED") {}
+
+/** A child id already holds an execution that another spawn started (O1). */
+export class ChildConflictError extends defineError("LOOM_CHILD_CONFLICT") {}
+
+export interface SpawnOptions {
+  /** Names the child: its id is `<parentId>::<key>#<i>` (default: the flow's name). */
+  key?: string;
+  /** A detached child is not cancelled with its parent, and outlives a rotation (D5). */
+  detached?: boolean;
+  /** At most this much of the parent's budget (O6), or the child's own when the parent has none. */
+  budget?: Budget;
+  /** The child's deadline, capped by the parent's (O5). */
+  deadlineMs?: number;
+}
+
+/** What ctx.spawn returns: plain JSON, so it can travel in a carry (D5). */
+export interface ChildHandle {
+  id: string;
+  flow: string;
+  detached: boolean;
+}
+
+/** What the runtime gives the child syscalls. */
+export interface ChildDeps {
+  flow(name: string): Flow | undefined;
+  /** O1: writes the child's sequence 0 as its parent's record says (idempotent), and drives it. */
+  startChild(parent: ExecutionState, childId: string): Promise<void>;
+  /** How the chain `childId` heads ended (routed), or undefined while it runs. */
+  childOutcome(childId: string): Promise<ChildOutcome | undefined>;
+  /** O7: whether `childId` was spawned by a member of the chain `chainId`. */
+  spawnedInChain(childId: string, chainId: string): Promise<boolean>;
+}
+
+const keyOf = (flow: string, key: unknown): string => {
+  if (key === undefined) return keyProblem(flow) === undefined ? flow : "child";
+  if (typeof key !== "string") throw new InvalidInputError("a spawn key must be a string");
+  const problem = keyProblem(key);
+  if (problem) throw new InvalidInputError(`spawn key ${JSON.stringify(key)}: ${problem}`);
+  return key;
+};
+
+/** What a spawn records, decided against the parent's state now (O5, O6). */
+function spawnPayload(
+  state: ExecutionState,
+  head: { callId: string; scope: string; key: string; childId: string },
+  flow: Flow,
+  input: Json | undefined,
+  options: { detached: boolean; budget: Budget | undefined; deadlineMs: number | undefined },
+  now: number,
+): { [k: string]: Json } {
+  const payload: { [k: string]: Json } = {
+    callId: head.callId,
+    scope: head.scope,
+    name: head.key,
+    childId: head.childId,
+    flow: flow.name,
+    detached: options.detached,
+  };
+  if (input !== undefined) payload.input = input;
+  if (state._budget && !options.detached) {
+    payload.budget = grantOf(state._budget, spentWithGrants(state), options.budget) as Json;
+    payload.granted = true;
+  } else if (options.budget) {
+    payload.budget = options.budget as Json;
+  }
+  let deadlineMs = options.deadlineMs ?? flow.deadlineMs;
+  if (state.deadlineMs !== undefined) {
+    const left = Math.max(1, state.startedAt + state.deadlineMs - now);
+    deadlineMs = deadlineMs === undefined ? left : Math.min(deadlineMs, left);
+  }
+  if (deadlineMs !== undefined) payload.deadlineMs = deadlineMs;
+  return payload;
+}
+
+export function childSyscalls(
+  run: Run,
+  deps: ContextDeps,
+  scope: string,
+  call: <T>(what: string, body: () => Promise<T>) => Promise<T>,
+  own: <T>(value: T) => T,
+): Pick<FlowContext, "spawn" | "awaitChild"> {
+  const children = (): ChildDeps => {
+    if (!deps.children) throw new InvalidInputError("children need a runtime that supervises them");
+    return deps.children;
+  };
+  return {
+    async spawn(flow: string | Flow, input?: unknown, options: SpawnOptions = {}) {
+      if (options === null || typeof options !== "object") {
+        throw new InvalidInputError("spawn options must be an object");
+      }
+      const name = isFlow(flow) ? flow.name : flow;
+      const registered = typeof name === "string" ? children().flow(name) : undefined;
+      if (!registered) {
+        throw new UnknownFlowError(
+          `ctx.spawn: no flow named ${JSON.stringify(name)} is registered`,
+        );
+      }
+      const key = keyOf(registered.name, options.key);
+      const json = boundedJson(
+        input,
+        `input of child flow "${registered.name}"`,
+        deps.limits.maxInputBytes,
+      );
+      const settings = {
+        detached: options.detached === true,
+        budget: options.budget === undefined ? undefined : checkedBudget(options.budget, "spawn"),
+        deadlineMs:
+          options.deadlineMs === undefined
+            ? undefined
+            : checkedDuration(options.deadlineMs, "spawn deadlineMs"),
+      };
+      return call("spawn", async () => {
+        const claim = run.claim(scope, "spawn", key);
+        // The i-th spawn under `key` in this scope: `<parentId>::<key>#<i>` at the root (P1).
+        const childId = childIdOf(run.id, claim.callId);
+        if (!claim.recorded) {
+          if (childId.length > MAX_ID_LENGTH) {
+            throw new InvalidInputError(
+              `ctx.spawn: the child id "${childId}" would be over ${MAX_ID_LENGTH} characters; use a shorter key`,
+            );
+          }
+          const head = { callId: claim.callId, scope, key, childId };
+          const payload = spawnPayload(run.state, head, registered, json, settings, deps.now());
+          const done = run.enqueue([{ kind: "CHILD_STARTED", payload }]);
+          claim.take();
+          await done;
+        }
+        // O1: the child exists from here on (on a re-run, it is written now if a crash lost it).
+        await children().startChild(run.state, childId);
+        const handle: ChildHandle = {
+          id: childId,
+          flow: registered.name,
+          detached: settings.detached,
+        };
+        return own(handle);
+      });
+    },
+
+    async awaitChild<T = Json>(child: ChildHandle | string): Promise<T> {
+      const childId = typeof child === "string" ? child : child?.id;
+      if (typeof childId !== "string" || childId === "") {
+        throw new InvalidInputError("ctx.awaitChild needs a child handle or a child id");
+      }
+      return call("awaitChild", async () => {
+        const claim = run.claim(scope, "child", AWAIT_CHILD);
+        const callId = claim.callId;
+        if (!claim.recorded) {
+          const known = run.state._children?.[childId];
+          if (!known && !(await children().spawnedInChain(childId, chainOf(run.state).chainId))) {
+            throw new InvalidInputError(
+              `ctx.awaitChild: "${childId}" is not a child of execution "${run.id}" or of its chain`,
+            );
+          }
+          // O2: a child that already ended settles the wait in the same batch.
+          const ended = known?.outcome ? undefined : await children().childOutcome(childId);
+          const specs: EventSpec[] = [
+            { kind: "SUSPENDED", payload: { callId, scope, name: AWAIT_CHILD, childId } },
+          ];
+          if (ended) {
+            specs.push({
+              kind: "CHILD_DONE",
+              payload: { childId, outcome: ended as unknown as Json },
+            });
+          }
+          const done = run.enqueue(specs);
+          claim.take();
+          await done;
+        } else if (run.state.frames[callId]?.childId !== childId) {
+          throw new InvalidInputError(
+            `ctx.awaitChild ${callId} of execution "${run.id}" was recorded for another child than "${childId}"`,
+          );
+        }
+        if (run.state.frames[callId]?.status === "waiting") await run.waitFor(scope, callId);
+        const outcome = readChildOutcome(run.state.frames[callId]?.output);
+        if (!outcome) return halted<T>();
+        if (outcome.status === "completed") return own(outcome.output) as T;
+        throw new ChildFailedError(
+          `child "${childId}" ${outcome.status}${outcome.error ? `: ${outcome.error.message}` : ""}`,
+          { childId, status: outcome.status, error: (outcome.error ?? null) as unknown as Json },
+        );
+      });
+    },
+  };
+}
+
+/** The sequence 0 of a spawned child, from its parent's record of the spawn (O1, O5, O6). */
+export function childStartPayload(
+  parent: ExecutionState,
+  childId: string,
+  flow: Flow,
+): { [k: string]: Json } | undefined {
+  const record = parent._children?.[childId];
+  const spawn = record ? parent.frames[record.callId] : undefined;
+  if (!record || !spawn) return undefined;
+  const payload = startPayload(flow, spawn.input, {
+    budget: record.budget,
+    deadlineMs: record.deadlineMs,
+  });
+  payload.parent = {
+    executionId: parent.executionId,
+    callId: record.callId,
+    detached: record.detached,
+  };
+  if (parent._principal !== undefined) payload.principal = parent._principal;
+  return payload;
+}

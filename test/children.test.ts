@@ -1,0 +1,252 @@
+/**
+ * Children and the supervisor (issue 8; ADR 0109 D5, D6 and D8 (3), (4)): runtime/children.ts
+ * O1..O7, fold/children.ts F8..F10, fold/index-changes.ts W1, W2.
+ */
+import { describe, expect, it } from "vitest";
+import {
+  flow$,
+  isLoomError,
+  memoryStore,
+  step$,
+  type ChildHandle,
+  type Runtime,
+  type RuntimeOptions,
+  type Store,
+} from "../src/index.ts";
+import { runtimes, until } from "./helpers.ts";
+
+const rt = runtimes();
+const sup = (store: Store, extra: Partial<RuntimeOptions> = {}) =>
+  rt(store, { features: { continueAsNew: true }, ...extra });
+
+/** A child that doubles its input. */
+const double = flow$("double", async (ctx, n: number) => ctx.run("double", () => n * 2));
+
+/** A child that waits for a message, forever unless one comes. */
+const waiter = flow$("waiter", async (ctx) => ctx.receive<string>());
+
+async function statusOf(r: Runtime, id: string): Promise<string> {
+  return (await r.getState(id)).status;
+}
+
+async function logged(r: Runtime, id: string) {
+  await until(async () => (await r.readLog(id)).length > 0);
+}
+
+describe("spawn and awaitChild (O1, O2, F8, F9)", () => {
+  it("O1: children get ids <parent>::<key>#<i>, run, and settle their slots with their outputs", async () => {
+    const parent = flow$("parent", async (ctx) => {
+      const a = await ctx.spawn(double, 1);
+      const b = await ctx.spawn(double, 2);
+      const c = await ctx.spawn("double", 3, { key: "third" });
+      return [
+        a.id,
+        b.id,
+        c.id,
+        await ctx.awaitChild(a),
+        await ctx.awaitChild(b),
+        await ctx.awaitChild(c),
+      ];
+    });
+    const r = sup(memoryStore()).registerFlow(double).registerFlow(parent);
+    const h = await r.start(parent, null, { id: "p1" });
+    expect((await h.result()).output).toEqual([
+      "p1::double#0",
+      "p1::double#1",
+      "p1::third#0",
+      2,
+      4,
+      6,
+    ]);
+    const log = await r.readLog("p1");
+    const kinds = log.map((e) => e.kind);
+    expect(kinds.filter((k) => k === "CHILD_STARTED")).toHaveLength(3);
+    expect(kinds.filter((k) => k === "CHILD_DONE")).toHaveLength(3);
+    // O1: the spawn is in the parent's log before the child's sequence 0.
+    const child = await r.readLog("p1::double#0");
+    const spawnedAt = log.find((e) => e.kind === "CHILD_STARTED")?.at ?? Infinity;
+    expect(child[0]?.at).toBeGreaterThanOrEqual(spawnedAt);
+    expect((await r.getState("p1::double#0"))._parent).toEqual({
+      executionId: "p1",
+      callId: "double#0",
+      detached: false,
+    });
+  });
+
+  it("a failed child throws ChildFailedError from awaitChild, naming the child", async () => {
+    const failing = flow$("failing", async () => {
+      throw new Error("no luck");
+    });
+    const parent = flow$("parent-f", async (ctx) => {
+      const c = await ctx.spawn(failing, null);
+      return ctx
+        .awaitChild(c)
+        .catch((e: unknown) => (isLoomError(e) ? [e.code, e.message] : "other"));
+    });
+    const r = sup(memoryStore()).registerFlow(failing).registerFlow(parent);
+    const out = (await (await r.start(parent, null, { id: "pf" })).result()).output;
+    expect(out).toEqual(["LOOM_CHILD_FAILED", 'child "pf::failing#0" failed: no luck']);
+  });
+
+  it("O7: awaiting an execution that is not a child of this chain is refused before anything is recorded", async () => {
+    const parent = flow$("nosy", async (ctx) =>
+      ctx.awaitChild("stranger").catch((e: unknown) => (isLoomError(e) ? e.code : "other")),
+    );
+    const r = sup(memoryStore()).registerFlow(double).registerFlow(parent);
+    await r.start(double, 5, { id: "stranger" });
+    const h = await r.start(parent, null, { id: "nosy-1" });
+    expect((await h.result()).output).toBe("LOOM_INVALID_INPUT");
+    expect((await r.readLog("nosy-1")).map((e) => e.kind)).not.toContain("SUSPENDED");
+  });
+
+  it("O2: a child that ends while its parent's process is gone settles the slot from the log alone", async () => {
+    const store = memoryStore();
+    const gate = { open: false };
+    const slow = flow$("slow", async (ctx) => {
+      await ctx.run("wait", async () => {
+        await until(() => gate.open, 10_000);
+        return "late";
+      });
+      return "slow done";
+    });
+    const parent = flow$("parent-o2", async (ctx) => ctx.awaitChild(await ctx.spawn(slow, null)));
+    const first = sup(store).registerFlow(slow).registerFlow(parent);
+    await first.start(parent, null, { id: "o2" });
+    await until(async () => (await statusOf(first, "o2")) === "parked");
+    // A second process takes the child over (its lease expires with the first's close).
+    await first.close();
+    gate.open = true;
+    // Its background loop recovers the child; the child's end wakes the parent (W1).
+    const second = sup(store).registerFlow(slow).registerFlow(parent);
+    await until(async () => (await statusOf(second, "o2")) === "completed", 10_000);
+    expect((await second.waitForCompletion("o2")).output).toBe("slow done");
+  });
+});
+
+describe("D5: children at the parent's end (O4, W2; D8 (4))", () => {
+  it("D5, D8 (4): an attached child is cancelled with the cascade reason when its parent is cancelled", async () => {
+    const parent = flow$("parent-c", async (ctx) => ctx.awaitChild(await ctx.spawn(waiter, null)));
+    const r = sup(memoryStore()).registerFlow(waiter).registerFlow(parent);
+    await r.start(parent, null, { id: "pc" });
+    await logged(r, "pc::waiter#0");
+    await until(async () => (await statusOf(r, "pc::waiter#0")) === "parked");
+    await r.cancel("pc", "user closed the tab");
+    await until(async () => (await statusOf(r, "pc::waiter#0")) === "cancelled");
+    const log = await r.readLog("pc::waiter#0");
+    expect(log[log.length - 1]?.payload).toMatchObject({
+      reason: { kind: "cascade", parent: "pc" },
+    });
+  });
+
+  it("D5, D8 (4): when the parent continues, an attached child is cancelled and a detached one survives, awaitable by the successor from the carry", async () => {
+    const parent = flow$("parent-r", async (ctx, input: { detached: ChildHandle } | null) => {
+      if (input !== null) return ctx.awaitChild<string>(input.detached);
+      await ctx.spawn(waiter, null, { key: "attached" });
+      const detached = await ctx.spawn(waiter, null, { key: "kept", detached: true });
+      return ctx.continueAsNew({ detached });
+    });
+    const r = sup(memoryStore()).registerFlow(waiter).registerFlow(parent);
+    await r.start(parent, null, { id: "pr" });
+    await logged(r, "pr~1");
+    await until(async () => (await statusOf(r, "pr::attached#0")) === "cancelled");
+    const attached = await r.readLog("pr::attached#0");
+    expect(attached[attached.length - 1]?.payload).toMatchObject({
+      reason: { kind: "cascade", parent: "pr" },
+    });
+    expect(await statusOf(r, "pr::kept#0")).not.toBe("cancelled");
+    await until(async () => (await statusOf(r, "pr~1")) === "parked");
+    await r.send("pr::kept#0", "still here");
+    expect((await r.waitForCompletion("pr~1")).output).toBe("still here");
+  });
+
+  it("D8 (3): a continued parent's children (chain~1::g#0) start and are awaited; a caller still cannot start chain~1::x", async () => {
+    const parent = flow$("gen-parent", async (ctx, input: { gen: number } | null) => {
+      if (input === null) return ctx.continueAsNew({ gen: 1 });
+      return ctx.awaitChild(await ctx.spawn(double, 21, { key: "g" }));
+    });
+    const r = sup(memoryStore()).registerFlow(double).registerFlow(parent);
+    await r.start(parent, null, { id: "chain" });
+    await logged(r, "chain~1");
+    expect((await r.waitForCompletion("chain~1")).output).toBe(42);
+    expect((await r.getState("chain~1::g#0")).status).toBe("completed");
+    await expect(r.start(double, 1, { id: "chain~1::x" })).rejects.toMatchObject({
+      code: "LOOM_RESERVED_SUCCESSOR_ID",
+    });
+  });
+});
+
+describe("D6: a continued child settles its parent's original slot (O3, W1)", () => {
+  it("D6: a child that rotates 10 times and then completes settles its parent's original slot", async () => {
+    const rotating = flow$("rotating", async (ctx, input: { gen: number } | null) => {
+      const gen = input?.gen ?? 0;
+      await ctx.run("turn", () => gen);
+      if (gen < 10) return ctx.continueAsNew({ gen: gen + 1 });
+      return `done after ${gen} rotations`;
+    });
+    const parent = flow$("parent-d6", async (ctx) =>
+      ctx.awaitChild(await ctx.spawn(rotating, null)),
+    );
+    const r = sup(memoryStore()).registerFlow(rotating).registerFlow(parent);
+    const h = await r.start(parent, null, { id: "d6" });
+    expect((await h.result()).output).toBe("done after 10 rotations");
+    expect(await r.followToHead("d6::rotating#0")).toBe("d6::rotating#0~10");
+    const done = (await r.readLog("d6")).filter((e) => e.kind === "CHILD_DONE");
+    expect(done.map((e) => (e.payload as { childId: string }).childId)).toEqual(["d6::rotating#0"]);
+  });
+});
+
+describe("deadlines and budgets cascade (O5, O6, F10)", () => {
+  it("O5: a child's deadline is at most its parent's remaining deadline", async () => {
+    const long = flow$("long", async (ctx) => ctx.receive<string>(), { deadlineMs: 3_600_000 });
+    const parent = flow$("parent-dl", async (ctx) => (await ctx.spawn(long, null)).id, {
+      deadlineMs: 60_000,
+    });
+    const r = sup(memoryStore()).registerFlow(long).registerFlow(parent);
+    const h = await r.start(parent, null, { id: "dl" });
+    const childId = (await h.result()).output as string;
+    const [parentState, childState] = [await r.getState("dl"), await r.getState(childId)];
+    const parentEnd = parentState.startedAt + (parentState.deadlineMs ?? Infinity);
+    expect(childState.startedAt + (childState.deadlineMs ?? Infinity)).toBeLessThanOrEqual(
+      parentEnd,
+    );
+    await r.cancel(childId);
+  });
+
+  it("O6, F10: a parent with a 1,000-token budget whose children each try to spend 600 spends at most 1,000 plus one metered delta", async () => {
+    const spend = step$("spend", async (_: null, ectx) => {
+      ectx.meter({ tokens: { input: 300, output: 300 } });
+      return "spent";
+    });
+    const child = flow$("spender", async (ctx) => ctx.execute(spend, null));
+    const parent = flow$(
+      "budgeted",
+      async (ctx) => {
+        const results: string[] = [];
+        for (let i = 0; i < 3; i++) {
+          const c = await ctx.spawn(child, null);
+          results.push(
+            await ctx
+              .awaitChild<string>(c)
+              .catch((e: unknown) => (isLoomError(e) ? e.code : "other")),
+          );
+        }
+        return results;
+      },
+      { budget: { tokens: 1000 } },
+    );
+    const r = sup(memoryStore()).registerFlow(child).registerFlow(parent);
+    const out = (await (await r.start(parent, null, { id: "bud" })).result()).output;
+    expect(out).toEqual(["spent", "spent", "LOOM_CHILD_FAILED"]);
+    let total = 0;
+    for (let i = 0; i < 3; i++) {
+      const s = await r.getState(`bud::spender#${i}`);
+      total += (s._resources?.tokens?.input ?? 0) + (s._resources?.tokens?.output ?? 0);
+    }
+    expect(total).toBeLessThanOrEqual(1000 + 600);
+    expect(total).toBe(1200);
+    const parentState = await r.getState("bud");
+    expect(
+      (parentState._resources?.tokens?.input ?? 0) + (parentState._resources?.tokens?.output ?? 0),
+    ).toBe(1200);
+  });
+});
