@@ -2,17 +2,26 @@
  * Children and the supervisor (issue 8; ADR 0109 D5, D6 and D8 (3), (4)): runtime/children.ts
  * O1..O7, fold/children.ts F8..F10, fold/index-changes.ts W1, W2.
  */
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import {
+  childTree,
+  createRuntime,
   flow$,
   isLoomError,
   memoryStore,
   step$,
   type ChildHandle,
+  type ExecutionState,
   type Runtime,
   type RuntimeOptions,
   type Store,
 } from "../src/index.ts";
+import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { runtimes, until } from "./helpers.ts";
 
 const rt = runtimes();
@@ -248,5 +257,96 @@ describe("deadlines and budgets cascade (O5, O6, F10)", () => {
     expect(
       (parentState._resources?.tokens?.input ?? 0) + (parentState._resources?.tokens?.output ?? 0),
     ).toBe(1200);
+  });
+});
+
+describe("analytics and loom show: the children tree (issue 8)", () => {
+  it("childTree projects the tree from states, a continued child by its head; loom show renders it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loom-tree-show-"));
+    try {
+      const db = join(dir, "loom.db");
+      const rotating = flow$("rot", async (ctx, gen: number) =>
+        gen < 2 ? ctx.continueAsNew(gen + 1) : `gen ${gen}`,
+      );
+      const grand = flow$("tree-mid", async (ctx) => ctx.awaitChild(await ctx.spawn(double, 4)));
+      const root = flow$("tree-root", async (ctx) => {
+        const a = await ctx.spawn(grand, null, { key: "mid" });
+        const b = await ctx.spawn(rotating, 0, { key: "rot" });
+        const c = await ctx.spawn(waiter, null, { key: "bg", detached: true });
+        return [await ctx.awaitChild(a), await ctx.awaitChild(b), c.id];
+      });
+      const r = createRuntime({ store: sqliteStore(db), features: { continueAsNew: true } });
+      for (const f of [double, waiter, rotating, grand, root]) r.registerFlow(f);
+      const out = await (await r.start(root, null, { id: "tree" })).result();
+      expect(out.output).toEqual([8, "gen 2", "tree::bg#0"]);
+      const states = new Map<string, ExecutionState>();
+      for (const id of [
+        "tree",
+        "tree::mid#0",
+        "tree::mid#0::double#0",
+        "tree::rot#0",
+        "tree::rot#0~1",
+        "tree::rot#0~2",
+        "tree::bg#0",
+      ]) {
+        states.set(id, await r.getState(id));
+      }
+      await r.close();
+      expect(childTree(states, "tree")).toEqual({
+        executionId: "tree",
+        children: [
+          {
+            executionId: "tree::mid#0",
+            flow: "tree-mid",
+            detached: false,
+            status: "completed",
+            children: [
+              {
+                executionId: "tree::mid#0::double#0",
+                flow: "double",
+                detached: false,
+                status: "completed",
+                children: [],
+              },
+            ],
+          },
+          {
+            executionId: "tree::rot#0",
+            flow: "rot",
+            detached: false,
+            status: "completed",
+            head: "tree::rot#0~2",
+            children: [],
+          },
+          {
+            executionId: "tree::bg#0",
+            flow: "waiter",
+            detached: true,
+            status: "parked",
+            children: [],
+          },
+        ],
+      });
+      const bin = fileURLToPath(new URL("../bin/loom.js", import.meta.url));
+      const shown = await new Promise<string>((resolve, reject) => {
+        const child = spawn(process.execPath, [bin, "show", "tree", "--db", db], { cwd: dir });
+        let text = "";
+        child.stdout.on("data", (d: Buffer) => (text += d.toString()));
+        child.on("error", reject);
+        child.on("exit", (code) =>
+          code === 0 ? resolve(text) : reject(new Error(`exit ${code}`)),
+        );
+      });
+      expect(shown).toMatch(/^children \(3\)$/m);
+      expect(shown).toMatch(/^ {2}tree::mid#0 {2}tree-mid {2}completed$/m);
+      expect(shown).toMatch(/^ {4}tree::mid#0::double#0 {2}double {2}completed$/m);
+      expect(shown).toMatch(
+        /^ {2}tree::rot#0 {2}rot {2}completed \(continued; head tree::rot#0~2\)$/m,
+      );
+      expect(shown).toMatch(/^ {2}tree::bg#0 {2}waiter, detached {2}parked$/m);
+      expect(shown).toMatch(/CHILD_STARTED/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

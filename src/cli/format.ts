@@ -5,6 +5,7 @@
 import type { Envelope } from "../kernel/events.ts";
 import type { ErrorData } from "../kernel/errors.ts";
 import type { ChainLineage } from "../analytics/chain-lineage.ts";
+import type { ChildNode, ChildTree } from "../analytics/child-tree.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { Outcome } from "../runtime/outcome.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
@@ -48,6 +49,7 @@ export function formatShow(
   state: ExecutionState,
   events: readonly Envelope[],
   lineage?: ChainLineage,
+  tree?: ChildTree,
 ): string {
   const summary: [string, string][] = [
     ["id", state.executionId],
@@ -78,13 +80,28 @@ export function formatShow(
       `${lineage.chainId}: ${lineage.generations.length} generations, ${names.join(" -> ")} (head ${lineage.head}, ${lineage.generations.at(-1)?.status ?? "?"})`,
     ]);
   }
+  if (tree?.parent !== undefined) summary.push(["parent", tree.parent]);
   const rows = timeline(events).map((r) => [String(r.seq), `+${r.offsetMs}ms`, r.kind, r.text]);
+  const children = tree && tree.children.length > 0 ? ["", ...childLines(tree.children)] : [];
   return [
     columns(summary),
+    ...children,
     "",
     `timeline (${events.length} events${compactedNote(events)})`,
     columns([["SEQ", "AT", "KIND", "WHAT"], ...rows], "  "),
   ].join("\n");
+}
+
+/** The children tree, one child a line, indented by depth (issue 8). */
+function childLines(nodes: readonly ChildNode[], depth = 0): string[] {
+  const lines = depth === 0 ? [`children (${nodes.length})`] : [];
+  for (const n of nodes) {
+    const head = n.head === undefined ? "" : ` (continued; head ${n.head})`;
+    const detached = n.detached ? ", detached" : "";
+    const line = `${"  ".repeat(depth + 1)}${n.executionId}  ${n.flow}${detached}  ${n.status ?? "no log"}${head}`;
+    lines.push(line, ...childLines(n.children, depth + 1));
+  }
+  return lines;
 }
 
 export function errorText(error: ErrorData): string {

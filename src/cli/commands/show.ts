@@ -7,6 +7,7 @@ import { formatShow } from "../format.ts";
 import type { Io } from "../io.ts";
 import { openRuntime } from "../open-runtime.ts";
 import { chainLineageOfStates, type ChainLineage } from "../../analytics/chain-lineage.ts";
+import { childTree, type ChildTree } from "../../analytics/child-tree.ts";
 import { isLoomError } from "../../kernel/errors.ts";
 import { chainOf, type ExecutionState } from "../../fold/state.ts";
 import type { Runtime } from "../../runtime/runtime.ts";
@@ -44,6 +45,32 @@ async function chainOfShown(
   return chainLineageOfStates(states, state.executionId);
 }
 
+/** At most this many executions are read for the children tree. */
+const MAX_SHOWN_CHILDREN = 1000;
+
+/**
+ * The children tree under the shown execution (issue 8): the states of its children, their
+ * chains' generations (a continued child is shown by its head) and their children, read until
+ * MAX_SHOWN_CHILDREN states; projected by childTree.
+ */
+async function childrenOfShown(runtime: Runtime, state: ExecutionState): Promise<ChildTree> {
+  const states = new Map([[state.executionId, state]]);
+  const queue = Object.keys(state._children ?? {});
+  while (queue.length > 0 && states.size < MAX_SHOWN_CHILDREN) {
+    const id = queue.shift();
+    if (id === undefined || states.has(id)) continue;
+    const got = await runtime.getState(id).catch((e: unknown) => {
+      if (isLoomError(e, "LOOM_NOT_FOUND")) return undefined;
+      throw e;
+    });
+    if (!got) continue;
+    states.set(id, got);
+    if (got._continuedTo !== undefined) queue.unshift(got._continuedTo);
+    queue.push(...Object.keys(got._children ?? {}));
+  }
+  return childTree(states, state.executionId);
+}
+
 type ShowCommand = Extract<Command, { name: "show" }>;
 
 export async function showCommand(cmd: ShowCommand, io: Io): Promise<number> {
@@ -52,10 +79,15 @@ export async function showCommand(cmd: ShowCommand, io: Io): Promise<number> {
     const state = await runtime.getState(cmd.id);
     const events = await runtime.readLog(cmd.id);
     const lineage = await chainOfShown(runtime, state);
+    const tree = await childrenOfShown(runtime, state);
     if (cmd.json) {
-      io.out(JSON.stringify({ state, events, ...(lineage ? { chain: lineage } : {}) }, null, 2));
+      const extra = {
+        ...(lineage ? { chain: lineage } : {}),
+        ...(tree.children.length > 0 || tree.parent ? { children: tree } : {}),
+      };
+      io.out(JSON.stringify({ state, events, ...extra }, null, 2));
     } else {
-      io.out(formatShow(state, events, lineage));
+      io.out(formatShow(state, events, lineage, tree));
     }
     return 0;
   } finally {
