@@ -143,7 +143,8 @@ describe("restoreFromState (fold/restored.ts R1, R2; restore.ts R3..R5)", () => 
       expect(after[key], key).toEqual(honest[key]);
     }
     await r.send("owned", "hi", as);
-    await until(async () => (await r.readLog("owned~1", as)).length > 0);
+    // Committed: the successor's start comes first, the predecessor's EXECUTION_CONTINUED after.
+    await until(async () => (await r.getState("owned", as)).status === "continued");
     // What generation 1 started with: its sequence 0 alone, folded.
     const successor = foldAll((await r.readLog("owned~1", as)).slice(0, 1));
     const predecessor = await r.getState("owned", as);

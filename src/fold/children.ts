@@ -49,9 +49,9 @@ export function startChild(s: ExecutionState, p: Payload, e: Envelope): void {
     child.budget = budget;
     if (p.granted === true) child.granted = true;
   }
-  const deadlineMs = p.deadlineMs;
-  if (typeof deadlineMs === "number" && Number.isFinite(deadlineMs) && deadlineMs > 0) {
-    child.deadlineMs = deadlineMs;
+  const deadlineAtMs = p.deadlineAtMs;
+  if (typeof deadlineAtMs === "number" && Number.isFinite(deadlineAtMs)) {
+    child.deadlineAtMs = deadlineAtMs;
   }
   (s._children ??= {})[childId] = child;
 }

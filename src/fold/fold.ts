@@ -268,6 +268,12 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     if (str(p.principal) && p.principal !== "") s._principal = p.principal;
     const parent = readParent(p.parent);
     if (parent) s._parent = parent;
+    // A child's deadline is an absolute time (schema 1.7.0): its parent's end caps it (O5).
+    const until = p.deadlineAtMs;
+    if (typeof until === "number" && Number.isFinite(until)) {
+      const left = Math.max(0, until - e.at);
+      s.deadlineMs = s.deadlineMs === undefined ? left : Math.min(s.deadlineMs, left);
+    }
     const forkChain = forkChainOf(e);
     if (forkChain) {
       // A fork of a chain member is a chain of its own (ADR 0109 D7): no membership, inbox or

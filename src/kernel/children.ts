@@ -49,8 +49,8 @@ export interface ChildRecord {
   budget?: Budget;
   /** The budget is a grant of the parent's: counted as spent until the slot settles. */
   granted?: true;
-  /** The child's deadline, capped by the parent's (O5). */
-  deadlineMs?: number;
+  /** When the child's deadline ends (runtime clock), capped by the parent's (O5). */
+  deadlineAtMs?: number;
   /** Set by the first CHILD_DONE: the slot is settled. */
   outcome?: ChildOutcome;
 }

@@ -34,7 +34,7 @@ import type { Json } from "./json.ts";
  *        body's replay record (frames, call order, decisions, queued resume payloads, input) and,
  *        when it names one, the flow; everything else stays (fold/restored.ts R1, R2).
  * 1.7.0: children (ADR 0109 D5, D6). EXECUTION_STARTED's `parent` folds into `_parent` (a
- *        successor carries it); CHILD_STARTED records a spawn (a `spawn` frame and `_children`),
+ *        successor carries it) and its `deadlineAtMs` caps `deadlineMs`; CHILD_STARTED records a spawn (a `spawn` frame and `_children`),
  *        CHILD_DONE settles a child's slot once (adding what its chain spent to `_resources`),
  *        and a SUSPENDED named "awaitChild" is a wait on a child (fold/children.ts).
  */

@@ -113,12 +113,14 @@ function spawnPayload(
   } else if (options.budget) {
     payload.budget = options.budget as Json;
   }
-  let deadlineMs = options.deadlineMs ?? flow.deadlineMs;
+  // O5: an absolute time, so the child's own start (later than now) cannot stretch it.
+  const own = options.deadlineMs ?? flow.deadlineMs;
+  let deadlineAtMs = own === undefined ? undefined : now + own;
   if (state.deadlineMs !== undefined) {
-    const left = Math.max(1, state.startedAt + state.deadlineMs - now);
-    deadlineMs = deadlineMs === undefined ? left : Math.min(deadlineMs, left);
+    const parentEnd = state.startedAt + state.deadlineMs;
+    deadlineAtMs = deadlineAtMs === undefined ? parentEnd : Math.min(deadlineAtMs, parentEnd);
   }
-  if (deadlineMs !== undefined) payload.deadlineMs = deadlineMs;
+  if (deadlineAtMs !== undefined) payload.deadlineAtMs = deadlineAtMs;
   return payload;
 }
 
@@ -242,10 +244,8 @@ export function childStartPayload(
   const record = parent._children?.[childId];
   const spawn = record ? parent.frames[record.callId] : undefined;
   if (!record || !spawn) return undefined;
-  const payload = startPayload(flow, spawn.input, {
-    budget: record.budget,
-    deadlineMs: record.deadlineMs,
-  });
+  const payload = startPayload(flow, spawn.input, { budget: record.budget, deadlineMs: undefined });
+  if (record.deadlineAtMs !== undefined) payload.deadlineAtMs = record.deadlineAtMs;
   payload.parent = {
     executionId: parent.executionId,
     callId: record.callId,

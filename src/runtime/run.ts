@@ -127,6 +127,12 @@ export class Run {
   lastSnapshotSeq: number;
   /** Its body called ctx.continueAsNew: it ends `continued` (ADR 0109); outside input waits. */
   rotating = false;
+  /**
+   * No other owner has held this execution's lease since this runtime last drove it: true for a
+   * run made from a state read under its lease, and set again each time it is reactivated
+   * (runtime-core.ts ownedRun).
+   */
+  untouched = true;
   /** Rough size of what the run holds in memory, for the cache's byte bound. */
   approxBytes = 0;
   private bytesSinceSnapshot = 0;

@@ -191,6 +191,10 @@ export abstract class RuntimeCore implements RunHost {
 
   /** NotResumableError when `state`'s verified successor has a log (one point read). */
   protected async refuseIfSucceeded(state: ExecutionState): Promise<void> {
+    // A run held here that no other owner touched since it was last driven here has started no
+    // successor unless it is rotating (a successor is started by the run that holds it).
+    const held = this.runs.get(state.executionId);
+    if (held?.state === state && held.live && held.untouched && !held.rotating) return;
     if ((await startedSuccessor(this.store, state)) !== undefined) {
       throw new NotResumableError(`execution "${state.executionId}" has a successor`);
     }
@@ -487,7 +491,10 @@ export abstract class RuntimeCore implements RunHost {
       return undefined;
     }
     const from = run.state.seq + 1;
-    const tail = await this.store.read(id, from);
+    // Every acquire moves the fence (S6) and every append needs the lease (S3): a fence one past
+    // the parked run's means no other owner held it since, so nothing was appended meanwhile.
+    run.untouched = lease.fence === run.fence + 1;
+    const tail = run.untouched ? [] : await this.store.read(id, from);
     // A gap in the tail (another owner drove it, then it was compacted) is not external input.
     const external = tail.every(
       (e, i) =>

@@ -538,6 +538,17 @@ export class Runtime extends RuntimeCore {
   private async route(id: string): Promise<string> {
     // Routing from the head last found for this id costs a probe, not the chain's walk.
     let known = this.knownHeads.get(id);
+    // A head this runtime holds live and not rotating is still the head: a successor is started
+    // only by the run that holds it, and a run another owner drove meanwhile is caught (and
+    // dropped) when this one takes its lease back (ownedRun), so the caller routes again then.
+    const held = known === undefined ? undefined : this.runs.get(known);
+    if (held?.live && !held.rotating && !isTerminalStatus(held.state.status)) {
+      // An owned chain is reached through a remembered head only while the addressed id has a
+      // log (retention may have released it: its caller was authorized against no owner).
+      if (held.state._principal === undefined || (await this.store.head(id)) >= 0) {
+        return held.id;
+      }
+    }
     // Only while the addressed id has a log: once retention released it, a caller authorized
     // against no owner must not reach the chain through this memory.
     if (known !== undefined && known !== id && (await this.store.head(id)) < 0) {
