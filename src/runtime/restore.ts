@@ -9,10 +9,10 @@
  *     no log creates it and is refused for any successor-shaped id (ReservedSuccessorIdError,
  *     ADR 0109 fix round 3 (1)), after the authorization and without a parent read.
  * R4. Every refusal (a malformed or too large state, an unknown flow, an execution that has
- *     ended, or whose chain successor started, or that is running in this process) comes before
- *     anything is appended.
- * R5. A restore of an execution this runtime holds parked drops the held body: the run is driven
- *     again from the restored record, under a fresh lease.
+ *     ended, or whose chain successor started) comes before anything is appended.
+ * R5. A restore of an execution this runtime holds drops the held body once it is at rest (a
+ *     running one is waited for until it parks or ends): the run is driven again from the
+ *     restored record, under a fresh lease.
  * R6. resumeAs appends the restore and the resume in one batch: both or neither.
  */
 import { InvalidInputError, PayloadTooLargeError } from "../kernel/errors.ts";

@@ -383,18 +383,23 @@ export class Runtime extends RuntimeCore {
   }
 
   /**
-   * Appends a restore to `id`'s existing log and drives it (R4, R5): a body held parked here is
-   * dropped first; one running here is refused; the append waits for another owner's lease.
+   * Appends a restore to `id`'s existing log and drives it (R4, R5): a body running here is
+   * waited for until it parks or ends, a body held parked here is dropped; the append waits for
+   * another owner's lease.
    */
   private async restoreHeld(
     id: string,
     specs: (state: ExecutionState) => readonly EventSpec[],
   ): Promise<void> {
-    const held = this.runs.get(id);
+    let held = this.runs.get(id);
     if (held?.phase === "active") {
-      throw new LeaseHeldError(
-        `execution "${id}" is running in this process; restore it once it parks or is recovered`,
+      // A restore replaces a body at rest, never one in the middle of a step.
+      const settled = held.done.then(
+        () => undefined,
+        () => undefined,
       );
+      await Promise.race([held.whenParked(), settled]);
+      held = this.runs.get(id);
     }
     if (held) {
       this.forget(held);
