@@ -77,6 +77,7 @@ describe("spawn and awaitChild (O1, O2, F8, F9)", () => {
     expect(child[0]?.at).toBeGreaterThanOrEqual(spawnedAt);
     expect((await r.getState("p1::double#0"))._parent).toEqual({
       executionId: "p1",
+      chainId: "p1",
       callId: "double#0",
       detached: false,
     });
@@ -350,3 +351,147 @@ describe("analytics and loom show: the children tree (issue 8)", () => {
     }
   });
 });
+
+describe("fixes from the adversarial review of children", () => {
+  const spender = (tokens: number, steps: number) =>
+    flow$(`spend-${tokens}x${steps}`, async (ctx) => {
+      const spend = step$("spend", async (_: null, ectx) => {
+        ectx.meter({ tokens: { input: tokens } });
+        return tokens;
+      });
+      let total = 0;
+      for (let i = 0; i < steps; i++) total += await ctx.execute(spend, null);
+      return total;
+    });
+  const spentBy = async (r: Runtime, id: string) =>
+    (await r.getState(id))._resources?.tokens?.input ?? 0;
+
+  it("O1: a spawn onto an id another principal owns settles the slot failed; that execution is neither read nor cancelled", async () => {
+    const store = memoryStore();
+    const secret = flow$("secret", async (ctx) => ctx.receive<string>());
+    const nosy = flow$("nosy-parent", async (ctx) => {
+      const code = await ctx
+        .spawn(secret, null, { key: "secret" })
+        .then(() => "spawned")
+        .catch((e: unknown) => (isLoomError(e) ? e.code : "other"));
+      const read = await ctx
+        .awaitChild("t::secret#0")
+        .catch((e: unknown) => (isLoomError(e) ? e.code : "other"));
+      await ctx.receive<string>();
+      return [code, read];
+    });
+    const r = sup(store).registerFlow(secret).registerFlow(nosy);
+    await r.start(secret, null, { id: "t::secret#0", principal: "bob" }).catch(() => undefined);
+    // A caller id with `::` is legal when its root is not successor-shaped: bob made it first.
+    await r.start(nosy, null, { id: "t", principal: "eve" });
+    await until(async () => (await r.getState("t", { as: "eve" })).status === "parked");
+    expect((await r.getState("t", { as: "eve" }))._children?.["t::secret#0"]?.outcome?.status).toBe(
+      "failed",
+    );
+    await r.cancel("t", "eve leaves", { as: "eve" });
+    await new Promise((res) => setTimeout(res, 200));
+    expect((await r.getState("t::secret#0", { as: "bob" })).status).toBe("parked");
+    const log = await r.readLog("t", { as: "eve" });
+    expect(log.filter((e) => e.kind === "CHILD_DONE")).toHaveLength(1);
+  });
+
+  it("O6: a detached child, a grandchild and the parent's own effects all spend from the parent's budget", async () => {
+    const store = memoryStore();
+    const greedy = spender(600, 3);
+    const middle = flow$("middle", async (ctx) => (await ctx.spawn(greedy, null, { key: "g" })).id);
+    const own = step$("own", async (_: null, ectx) => {
+      ectx.meter({ tokens: { input: 100 } });
+      return "own";
+    });
+    const parent = flow$(
+      "guarded",
+      async (ctx) => {
+        const detached = await ctx.spawn(greedy, null, { key: "away", detached: true });
+        const code = await ctx
+          .awaitChild(detached)
+          .catch((e: unknown) => (isLoomError(e) ? e.code : "other"));
+        // The middle child hands its grant to a grandchild and returns at once.
+        const grandchild = await ctx.awaitChild<string>(await ctx.spawn(middle, null));
+        const mine = await ctx
+          .execute(own, null)
+          .catch((e: unknown) => (isLoomError(e) ? e.code : "other"));
+        return [code, grandchild, mine];
+      },
+      { budget: { tokens: 1000 } },
+    );
+    const r = sup(store).registerFlow(greedy).registerFlow(middle).registerFlow(parent);
+    const out = (await (await r.start(parent, null, { id: "g6" })).result()).output as string[];
+    expect(out[0]).toBe("LOOM_CHILD_FAILED");
+    expect(out[2]).toBe("LOOM_QUOTA_EXCEEDED");
+    // The detached child: at most its grant (everything left) plus one delta.
+    expect(await spentBy(r, "g6::away#0")).toBeLessThanOrEqual(1000 + 600);
+    // The grandchild got nothing: the detached child's spend had used the budget up.
+    await until(async () => isTerminal(await r.getState(out[1] ?? "")));
+    expect(await spentBy(r, out[1] ?? "")).toBe(0);
+  });
+
+  it("O6, F10: open grants travel with a rotation and are released when the child's slot settles in the successor", async () => {
+    const store = memoryStore();
+    const small = step$("small", async (_: null, ectx) => {
+      ectx.meter({ tokens: { input: 100 } });
+      return "ok";
+    });
+    const parent = flow$(
+      "rotating-parent",
+      async (ctx, input: { child: ChildHandle } | null) => {
+        if (input === null) {
+          const child = await ctx.spawn(waiter, null, { key: "w" });
+          return ctx.continueAsNew({ child });
+        }
+        const code = await ctx
+          .awaitChild(input.child)
+          .catch((e: unknown) => (isLoomError(e) ? e.code : "other"));
+        return [code, await ctx.execute(small, null)];
+      },
+      { budget: { tokens: 1000 } },
+    );
+    const r = sup(store).registerFlow(waiter).registerFlow(parent);
+    await r.start(parent, null, { id: "rg" });
+    await logged(r, "rg~1");
+    expect((await r.waitForCompletion("rg~1")).output).toEqual(["LOOM_CHILD_FAILED", "ok"]);
+  });
+
+  it("O1: a fork of a parent replays its spawns without starting children of its own, on a runtime without the child's flow", async () => {
+    const store = memoryStore();
+    const parent = flow$("forkable", async (ctx) => {
+      const v = await ctx.awaitChild<number>(await ctx.spawn(double, 5));
+      const more = await ctx.receive<string>();
+      return [v, more];
+    });
+    const r = sup(store).registerFlow(double).registerFlow(parent);
+    await r.start(parent, null, { id: "fk" });
+    await until(async () => (await r.getState("fk")).status === "parked");
+    const at = (await r.readLog("fk")).length - 1;
+    const other = sup(store).registerFlow(parent);
+    await other.fork("fk", at, "fk-copy");
+    await other.send("fk-copy", "hi");
+    expect((await other.waitForCompletion("fk-copy")).output).toEqual([10, "hi"]);
+    expect(await store.head("fk-copy::double#0")).toBe(-1);
+  });
+
+  it("a runtime with background off starts no background loop when a cancel writes wake rows", async () => {
+    const inner = memoryStore();
+    let polls = 0;
+    const store: Store = {
+      ...inner,
+      dueTimers: (now, limit) => (polls++, inner.dueTimers(now, limit)),
+    };
+    const parent = flow$("bg-parent", async (ctx) => ctx.awaitChild(await ctx.spawn(waiter, null)));
+    const r = sup(store, { background: false }).registerFlow(waiter).registerFlow(parent);
+    await r.start(parent, null, { id: "bg" });
+    await until(async () => (await r.getState("bg")).status === "parked");
+    polls = 0;
+    await r.cancel("bg");
+    await new Promise((res) => setTimeout(res, 150));
+    expect(polls).toBe(0);
+  });
+});
+
+function isTerminal(s: ExecutionState): boolean {
+  return ["completed", "failed", "cancelled", "continued"].includes(s.status);
+}

@@ -13,7 +13,7 @@
  * F10. What a parent has spent, for its budgets, is `_resources` plus the grants of its children
  *     whose slots are not settled (`spentWithGrants`), so children cannot spend past it.
  */
-import { grantAsSpent, readChildOutcome, type ChildRecord } from "../kernel/children.ts";
+import { childOf, grantAsSpent, readChildOutcome, type ChildRecord } from "../kernel/children.ts";
 import type { Envelope } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
 import { isPlainObject } from "../kernel/json.ts";
@@ -61,8 +61,7 @@ export function childDone(s: ExecutionState, p: Payload): void {
   const childId = p.childId;
   const outcome = readChildOutcome(p.outcome);
   if (!str(childId) || !outcome) return;
-  const child =
-    s._children && Object.hasOwn(s._children, childId) ? s._children[childId] : undefined;
+  const child = childOf(s._children, childId);
   if (child) {
     if (child.outcome) return;
     child.outcome = outcome;
@@ -94,8 +93,7 @@ export function awaitChild(s: ExecutionState, p: Payload, e: Envelope): void {
   };
   s.frames[head.callId] = f;
   record(s, head.scope, `child:${head.callId}`);
-  const outcome =
-    s._children && Object.hasOwn(s._children, childId) ? s._children[childId]?.outcome : undefined;
+  const outcome = childOf(s._children, childId)?.outcome;
   if (outcome) settle(f, outcome as unknown as Json);
   else s.openWaits++;
 }
@@ -121,4 +119,18 @@ export function openAttachedChildren(s: ExecutionState): string[] {
   return Object.entries(s._children ?? {})
     .filter(([, c]) => !c.detached && !c.outcome)
     .map(([id]) => id);
+}
+
+/** The records of the children whose slots are open (a successor carries them), or undefined. */
+export function openChildren(s: ExecutionState): Record<string, ChildRecord> | undefined {
+  const open = Object.entries(s._children ?? {}).filter(([, c]) => !c.outcome);
+  if (open.length === 0) return undefined;
+  const out: Record<string, ChildRecord> = {};
+  for (const [id, c] of open) {
+    const record: ChildRecord = { callId: "", flow: c.flow, detached: c.detached };
+    if (c.budget) record.budget = c.budget;
+    if (c.granted) record.granted = true;
+    out[id] = record;
+  }
+  return out;
 }

@@ -156,11 +156,17 @@ function topicOf(v: Json | undefined): string | undefined {
  * A successor's sequence 0 (schema 1.5.0): what it carried from its predecessor seeds its
  * state, so replay needs no runtime help (ADR 0109 D3), and the chain's deadline caps its own.
  */
+/** A copy of plain JSON records (the fold changes `_children` in place; `_chain` must not). */
+function structuredCloneJson<T>(v: T): T {
+  return JSON.parse(JSON.stringify(v)) as T;
+}
+
 function seedFromChain(s: ExecutionState, chain: ChainIdentity, at: number): void {
   s._chain = chain;
   const carried = chain.continuedFrom?.carried ?? {};
   if (carried.resources) s._resources = carried.resources;
   if (carried.scopeResources) s._scopeResources = { ...carried.scopeResources };
+  if (carried.children) s._children = structuredCloneJson(carried.children);
   if (carried.quotaExceeded) s._quotaExceeded = carried.quotaExceeded;
   // A copy: the fold changes _inbox in place, and _chain must keep what sequence 0 recorded.
   if (carried.inbox) {

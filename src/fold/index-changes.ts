@@ -37,12 +37,16 @@ export const childWakeId = (childId: string) => `child:${childId}`;
 /** The timer id of a wake row telling a child that its parent `parentId` ended (W2). */
 export const cascadeWakeId = (parentId: string) => `cascade:${parentId}`;
 
+/** Whether a timer row is a supervisor's wake row, which an execution's own end never clears. */
+export const isWakeId = (timerId: string): boolean =>
+  timerId.startsWith("child:") || timerId.startsWith("cascade:");
+
 /**
  * The index changes of a batch, or undefined when it changes none (most batches). `state` is the
  * execution's state after the batch: with it, a terminal batch also wakes the supervisors.
  * W1. A chain member that ends completed, failed or cancelled, and was spawned, wakes its
- *     parent with `child:<chainId>` (the id the parent spawned: a continued child's head ends
- *     the original slot).
+ *     parent's chain (its id, routed to the head when fired) with `child:<chainId>` (the id the
+ *     parent spawned: a continued child's head ends the original slot).
  * W2. One that is cancelled or continues wakes each attached child whose slot is open with
  *     `cascade:<its id>`.
  */
@@ -100,7 +104,9 @@ function wakesOf(state: ExecutionState, end: Envelope): WakeRow[] {
   const wakeAtMs = end.at;
   if (state._parent && end.kind !== "EXECUTION_CONTINUED") {
     const timerId = childWakeId(chainOf(state).chainId);
-    wakes.push({ executionId: state._parent.executionId, timerId, wakeAtMs });
+    // The parent's chain: routed to its head when it fires (the spawning generation may have
+    // continued, or been released by retention).
+    wakes.push({ executionId: state._parent.chainId, timerId, wakeAtMs });
   }
   if (end.kind === "EXECUTION_CANCELLED" || end.kind === "EXECUTION_CONTINUED") {
     for (const childId of openAttachedChildren(state)) {

@@ -20,6 +20,7 @@
  */
 import { isPlainObject, type Json } from "./json.ts";
 import { addResources, type ResourceSnapshot } from "./resources.ts";
+import { readCarriedChildren, type ChildRecord } from "./children.ts";
 
 /** How many consumed message keys a chain remembers to drop a sender's retry (ADR 0110 D6). */
 export const DEDUPE_WINDOW = 1024;
@@ -40,6 +41,11 @@ export interface Carried {
   inbox?: InboxState;
   /** The chain's absolute deadline (epoch ms on the runtime clock), fixed at generation 0. */
   chainDeadline?: number;
+  /**
+   * The predecessor's children whose slots were open at the commit (issue 8): their grants stay
+   * counted, and the successor settles them when their CHILD_DONE reaches it.
+   */
+  children?: Record<string, ChildRecord>;
   /** Resume payloads that arrived while no suspend waited: the successor's first suspends get them. */
   resumePayloads?: Json[];
 }
@@ -126,6 +132,8 @@ export function readCarried(v: Json | undefined): Carried {
   if (Array.isArray(v.resumePayloads) && v.resumePayloads.length > 0) {
     out.resumePayloads = v.resumePayloads;
   }
+  const children = readCarriedChildren(v.children);
+  if (children) out.children = children;
   const deadline = v.chainDeadline;
   if (typeof deadline === "number" && Number.isFinite(deadline)) out.chainDeadline = deadline;
   return out;

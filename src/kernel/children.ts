@@ -17,6 +17,7 @@ import type { ErrorData } from "./errors.ts";
 import {
   addResources,
   SCALAR_DIMENSIONS,
+  readBudget,
   spentIn,
   type Budget,
   type ResourceSnapshot,
@@ -25,6 +26,11 @@ import {
 /** Who spawned an execution: recorded in its EXECUTION_STARTED, inherited along its chain. */
 export interface ParentLink {
   executionId: string;
+  /**
+   * The parent's chain: where the child's end is reported (routed to the chain's head, so a
+   * generation released by retention is not needed), and what an awaiting generation checks.
+   */
+  chainId: string;
   /** The spawn's call id in the parent. */
   callId: string;
   /** A detached child is not cancelled with its parent (D5). */
@@ -83,10 +89,11 @@ export function childIdOf(parentId: string, callId: string): string {
 /** P2: the parent link an EXECUTION_STARTED payload records, if it records a valid one. */
 export function readParent(v: Json | undefined): ParentLink | undefined {
   if (!isPlainObject(v)) return undefined;
-  const { executionId, callId, detached } = v;
+  const { executionId, callId, detached, chainId } = v;
   if (typeof executionId !== "string" || executionId === "") return undefined;
   if (typeof callId !== "string" || callId === "") return undefined;
-  return { executionId, callId, detached: detached === true };
+  const chain = typeof chainId === "string" && chainId !== "" ? chainId : executionId;
+  return { executionId, chainId: chain, callId, detached: detached === true };
 }
 
 const SETTLED: readonly ExecutionStatus[] = ["completed", "failed", "cancelled"];
@@ -147,4 +154,28 @@ export function grantOf(
 export function grantAsSpent(grant: Budget): ResourceSnapshot {
   const { tokens, ...rest } = grant;
   return addResources({}, tokens === undefined ? rest : { ...rest, tokens: { input: tokens } });
+}
+
+/** The record of `childId` in `children`, own keys only (an id is never a prototype key). */
+export function childOf(
+  children: Record<string, ChildRecord> | undefined,
+  childId: string,
+): ChildRecord | undefined {
+  return children && Object.hasOwn(children, childId) ? children[childId] : undefined;
+}
+
+/** P2: the open children a successor carries (their grants stay out until their slots settle). */
+export function readCarriedChildren(v: Json | undefined): Record<string, ChildRecord> | undefined {
+  if (!isPlainObject(v)) return undefined;
+  const out: Record<string, ChildRecord> = {};
+  for (const [id, c] of Object.entries(v)) {
+    if (id === "" || id === "__proto__" || !isPlainObject(c) || typeof c.flow !== "string")
+      continue;
+    const record: ChildRecord = { callId: "", flow: c.flow, detached: c.detached === true };
+    const budget = readBudget(c.budget);
+    if (budget) record.budget = budget;
+    if (budget && c.granted === true) record.granted = true;
+    out[id] = record;
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
 }

@@ -27,9 +27,10 @@
  *     its chain (a detached child of an earlier generation, its id in the carry); anything else is
  *     refused before anything is recorded.
  */
-import { defineError, InvalidInputError, UnknownFlowError } from "../kernel/errors.ts";
+import { defineError, errorToData, InvalidInputError, UnknownFlowError } from "../kernel/errors.ts";
 import {
   childIdOf,
+  childOf,
   grantOf,
   keyProblem,
   readChildOutcome,
@@ -107,7 +108,8 @@ function spawnPayload(
     detached: options.detached,
   };
   if (input !== undefined) payload.input = input;
-  if (state._budget && !options.detached) {
+  // A detached child spends from the parent's budget too: detaching is about cancellation.
+  if (state._budget) {
     payload.budget = grantOf(state._budget, spentWithGrants(state), options.budget) as Json;
     payload.granted = true;
   } else if (options.budget) {
@@ -141,18 +143,11 @@ export function childSyscalls(
         throw new InvalidInputError("spawn options must be an object");
       }
       const name = isFlow(flow) ? flow.name : flow;
-      const registered = typeof name === "string" ? children().flow(name) : undefined;
-      if (!registered) {
-        throw new UnknownFlowError(
-          `ctx.spawn: no flow named ${JSON.stringify(name)} is registered`,
-        );
+      if (typeof name !== "string" || name === "") {
+        throw new InvalidInputError("ctx.spawn needs a flow or a flow's name");
       }
-      const key = keyOf(registered.name, options.key);
-      const json = boundedJson(
-        input,
-        `input of child flow "${registered.name}"`,
-        deps.limits.maxInputBytes,
-      );
+      const key = keyOf(name, options.key);
+      const json = boundedJson(input, `input of child flow "${name}"`, deps.limits.maxInputBytes);
       const settings = {
         detached: options.detached === true,
         budget: options.budget === undefined ? undefined : checkedBudget(options.budget, "spawn"),
@@ -163,9 +158,19 @@ export function childSyscalls(
       };
       return call("spawn", async () => {
         const claim = run.claim(scope, "spawn", key);
-        // The i-th spawn under `key` in this scope: `<parentId>::<key>#<i>` at the root (P1).
-        const childId = childIdOf(run.id, claim.callId);
+        // The i-th spawn under `key` in this scope: `<parentId>::<key>#<i>` at the root (P1). A
+        // recorded spawn keeps the id it recorded (a fork's or a restore's copy names the
+        // original's child, which it does not own).
+        const recordedId = run.state.frames[claim.callId]?.childId;
+        const childId = claim.recorded && recordedId ? recordedId : childIdOf(run.id, claim.callId);
         if (!claim.recorded) {
+          // Needed only to record a spawn: a re-run replays one without the child's code.
+          const registered = children().flow(name);
+          if (!registered) {
+            throw new UnknownFlowError(
+              `ctx.spawn: no flow named ${JSON.stringify(name)} is registered`,
+            );
+          }
           if (childId.length > MAX_ID_LENGTH) {
             throw new InvalidInputError(
               `ctx.spawn: the child id "${childId}" would be over ${MAX_ID_LENGTH} characters; use a shorter key`,
@@ -177,13 +182,31 @@ export function childSyscalls(
           claim.take();
           await done;
         }
-        // O1: the child exists from here on (on a re-run, it is written now if a crash lost it).
-        await children().startChild(run.state, childId);
-        const handle: ChildHandle = {
-          id: childId,
-          flow: registered.name,
-          detached: settings.detached,
-        };
+        const record = childOf(run.state._children, childId);
+        const handle: ChildHandle = { id: childId, flow: name, detached: settings.detached };
+        // O1: the child exists from here on (on a re-run, it is written now if a crash lost it),
+        // unless its slot settled (retention may have released it: it must not run again) or it
+        // is not this execution's own.
+        if (!record || record.outcome || childId !== childIdOf(run.id, claim.callId)) {
+          return own(handle);
+        }
+        try {
+          await children().startChild(run.state, childId);
+        } catch (e) {
+          if (!(e instanceof ChildConflictError)) {
+            // Not the flow's failure (a store error, a missing flow on this runtime): the run
+            // stops without an outcome and recovery re-drives it, so a re-run cannot diverge.
+            run.stop(e instanceof Error ? e : new Error(String(e)));
+            return halted<ChildHandle>();
+          }
+          // The id holds someone else's execution: the slot settles failed, once, so nothing of
+          // that execution is read or cancelled through it (O1).
+          if (!record.outcome) {
+            const outcome = { status: "failed", error: errorToData(e) } as unknown as Json;
+            await run.enqueue([{ kind: "CHILD_DONE", payload: { childId, outcome } }]);
+          }
+          throw e;
+        }
         return own(handle);
       });
     },
@@ -197,7 +220,7 @@ export function childSyscalls(
         const claim = run.claim(scope, "child", AWAIT_CHILD);
         const callId = claim.callId;
         if (!claim.recorded) {
-          const known = run.state._children?.[childId];
+          const known = childOf(run.state._children, childId);
           if (!known && !(await children().spawnedInChain(childId, chainOf(run.state).chainId))) {
             throw new InvalidInputError(
               `ctx.awaitChild: "${childId}" is not a child of execution "${run.id}" or of its chain`,
@@ -241,13 +264,14 @@ export function childStartPayload(
   childId: string,
   flow: Flow,
 ): { [k: string]: Json } | undefined {
-  const record = parent._children?.[childId];
+  const record = childOf(parent._children, childId);
   const spawn = record ? parent.frames[record.callId] : undefined;
   if (!record || !spawn) return undefined;
   const payload = startPayload(flow, spawn.input, { budget: record.budget, deadlineMs: undefined });
   if (record.deadlineAtMs !== undefined) payload.deadlineAtMs = record.deadlineAtMs;
   payload.parent = {
     executionId: parent.executionId,
+    chainId: chainOf(parent).chainId,
     callId: record.callId,
     detached: record.detached,
   };

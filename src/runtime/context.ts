@@ -4,6 +4,7 @@
  * Every call goes through `call`, which enforces R7 (one outstanding call per scope) and halts
  * the body when its run has stopped (R6).
  */
+import { spentWithGrants } from "../fold/children.ts";
 import { abortableDelay } from "../effects/delay.ts";
 import {
   InDoubtError,
@@ -528,7 +529,8 @@ export function makeContext(
           const value = run.state._decisions[claim.callId] as { grant?: unknown };
           return typeof value.grant === "number" ? value.grant : 0;
         }
-        const spent = spentIn(run.state._resources, dimension);
+        // Grants to children still running count as spent (children.ts O6, F10).
+        const spent = spentIn(spentWithGrants(run.state), dimension);
         const grant = Math.max(0, Math.min(request, ceiling - spent));
         const value = {
           dimension,

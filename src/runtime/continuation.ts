@@ -22,7 +22,7 @@ import { ContinuationConflictError, errorToData } from "../kernel/errors.ts";
 import { EVENT_SCHEMA_VERSION } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
-import { spentWithGrants } from "../fold/children.ts";
+import { openChildren } from "../fold/children.ts";
 import type { Store } from "../store/spi.ts";
 import type { Flow } from "./flow.ts";
 import type { Run } from "./run.ts";
@@ -61,9 +61,11 @@ export function successorStart(
   const chain = chainOf(state);
   const generation = chain.generation + 1;
   const carried: Carried = {};
-  // The grants of children still running count as spent (F10): a rotation cannot free them.
-  const spent = spentWithGrants(state);
-  if (Object.keys(spent).length > 0) carried.resources = spent;
+  if (state._resources) carried.resources = state._resources;
+  // Children whose slots are open travel as records: their grants stay counted (F10) until their
+  // CHILD_DONE, routed to the chain's head, settles them there.
+  const open = openChildren(state);
+  if (open) carried.children = open;
   if (state._quotaExceeded) carried.quotaExceeded = state._quotaExceeded;
   if (state._inbox) carried.inbox = state._inbox;
   if (state._scopeResources) carried.scopeResources = state._scopeResources;

@@ -5,6 +5,7 @@
  * A step is on the hot path of every turn, so its per-call objects are class instances (their
  * methods live on the prototype) rather than object literals full of fresh closures.
  */
+import { spentWithGrants } from "../fold/children.ts";
 import { raceAbort, reasonOf } from "../effects/delay.ts";
 import type { Clock } from "../kernel/clock.ts";
 import { ExecutionEndedError, InvalidInputError, errorToData } from "../kernel/errors.ts";
@@ -269,7 +270,8 @@ function budgetsInForce(run: Run, nested: readonly NestedBudget[]): BudgetInForc
     budgets.push({
       name: "execution",
       budget: run.state._budget,
-      spent: run.state._resources ?? {},
+      // Grants to children still running count as spent (children.ts O6, F10).
+      spent: spentWithGrants(run.state),
     });
   }
   for (const b of nested) {

@@ -156,7 +156,7 @@ export abstract class RuntimeCore implements RunHost {
     // the log's from now on. Its batch may have written wake rows (children, a parent): now.
     if (cancelled) {
       this.stuck.delete(id);
-      this.scheduleTick(0);
+      this.nudge();
     }
     return cancelled;
   }
@@ -236,7 +236,7 @@ export abstract class RuntimeCore implements RunHost {
     this.forget(run);
     // Its batch may have written wake rows (a parent, children): act on them now, not at the
     // next poll.
-    if (run.state._parent || run.state._children) this.scheduleTick(0);
+    if (run.state._parent || run.state._children) this.nudge();
     this.outcomes.set(run.id, outcomeOf(run.state));
     if (this.outcomes.size > RECENT_OUTCOMES) {
       const oldest = this.outcomes.keys().next().value;
@@ -626,6 +626,11 @@ export abstract class RuntimeCore implements RunHost {
     } finally {
       this.takingNotices = false;
     }
+  }
+
+  /** Runs the background duties now (wake rows just written), where they run at all. */
+  protected nudge(): void {
+    if (this.options.background !== false) this.scheduleTick(0);
   }
 
   protected scheduleTick(afterMs: number): void {

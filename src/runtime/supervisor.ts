@@ -5,13 +5,14 @@
  * reconciles the same way.
  */
 import { isTerminalStatus, type ExecutionStatus } from "../kernel/events.ts";
-import { cascadeReason, type ChildOutcome } from "../kernel/children.ts";
+import { cascadeReason, childOf, type ChildOutcome } from "../kernel/children.ts";
 import { ExecutionNotFoundError, InvariantViolation, UnknownFlowError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
-import { openAttachedChildren } from "../fold/children.ts";
+import { openAttachedChildren, spentWithGrants } from "../fold/children.ts";
 import type { Store } from "../store/spi.ts";
 import { routeToHead } from "./chain-routing.ts";
+import { isWakeId } from "../fold/index-changes.ts";
 import { ChildConflictError, childStartPayload } from "./children.ts";
 import type { Flow } from "./flow.ts";
 import { loadStart, loadState } from "./load-state.ts";
@@ -46,10 +47,22 @@ export async function startChild(
   parent: ExecutionState,
   childId: string,
 ): Promise<void> {
-  const record = parent._children?.[childId];
+  const record = childOf(parent._children, childId);
   if (!record) {
     throw new InvariantViolation(`execution "${parent.executionId}" has no child "${childId}"`);
   }
+  const mine = (existing: ExecutionState) => {
+    const link = existing._parent;
+    if (link?.executionId !== parent.executionId || link.callId !== record.callId) {
+      throw new ChildConflictError(
+        `execution "${childId}" already exists and is not the child execution "${parent.executionId}" spawned`,
+        { childId, parent: parent.executionId },
+      );
+    }
+  };
+  // Adopted without its code: a runtime replaying the parent need not have the child's flow.
+  const existing = await loadStart(deps.store, childId);
+  if (existing) return mine(existing);
   const flow = deps.flow(record.flow);
   if (!flow) {
     throw new UnknownFlowError(
@@ -58,15 +71,7 @@ export async function startChild(
   }
   const payload = childStartPayload(parent, childId, flow);
   if (!payload) throw new InvariantViolation(`the spawn of "${childId}" has no frame`);
-  await deps.create(flow, childId, payload, (existing) => {
-    const link = existing._parent;
-    if (link?.executionId !== parent.executionId || link.callId !== record.callId) {
-      throw new ChildConflictError(
-        `execution "${childId}" already exists and is not the child execution "${parent.executionId}" spawned`,
-        { childId, parent: parent.executionId },
-      );
-    }
-  });
+  await deps.create(flow, childId, payload, mine);
 }
 
 /** How the chain `childId` heads ended (P3: never `continued`), or undefined while it runs. */
@@ -83,25 +88,23 @@ export async function childOutcome(
   const outcome: ChildOutcome = { status: state.status as ChildOutcome["status"] };
   if (state.output !== undefined) outcome.output = state.output;
   if (state.error) outcome.error = state.error;
-  if (state._resources) outcome.resources = state._resources;
+  // What its chain spent, with the grants it passed on to children still running (F10).
+  const spent = spentWithGrants(state);
+  if (Object.keys(spent).length > 0) outcome.resources = spent;
   return outcome;
 }
 
-/** O7: whether `childId` was spawned by a member of the chain `chainId` (two point reads). */
+/** O7: whether `childId` was spawned by a member of the chain `chainId` (one point read). */
 export async function spawnedInChain(
   store: Store,
   childId: string,
   chainId: string,
 ): Promise<boolean> {
-  const parentId = (await loadStart(store, childId))?._parent?.executionId;
-  const parent = parentId === undefined ? undefined : await loadStart(store, parentId);
-  return parent !== undefined && chainOf(parent).chainId === chainId;
+  return (await loadStart(store, childId))?._parent?.chainId === chainId;
 }
 
 /** Whether a timer row is a supervisor's wake row (W1, W2), not a flow's wait. */
-export function isWake(timerId: string): boolean {
-  return timerId.startsWith(CHILD_WAKE) || timerId.startsWith(CASCADE_WAKE);
-}
+export const isWake = isWakeId;
 
 /**
  * Acts on a due wake row of `id` (O2, O4); true once it is done with (the row can go), false
@@ -127,7 +130,9 @@ async function settleSlot(deps: SupervisorDeps, parentId: string, childId: strin
   });
   if (target === undefined) return true;
   return deps.deliver(target, (state) => {
-    if (isTerminalStatus(state.status) || state._children?.[childId]?.outcome) return undefined;
+    if (isTerminalStatus(state.status) || childOf(state._children, childId)?.outcome) {
+      return undefined;
+    }
     return [{ kind: "CHILD_DONE", payload: { childId, outcome: outcome as unknown as Json } }];
   });
 }
@@ -139,5 +144,9 @@ async function cascadeFrom(deps: SupervisorDeps, parentId: string, childId: stri
   const parent = await loadState(deps.store, parentId);
   if (!parent || !CASCADING.includes(parent.status)) return;
   if (!openAttachedChildren(parent).includes(childId)) return;
+  // Only a child of this chain (its sequence 0 says so): never an execution that merely holds
+  // the id a spawn wanted, and nothing when the child was never written.
+  const link = (await loadStart(deps.store, childId))?._parent;
+  if (link?.chainId !== chainOf(parent).chainId) return;
   await deps.cancel(childId, cascadeReason(parentId));
 }

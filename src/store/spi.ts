@@ -43,7 +43,7 @@
  * S15. A batch's `index.wakes` are timer rows of OTHER executions (a supervisor's wake rows,
  *     fold/index-changes.ts W1, W2), written in the batch's transaction and only if it is
  *     appended, like its own timer rows (S7); a terminal batch's clearing of its own rows never
- *     touches them.
+ *     touches them, nor the wake rows others wrote for it (`child:` and `cascade:` ids).
  */
 import type { Envelope, EventKind, ExecutionStatus } from "../kernel/events.ts";
 import type { LoomError } from "../kernel/errors.ts";

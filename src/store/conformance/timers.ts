@@ -121,6 +121,12 @@ export function timerSuite(h: Harness): void {
       expectAllOk(await store.appendMany([batch([done], fb, { status: "cancelled", index })]));
       // b's own rows went with its end; c's wake row came with it, and survives a reopen.
       expect(await summary(store)).toEqual(["a/t2@1000", "c/cascade:b@1200", "a/t1@3000"]);
+      // c's own end clears c's own rows, never the wake row b wrote for it.
+      const fc = await start(store, "c");
+      const cEnd = envelope("c", 1, "EXECUTION_COMPLETED", {});
+      cEnd.meta = { kernel: true };
+      expectAllOk(await store.appendMany([batch([cEnd], fc, { status: "completed" })]));
+      expect(await summary(store)).toEqual(["a/t2@1000", "c/cascade:b@1200", "a/t1@3000"]);
       if (!h.reopen) return;
       const again = await h.reopen(store);
       expect(await summary(again)).toEqual(["a/t2@1000", "c/cascade:b@1200", "a/t1@3000"]);

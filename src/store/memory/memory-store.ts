@@ -5,6 +5,7 @@
  * it passed in or read back cannot change the log. `reopen()` gives a new store over the same
  * data, as a process restart would see it.
  */
+import { isWakeId } from "../../fold/index-changes.ts";
 import type { Envelope, EnvelopeMeta, EventKind } from "../../kernel/events.ts";
 import { jsonText, type Json } from "../../kernel/json.ts";
 import {
@@ -211,7 +212,8 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     const saved = new Map<string, DueTimer | undefined>();
     if (ix.clearAllTimers) {
       for (const [key, t] of data.timers) {
-        if (t.executionId === b.executionId) {
+        // Never the wake rows others wrote for it (S15).
+        if (t.executionId === b.executionId && !isWakeId(t.timerId)) {
           remember(saved, data.timers, key);
           data.timers.delete(key);
         }

@@ -123,7 +123,11 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       "INSERT OR REPLACE INTO timers (execution_id, timer_id, wake_at) VALUES (?, ?, ?)",
     ),
     clearTimer: db.prepare("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?"),
-    clearTimers: db.prepare("DELETE FROM timers WHERE execution_id = ?"),
+    // An execution's end clears its own waits' rows, never the wake rows others wrote for it
+    // (S15: `child:` and `cascade:` ids, fold/index-changes.ts isWakeId).
+    clearTimers: db.prepare(
+      "DELETE FROM timers WHERE execution_id = ? AND timer_id NOT LIKE 'child:%' AND timer_id NOT LIKE 'cascade:%'",
+    ),
     read: db.prepare<{ id: string; from: number; limit: number }, EventRow>(
       `SELECT seq, kind, at, payload, meta FROM events WHERE execution_id = @id AND seq >= @from
        UNION ALL
