@@ -201,67 +201,73 @@ afterAll(() => {
 });
 
 describe("SIGKILL at a random point, then recovery", () => {
-  it.concurrent.for(SEEDS)("seed %i completes exactly once", async (seed, { expect }) => {
-    await slot(async () => {
-      const t0 = performance.now();
-      const dbPath = freshDb();
-      const id = `crash-${seed}`;
-      const random = mulberry32(seed);
-      const kill: KillPlan = {
-        afterLine: `step ${Math.floor(random() * STEPS)}`,
-        delayMs: random() * 6,
-      };
-      const crashed = await runWorker(dbPath, id, true, kill);
-      expect(
-        crashed.signal === "SIGKILL" || crashed.code === 0,
-        `seed ${seed}: ${crashed.stderr}`,
-      ).toBe(true);
-      const completedAtKill = stepsCompleted(await readLog(dbPath, id));
+  it.concurrent.for(SEEDS)(
+    "seed %i completes exactly once",
+    // The time a seed waits for its slot counts too: on a loaded 2-vCPU machine the last seeds
+    // wait for several others (each child process has its own guard).
+    { timeout: 240_000 },
+    async (seed, { expect }) => {
+      await slot(async () => {
+        const t0 = performance.now();
+        const dbPath = freshDb();
+        const id = `crash-${seed}`;
+        const random = mulberry32(seed);
+        const kill: KillPlan = {
+          afterLine: `step ${Math.floor(random() * STEPS)}`,
+          delayMs: random() * 6,
+        };
+        const crashed = await runWorker(dbPath, id, true, kill);
+        expect(
+          crashed.signal === "SIGKILL" || crashed.code === 0,
+          `seed ${seed}: ${crashed.stderr}`,
+        ).toBe(true);
+        const completedAtKill = stepsCompleted(await readLog(dbPath, id));
 
-      const recovery = await runWorker(dbPath, id, false);
-      const recovered = report(recovery, `seed ${seed}: recovery`);
-      const log = await readLog(dbPath, id);
-      results.push({
-        seed,
-        kill,
-        killedAfterMs: crashed.killedAfterMs,
-        completedAtKill,
-        reruns: count(log, "STEP_STARTED") - STEPS,
-        seconds: (performance.now() - t0) / 1000,
+        const recovery = await runWorker(dbPath, id, false);
+        const recovered = report(recovery, `seed ${seed}: recovery`);
+        const log = await readLog(dbPath, id);
+        results.push({
+          seed,
+          kill,
+          killedAfterMs: crashed.killedAfterMs,
+          completedAtKill,
+          reruns: count(log, "STEP_STARTED") - STEPS,
+          seconds: (performance.now() - t0) / 1000,
+        });
+
+        const at = `seed ${seed} (kill ${kill.delayMs.toFixed(1)} ms after "${kill.afterLine}", ${completedAtKill} steps done)`;
+        expect(
+          log.map((e) => e.seq),
+          `${at}: sequence numbers dense from 0`,
+        ).toEqual(log.map((_, i) => i));
+        expect(count(log, "EXECUTION_STARTED"), `${at}: one EXECUTION_STARTED`).toBe(1);
+        expect(log.at(-1)?.kind, `${at}: the log ends with EXECUTION_COMPLETED`).toBe(
+          "EXECUTION_COMPLETED",
+        );
+        expect(count(log, "EXECUTION_COMPLETED"), `${at}: one EXECUTION_COMPLETED`).toBe(1);
+        expect(count(log, "DECISION_RECORDED"), `${at}: one DECISION_RECORDED`).toBe(1);
+        expect(count(log, "TIMER_SCHEDULED"), `${at}: one TIMER_SCHEDULED`).toBe(1);
+        expect(count(log, "TIMER_FIRED"), `${at}: one TIMER_FIRED`).toBe(1);
+        const completions = new Map<string, number>();
+        for (const e of log.filter((x) => x.kind === "STEP_COMPLETED")) {
+          const callId = callIdOf(e) ?? "?";
+          completions.set(callId, (completions.get(callId) ?? 0) + 1);
+        }
+        const expected = new Map(Array.from({ length: STEPS }, (_, i) => [`step-${i}#0`, 1]));
+        expect(completions, `${at}: exactly one STEP_COMPLETED per step`).toEqual(expected);
+        expect(recovery.stderr, `${at}: the recovering runtime reported no errors`).not.toContain(
+          "loom error",
+        );
+        expect(canonicalJson(recovered.outcome), `${at}: outcome equals the uncrashed run's`).toBe(
+          canonicalJson(reference.outcome),
+        );
+        expect(
+          canonicalJson(foldAll(log)),
+          `${at}: foldAll(log) equals the recovering runtime's getState`,
+        ).toBe(canonicalJson(recovered.state));
       });
-
-      const at = `seed ${seed} (kill ${kill.delayMs.toFixed(1)} ms after "${kill.afterLine}", ${completedAtKill} steps done)`;
-      expect(
-        log.map((e) => e.seq),
-        `${at}: sequence numbers dense from 0`,
-      ).toEqual(log.map((_, i) => i));
-      expect(count(log, "EXECUTION_STARTED"), `${at}: one EXECUTION_STARTED`).toBe(1);
-      expect(log.at(-1)?.kind, `${at}: the log ends with EXECUTION_COMPLETED`).toBe(
-        "EXECUTION_COMPLETED",
-      );
-      expect(count(log, "EXECUTION_COMPLETED"), `${at}: one EXECUTION_COMPLETED`).toBe(1);
-      expect(count(log, "DECISION_RECORDED"), `${at}: one DECISION_RECORDED`).toBe(1);
-      expect(count(log, "TIMER_SCHEDULED"), `${at}: one TIMER_SCHEDULED`).toBe(1);
-      expect(count(log, "TIMER_FIRED"), `${at}: one TIMER_FIRED`).toBe(1);
-      const completions = new Map<string, number>();
-      for (const e of log.filter((x) => x.kind === "STEP_COMPLETED")) {
-        const callId = callIdOf(e) ?? "?";
-        completions.set(callId, (completions.get(callId) ?? 0) + 1);
-      }
-      const expected = new Map(Array.from({ length: STEPS }, (_, i) => [`step-${i}#0`, 1]));
-      expect(completions, `${at}: exactly one STEP_COMPLETED per step`).toEqual(expected);
-      expect(recovery.stderr, `${at}: the recovering runtime reported no errors`).not.toContain(
-        "loom error",
-      );
-      expect(canonicalJson(recovered.outcome), `${at}: outcome equals the uncrashed run's`).toBe(
-        canonicalJson(reference.outcome),
-      );
-      expect(
-        canonicalJson(foldAll(log)),
-        `${at}: foldAll(log) equals the recovering runtime's getState`,
-      ).toBe(canonicalJson(recovered.state));
-    });
-  });
+    },
+  );
 
   it("at least 15 of the 20 kills land mid-flow (0 < STEP_COMPLETED < 50)", () => {
     expect(results).toHaveLength(SEEDS.length);
