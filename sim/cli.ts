@@ -1,11 +1,15 @@
 /**
- * `npm run sim -- --seeds N [--from S] [--steps K] [--mutate drop-after-ack] [--stop] [--dump]`:
- * runs N seeds of the simulator from S and prints one summary line (JSON: events, crashes, the
- * generations chains continued into, the messages sent); a failing seed prints its violations
- * and the command that reproduces it (`--dump`: and every log), and the exit status is 1.
- * `--mutate` runs a deliberately broken store (the simulator's own test); `--stop` ends at the
- * first failure.
+ * `npm run sim -- --seeds N [--from S] [--steps K] [--mutate drop-after-ack] [--stop] [--dump]
+ * [--expose-src-bugs[=name,...]]`: runs N seeds of the simulator from S and prints one summary
+ * line (JSON: events, crashes, the generations chains continued into, the messages sent, the
+ * forks made, the children spawned, the generations they continued into, the children cascades
+ * cancelled); a failing seed prints its violations and the command that reproduces it (`--dump`:
+ * and every log), and the exit status is 1. `--mutate` runs a deliberately broken store (the
+ * simulator's own test); `--stop` ends at the first failure; `--expose-src-bugs` runs into the
+ * known bugs of the runtime (all, or those named) instead of steering clear of them
+ * (known-bugs.ts).
  */
+import type { KnownSrcBug } from "./known-bugs.ts";
 import { runSeed } from "./simulator.ts";
 
 function flag(name: string, fallback: number): number {
@@ -30,23 +34,38 @@ if (mutation !== undefined && mutation !== "drop-after-ack") {
 }
 const stop = process.argv.includes("--stop");
 const faults = mutation === undefined ? {} : { dropAfterAck: 0.02 };
-const extra = mutation === undefined ? "" : ` --mutate ${mutation}`;
+const exposeArg = process.argv.find((a) => /^--expose-src-bugs(=|$)/.test(a));
+const exposeSrcBugs =
+  exposeArg === undefined
+    ? false
+    : exposeArg.includes("=")
+      ? (exposeArg.slice(exposeArg.indexOf("=") + 1).split(",") as KnownSrcBug[])
+      : true;
+const extra =
+  (mutation === undefined ? "" : ` --mutate ${mutation}`) +
+  (exposeArg === undefined ? "" : ` ${exposeArg}`);
 const t0 = performance.now();
 let events = 0;
 let crashes = 0;
 let rotations = 0;
 let messages = 0;
 let forks = 0;
+let children = 0;
+let childRotations = 0;
+let cascades = 0;
 const failed: number[] = [];
 let ran = 0;
 for (let seed = from; seed < from + seeds; seed++) {
   ran++;
-  const r = await runSeed(seed, { steps, faults });
+  const r = await runSeed(seed, { steps, faults, exposeSrcBugs });
   events += r.events;
   crashes += r.crashes;
   rotations += r.rotations;
   messages += r.messages;
   forks += r.forks;
+  children += r.children;
+  childRotations += r.childRotations;
+  cascades += r.cascades;
   if (r.violations.length > 0) {
     failed.push(seed);
     process.stderr.write(`seed ${seed} failed:\n  ${r.violations.join("\n  ")}\n`);
@@ -69,6 +88,6 @@ for (let seed = from; seed < from + seeds; seed++) {
 }
 const seconds = (performance.now() - t0) / 1000;
 process.stdout.write(
-  `${JSON.stringify({ name: "sim", seeds: ran, from, passed: ran - failed.length, failed, events, crashes, rotations, messages, forks, seconds: Math.round(seconds * 10) / 10 })}\n`,
+  `${JSON.stringify({ name: "sim", seeds: ran, from, passed: ran - failed.length, failed, events, crashes, rotations, messages, forks, children, childRotations, cascades, seconds: Math.round(seconds * 10) / 10 })}\n`,
 );
 process.exitCode = failed.length > 0 ? 1 : 0;

@@ -32,11 +32,20 @@ export class SimCrash extends Error {
   override readonly name = "SimCrash";
 }
 
+const failedIn = new WeakMap<object, Incarnation>();
+
+/** The incarnation whose store call threw `e`, when `e` is a simulated store's failure. */
+export function incarnationOf(e: unknown): Incarnation | undefined {
+  return typeof e === "object" && e !== null ? failedIn.get(e) : undefined;
+}
+
 export interface Incarnation {
   store: Store;
   dead: boolean;
   /** The appends (appendMany calls) this incarnation made. */
   appends: number;
+  /** Kills the process now, as a crash does (the simulator's workaround for a known bug). */
+  kill(): void;
 }
 
 /** A crash at a chosen append instead of a random one: the `append`-th, before or after it. */
@@ -53,29 +62,43 @@ export function faultyStore(
   crashAt?: CrashPoint,
   onCommit?: () => Promise<void>,
 ): Incarnation {
-  const self: Incarnation = { store: inner, dead: false, appends: 0 };
-  const crash = (when: string): never => {
-    if (!self.dead) {
+  const self: Incarnation = {
+    store: inner,
+    dead: false,
+    appends: 0,
+    kill() {
+      if (self.dead) return;
       self.dead = true;
       onCrash();
-    }
-    throw new SimCrash(`simulated crash ${when}`);
+    },
   };
+  /** A store's failure, marked as this incarnation's (incarnationOf). */
+  const failure = <E extends Error>(e: E): E => {
+    failedIn.set(e, self);
+    return e;
+  };
+  const crash = (when: string): never => {
+    self.kill();
+    throw failure(new SimCrash(`simulated crash ${when}`));
+  };
+  const dead = () => failure(new SimCrash("the process is dead"));
   const pause = async () => {
     await new Promise((r) => setTimeout(r, prng.int(0, rates.maxDelayMs)));
-    if (self.dead) throw new SimCrash("the process is dead");
+    if (self.dead) throw dead();
   };
   const guard = async <T>(name: string, call: () => Promise<T>, writes = false): Promise<T> => {
-    if (self.dead) throw new SimCrash("the process is dead");
+    if (self.dead) throw dead();
     if (prng.chance(rates.delay)) await pause();
     if (prng.chance(rates.crash)) crash(`before ${name}`);
-    if (prng.chance(rates.transient)) throw new Error(`simulated transient failure of ${name}`);
+    if (prng.chance(rates.transient)) {
+      throw failure(new Error(`simulated transient failure of ${name}`));
+    }
     const result = await call();
     if (!writes) return result;
     if (prng.chance(rates.delay)) await pause();
     if (prng.chance(rates.crash)) crash(`after ${name} committed`);
     if (prng.chance(rates.transient)) {
-      throw new Error(`simulated lost reply of ${name} (it committed)`);
+      throw failure(new Error(`simulated lost reply of ${name} (it committed)`));
     }
     return result;
   };

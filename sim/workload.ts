@@ -6,9 +6,20 @@
  * `ctx.receive` and a few ops, and continue as new every few turns, carrying their place; the
  * operator's sends for them are drawn here too (`randomSends`). A flow's shape is its input (a
  * successor's input is the carry, the same shape), so one registered flow interprets every shape
- * and a recovered run replays its own.
+ * and a recovered run replays its own. A spawn op (drawn in child-workload.ts) spawns children,
+ * which run a second flow, `sim-child`, on the same ops; a detached child a conversation does not
+ * await travels in its carry, and its successor awaits it.
  */
-import { flow$, isLoomError, step$, type EffectContext, type FlowContext } from "../src/index.ts";
+import {
+  flow$,
+  isLoomError,
+  step$,
+  type ChildHandle,
+  type EffectContext,
+  type FlowContext,
+  type SpawnOptions,
+} from "../src/index.ts";
+import type { ChildPlan, ChildSpec } from "./child-workload.ts";
 import type { Prng } from "./prng.ts";
 
 export type Op =
@@ -23,7 +34,9 @@ export type Op =
   | { op: "decide" }
   | { op: "sleep"; ms: number }
   | { op: "suspend"; timeoutMs?: number }
-  | { op: "parallel"; branches: Op[][] };
+  | { op: "parallel"; branches: Op[][] }
+  /** Spawns the children in turn, then awaits those it should (child-workload.ts). */
+  | { op: "spawn"; children: ChildPlan[] };
 
 export interface Spec {
   ops: Op[];
@@ -45,6 +58,8 @@ export interface Conversation {
   receiveTimeoutMs?: number;
   /** The carry: what the generations before this one did (absent in generation 0). */
   done?: { turns: number; received: number; sum: number };
+  /** Detached children the generation before spawned and left: this one awaits them first. */
+  pending?: ChildHandle[];
 }
 
 /** What a conversation returns: how many messages it received, and what they added up to. */
@@ -107,7 +122,7 @@ export function randomSends(prng: Prng, chain: Conversation): Send[] {
   return sends.sort((a, b) => a.atMs - b.atMs);
 }
 
-function randomOps(prng: Prng, n: number, top: boolean): Op[] {
+export function randomOps(prng: Prng, n: number, top: boolean): Op[] {
   const ops: Op[] = [];
   for (let i = 0; i < n; i++) {
     const r = prng.next();
@@ -145,9 +160,19 @@ export interface EffectWorld {
   end(executionId: string, stepId: string): void;
   /** A value for ctx.decide: from the seed, in call order. */
   decision(): number;
+  /**
+   * A child syscall (ctx.spawn, ctx.awaitChild) threw `error`: true when the world takes it as
+   * its own (a store's failure that the runtime let through to the flow, a known src bug, which
+   * the world turns into a crash of the process); the flow then waits for good, its process gone.
+   */
+  childCallFailed?(error: unknown): boolean;
 }
 
-export function simFlow(world: EffectWorld) {
+/** The flow children run (child-workload.ts): spawned by name, so a child can spawn too. */
+export const CHILD_FLOW = "sim-child";
+
+/** The flows of the simulator: `flow` (the operator's executions) and `child` (their children). */
+export function simFlows(world: EffectWorld) {
   const work = step$(
     "work",
     async (input: { ms: number; tokens: number; fail: number }, ectx: EffectContext) => {
@@ -169,7 +194,8 @@ export function simFlow(world: EffectWorld) {
     },
   );
 
-  async function interpret(ctx: FlowContext, ops: Op[]): Promise<number> {
+  /** Runs `ops`; the handles of detached children it spawns and does not await go to `left`. */
+  async function interpret(ctx: FlowContext, ops: Op[], left?: ChildHandle[]): Promise<number> {
     let n = 0;
     for (const o of ops) {
       switch (o.op) {
@@ -196,14 +222,58 @@ export function simFlow(world: EffectWorld) {
         }
         case "parallel": {
           const sums = await ctx.parallel(
-            o.branches.map((b) => (c: FlowContext) => interpret(c, b)),
+            o.branches.map((b) => (c: FlowContext) => interpret(c, b, left)),
           );
           n += sums.reduce((a, b) => a + b, 0);
           break;
         }
+        case "spawn":
+          n += await spawn(ctx, o.children, left);
+          break;
       }
     }
     return n;
+  }
+
+  async function spawn(ctx: FlowContext, plans: ChildPlan[], left?: ChildHandle[]) {
+    const handles: ChildHandle[] = [];
+    for (const plan of plans) {
+      const options: SpawnOptions = {};
+      if (plan.key !== undefined) options.key = plan.key;
+      if (plan.detached) options.detached = true;
+      if (plan.budgetTokens !== undefined) options.budget = { tokens: plan.budgetTokens };
+      if (plan.deadlineMs !== undefined) options.deadlineMs = plan.deadlineMs;
+      handles.push(await childCall(() => ctx.spawn(CHILD_FLOW, plan.spec, options)));
+    }
+    let n = 0;
+    for (const [i, plan] of plans.entries()) {
+      const handle = handles[i];
+      if (!handle) continue;
+      if (plan.await) n += await awaited(ctx, handle);
+      else if (plan.detached) left?.push(handle);
+    }
+    return n;
+  }
+
+  /** A child's output; a child that failed or was cancelled counts 0 (the flow catches it). */
+  function awaited(ctx: FlowContext, handle: ChildHandle): Promise<number> {
+    return childCall(() => ctx.awaitChild<number>(handle)).then(
+      (v) => (typeof v === "number" ? v : 0),
+      (e: unknown) => {
+        if (isLoomError(e, "LOOM_CHILD_FAILED")) return 0;
+        throw e;
+      },
+    );
+  }
+
+  /** A child syscall, whose failure the world may take as its own (childCallFailed). */
+  async function childCall<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (e) {
+      if (world.childCallFailed?.(e)) return new Promise<T>(() => undefined);
+      throw e;
+    }
   }
 
   /** A conversation's turns from where the generations before left off (their carry). */
@@ -212,9 +282,12 @@ export function simFlow(world: EffectWorld) {
     spec: Spec,
     chain: Conversation,
     sum: number,
+    left: ChildHandle[],
   ): Promise<ConversationEnd> {
     let { turns, received } = chain.done ?? { turns: 0, received: 0 };
     sum += chain.done?.sum ?? 0;
+    // The detached children a predecessor left, awaited from the carry (O7).
+    for (const handle of chain.pending ?? []) sum += await awaited(ctx, handle);
     const options = chain.receiveTimeoutMs === undefined ? {} : { timeout: chain.receiveTimeoutMs };
     while (turns < chain.turns) {
       try {
@@ -225,17 +298,34 @@ export function simFlow(world: EffectWorld) {
         if (!isLoomError(e, "LOOM_SUSPEND_TIMEOUT")) throw e;
       }
       turns++;
-      sum += await interpret(ctx, chain.turn);
+      sum += await interpret(ctx, chain.turn, left);
       if (turns % chain.every === 0 && turns < chain.turns) {
-        const done = { turns, received, sum };
-        return ctx.continueAsNew({ ...spec, ops: [], chain: { ...chain, done } });
+        const next: Conversation = { ...chain, done: { turns, received, sum } };
+        delete next.pending;
+        // In the order of their ids: branches may finish in another order when replayed.
+        if (left.length > 0) next.pending = [...left].sort((a, b) => (a.id < b.id ? -1 : 1));
+        return ctx.continueAsNew({ ...spec, ops: [], chain: next });
       }
     }
     return { received, sum };
   }
 
-  return flow$("sim", async (ctx, spec: Spec) => {
-    const n = await interpret(ctx, spec.ops);
-    return spec.chain ? converse(ctx, spec, spec.chain, n) : n;
+  const flow = flow$("sim", async (ctx, spec: Spec) => {
+    const left: ChildHandle[] = [];
+    const n = await interpret(ctx, spec.ops, left);
+    return spec.chain ? converse(ctx, spec, spec.chain, n, left) : n;
   });
+
+  /** A child: its ops in each generation, `rotations` times continued as new, then its end. */
+  const child = flow$(CHILD_FLOW, async (ctx, spec: ChildSpec) => {
+    const generation = spec.generation ?? 0;
+    const n = (spec.sum ?? 0) + (await interpret(ctx, spec.ops));
+    if (generation < spec.rotations) {
+      return ctx.continueAsNew({ ...spec, generation: generation + 1, sum: n });
+    }
+    if (spec.fail) throw new Error("the child fails, as its spec says");
+    return n;
+  });
+
+  return { flow, child };
 }
