@@ -31,9 +31,12 @@ import {
  * an attempt that began inside a cross-process cancel's notice window (SIM2 now grants it SIM5's
  * grace). 1313 caught a chain whose generation was cancelled in its start-to-commit window while
  * its successor ran on and completed (SIM8). 198 caught a resume appended to a generation whose
- * successor had started, lost when it crashed before its commit (SIM9's resume twin).
+ * successor had started, lost when it crashed before its commit (SIM9's resume twin). 1665 caught
+ * SIM15 holding a CHILD_DONE to its child's newest generation's error: a child cancelled in its
+ * start-to-commit window ends twice cancelled (its successor with the chain's closure, K4, with
+ * another error), and the CHILD_DONE may carry either.
  */
-const REGRESSIONS = [1688, 2667, 1313, 198];
+const REGRESSIONS = [1688, 2667, 1313, 198, 1665];
 /**
  * 40 seeds, not 120 as before children: a seed now spawns 8 children on average and takes about
  * twice as long, and the suite stays within its time. `npm run sim -- --seeds 1000` runs more.
@@ -447,6 +450,23 @@ describe("the children's invariants report a broken tree (SIM12..SIM15)", () => 
     const out: string[] = [];
     checkChildDone("p", said, one("p::k#0", child), out);
     checkChildDone("p", said, one("p::k#0", child.slice(0, 1)), out);
+    // Cancelled in its start-to-commit window: the CHILD_DONE may carry generation 0's cancel.
+    const windowed = [childStart("p", "k"), cancelled("p::k#0", 1, "simulated operator")];
+    const closed = [
+      event("p::k#0~1", 0, "EXECUTION_STARTED", {
+        ...start,
+        chainId: "p::k#0",
+        generation: 1,
+        continuedFrom: { executionId: "p::k#0", carried: {} },
+      }),
+      event("p::k#0~1", 1, "EXECUTION_CANCELLED", {
+        reason: { kind: "cascade", parent: "p::k#0" },
+        error: { name: "CancelledError", code: "LOOM_CANCELLED", message: "its predecessor" },
+      }),
+    ];
+    const error = { name: "CancelledError", code: "LOOM_CANCELLED", message: "cancelled" };
+    const ok = childDone("p", 2, "p::k#0", { status: "cancelled", error });
+    checkChildDone("p", ok, one("p::k#0", windowed, closed), out);
     expect(out).toEqual([
       "SIM15 p (at 2): CHILD_DONE's output is not the output of p::k#0's head p::k#0",
       "SIM15 p (at 2): CHILD_DONE says completed, but p::k#0's head p::k#0 is pending",
