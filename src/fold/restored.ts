@@ -17,7 +17,7 @@
  * accepts is exactly one the fold applies, and one it refuses names its first problem.
  */
 import type { CallKind } from "../kernel/events.ts";
-import type { ErrorData } from "../kernel/errors.ts";
+import { readErrorData } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
 import type { ExecutionState, Frame, FrameStatus } from "./state.ts";
 
@@ -43,19 +43,6 @@ const STATUSES: Readonly<Record<CallKind, readonly FrameStatus[]>> = {
 const FORBIDDEN_KEYS = new Set(["__proto__", "constructor", "prototype"]);
 
 const finite = (v: Json | undefined): v is number => typeof v === "number" && Number.isFinite(v);
-
-function readError(v: Json | undefined): ErrorData | undefined {
-  if (!isPlainObject(v) || typeof v.name !== "string" || typeof v.message !== "string") {
-    return undefined;
-  }
-  const error: ErrorData = {
-    name: v.name,
-    code: typeof v.code === "string" ? v.code : "LOOM_RESTORED",
-    message: v.message,
-  };
-  if (v.details !== undefined) error.details = v.details;
-  return error;
-}
 
 function readFrame(callId: string, v: Json | undefined): Frame | string {
   const where = `frame "${callId}"`;
@@ -85,7 +72,7 @@ function readFrame(callId: string, v: Json | undefined): Frame | string {
   if (v.input !== undefined) frame.input = v.input;
   if (v.output !== undefined) frame.output = v.output;
   if (v.error !== undefined) {
-    const error = readError(v.error);
+    const error = readErrorData(v.error, "LOOM_RESTORED");
     if (!error) return `${where}: error needs a name and a message`;
     frame.error = error;
   }

@@ -13,7 +13,7 @@
  */
 import { isPlainObject, type Json } from "./json.ts";
 import type { ExecutionStatus } from "./events.ts";
-import type { ErrorData } from "./errors.ts";
+import { readErrorData, type ErrorData } from "./errors.ts";
 import {
   addResources,
   SCALAR_DIMENSIONS,
@@ -98,25 +98,12 @@ export function readParent(v: Json | undefined): ParentLink | undefined {
 
 const SETTLED: readonly ExecutionStatus[] = ["completed", "failed", "cancelled"];
 
-function readError(v: Json | undefined): ErrorData | undefined {
-  if (!isPlainObject(v) || typeof v.name !== "string" || typeof v.message !== "string") {
-    return undefined;
-  }
-  const error: ErrorData = {
-    name: v.name,
-    code: typeof v.code === "string" ? v.code : "LOOM_CHILD",
-    message: v.message,
-  };
-  if (v.details !== undefined) error.details = v.details;
-  return error;
-}
-
 /** P2, P3: a CHILD_DONE's outcome, if it is a settled one. */
 export function readChildOutcome(v: Json | undefined): ChildOutcome | undefined {
   if (!isPlainObject(v) || !SETTLED.includes(v.status as ExecutionStatus)) return undefined;
   const out: ChildOutcome = { status: v.status as ChildOutcome["status"] };
   if (v.output !== undefined) out.output = v.output;
-  const error = readError(v.error);
+  const error = readErrorData(v.error, "LOOM_CHILD");
   if (error) out.error = error;
   if (isPlainObject(v.resources)) {
     const resources = addResources({}, v.resources);

@@ -273,3 +273,20 @@ export function errorFromData(data: unknown): LoomError {
   }
   return new ApplicationError(message, name, d.details);
 }
+
+/**
+ * A recorded error read defensively (from a log or a caller's state): undefined unless it has a
+ * name and a message; a missing code is `fallbackCode`. Never throws.
+ */
+export function readErrorData(v: unknown, fallbackCode: string): ErrorData | undefined {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return undefined;
+  const o = v as { name?: unknown; message?: unknown; code?: unknown; details?: Json };
+  if (typeof o.name !== "string" || typeof o.message !== "string") return undefined;
+  const error: ErrorData = {
+    name: o.name,
+    code: typeof o.code === "string" ? o.code : fallbackCode,
+    message: o.message,
+  };
+  if (o.details !== undefined) error.details = o.details;
+  return error;
+}
