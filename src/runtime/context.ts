@@ -17,7 +17,7 @@ import {
   errorToData,
 } from "../kernel/errors.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
-import { boundedJson, type Json } from "../kernel/json.ts";
+import { boundedJson, copyJson, type Json } from "../kernel/json.ts";
 import type { Limits } from "../kernel/limits.ts";
 import {
   assertName,
@@ -33,7 +33,6 @@ import type { Flow } from "./flow.ts";
 import { childSyscalls, type ChildDeps, type ChildHandle, type SpawnOptions } from "./children.ts";
 import { armDeadline, remainingMs } from "./deadline.ts";
 import {
-  copyJson,
   makeMiddlewareContext,
   startAttempt,
   StepCall,

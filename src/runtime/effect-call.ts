@@ -10,7 +10,7 @@ import { raceAbort, reasonOf } from "../effects/delay.ts";
 import type { Clock } from "../kernel/clock.ts";
 import { ExecutionEndedError, InvalidInputError, errorToData } from "../kernel/errors.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
-import type { Json } from "../kernel/json.ts";
+import { copyJson, type Json } from "../kernel/json.ts";
 import type { Budget, ResourceDelta, ResourceSnapshot } from "../kernel/resources.ts";
 import {
   addDelta,
@@ -44,31 +44,6 @@ export interface StepTimeout {
   clock: Clock;
   error(): Error;
   passed(): boolean;
-}
-
-/**
- * The copy of a JSON value that a body or an effect owns: what the fold holds (and a snapshot
- * serialises) must not change when the flow mutates what it was given. A JSON value has only
- * plain objects, arrays and primitives (no -0: toJson normalises it), so a structural copy is
- * what structuredClone would give, at a fraction of its cost.
- */
-export function copyJson<T>(value: T): T {
-  if (value === null || typeof value !== "object") return value;
-  if (Array.isArray(value)) return value.map(copyJson) as T;
-  const out: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
-    const item = copyJson((value as Record<string, unknown>)[key]);
-    // An own "__proto__" key stays a key (assignment would set the prototype).
-    if (key === "__proto__") {
-      Object.defineProperty(out, key, {
-        value: item,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    } else out[key] = item;
-  }
-  return out as T;
 }
 
 /** Counts an attempt: at once for an at-most-once step (durable first), else with the next commit. */

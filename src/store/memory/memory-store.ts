@@ -7,7 +7,7 @@
  */
 import { isWakeId } from "../../fold/index-changes.ts";
 import type { Envelope, EnvelopeMeta, EventKind } from "../../kernel/events.ts";
-import { jsonText, type Json } from "../../kernel/json.ts";
+import { copyJson, jsonText, type Json } from "../../kernel/json.ts";
 import {
   CompactionWithoutSnapshotError,
   ensureError,
@@ -105,7 +105,7 @@ class StoredEvent implements Envelope {
       this.#parsed = JSON.parse(this.#text) as Json;
       this.#text = undefined;
     }
-    return copyParsed(this.#parsed);
+    return copyJson(this.#parsed);
   }
 
   /** What a read returns: a copy, shaped as the SQLite store's envelopes. */
@@ -120,28 +120,6 @@ class StoredEvent implements Envelope {
     if (this.meta !== undefined) out.meta = { ...this.meta };
     return out;
   }
-}
-
-/**
- * A copy of what JSON.parse made, equal to parsing its text again (plain objects, arrays,
- * primitives; an own "__proto__" key stays a key), without the parse.
- */
-function copyParsed(value: Json): Json {
-  if (value === null || typeof value !== "object") return value;
-  if (Array.isArray(value)) return value.map(copyParsed);
-  const out: { [key: string]: Json } = {};
-  for (const key of Object.keys(value)) {
-    const item = copyParsed(value[key] as Json);
-    if (key === "__proto__") {
-      Object.defineProperty(out, key, {
-        value: item,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    } else out[key] = item;
-  }
-  return out;
 }
 
 const copyEvent = (e: StoredEvent): Envelope => e.copy();
