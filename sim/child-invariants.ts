@@ -95,10 +95,10 @@ export function checkChildStart(
 const outcomeText = (v: unknown): string => canonicalJson(readChildOutcome(v as Json) ?? null);
 
 /**
- * SIM13 on one consistent read of a (parent) chain. With `strict` false, a later generation may
- * settle a slot an earlier one settled without awaiting the child, if with the same outcome.
+ * SIM13 on one consistent read of a (parent) chain. A later generation settles a slot an earlier
+ * one settled only by awaiting the child again (a detached child's id in the carry).
  */
-export function checkSlots(view: ChainView, out: string[], strict = true): void {
+export function checkSlots(view: ChainView, out: string[]): void {
   /** Child id -> where and how the chain first settled its slot. */
   const first = new Map<string, { at: string; generation: number; outcome: string }>();
   view.logs.forEach((log, n) => {
@@ -129,7 +129,7 @@ export function checkSlots(view: ChainView, out: string[], strict = true): void 
           }
           const earlier = first.get(childId);
           if (earlier === undefined) first.set(childId, { at, generation: n, outcome });
-          else if (!awaiting.has(childId) && strict) {
+          else if (!awaiting.has(childId)) {
             out.push(`SIM13 ${at}: settles the slot of ${childId} again (${earlier.at} did)`);
           } else if (earlier.outcome !== outcome) {
             out.push(

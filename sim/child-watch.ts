@@ -35,15 +35,10 @@ export class ChildWatch {
   /** CHILD_DONE events SIM15 has checked (against a child that had ended: for good). */
   private readonly verified = new Set<string>();
 
-  /**
-   * `strict` is SIM13's (false: a later generation may settle a slot again with the same
-   * outcome, until KNOWN_SRC_BUGS `rotation-resettles` is fixed).
-   */
   constructor(
     private readonly store: Store,
     private readonly cache: LogCache,
     private readonly out: string[],
-    private readonly strict: boolean,
   ) {}
 
   /** Children the store has that the watch does not know yet. */
@@ -66,7 +61,7 @@ export class ChildWatch {
 
   /** SIM12 (for a child), SIM13 and SIM15 on one read of a chain; other logs read after it. */
   async check(view: ChainView): Promise<void> {
-    checkSlots(view, this.out, this.strict);
+    checkSlots(view, this.out);
     for (const [n, log] of view.logs.entries()) {
       const id = generationId(view.chainId, n);
       for (const e of log) {

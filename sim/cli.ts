@@ -1,15 +1,12 @@
 /**
- * `npm run sim -- --seeds N [--from S] [--steps K] [--mutate drop-after-ack] [--stop] [--dump]
- * [--expose-src-bugs[=name,...]]`: runs N seeds of the simulator from S and prints one summary
+ * `npm run sim -- --seeds N [--from S] [--steps K] [--mutate drop-after-ack] [--stop] [--dump]`:
+ * runs N seeds of the simulator from S and prints one summary
  * line (JSON: events, crashes, the generations chains continued into, the messages sent, the
  * forks made, the children spawned, the generations they continued into, the children cascades
  * cancelled); a failing seed prints its violations and the command that reproduces it (`--dump`:
  * and every log), and the exit status is 1. `--mutate` runs a deliberately broken store (the
- * simulator's own test); `--stop` ends at the first failure; `--expose-src-bugs` runs into the
- * known bugs of the runtime (all, or those named) instead of steering clear of them
- * (known-bugs.ts).
+ * simulator's own test); `--stop` ends at the first failure.
  */
-import type { KnownSrcBug } from "./known-bugs.ts";
 import { runSeed } from "./simulator.ts";
 
 function flag(name: string, fallback: number): number {
@@ -34,16 +31,7 @@ if (mutation !== undefined && mutation !== "drop-after-ack") {
 }
 const stop = process.argv.includes("--stop");
 const faults = mutation === undefined ? {} : { dropAfterAck: 0.02 };
-const exposeArg = process.argv.find((a) => /^--expose-src-bugs(=|$)/.test(a));
-const exposeSrcBugs =
-  exposeArg === undefined
-    ? false
-    : exposeArg.includes("=")
-      ? (exposeArg.slice(exposeArg.indexOf("=") + 1).split(",") as KnownSrcBug[])
-      : true;
-const extra =
-  (mutation === undefined ? "" : ` --mutate ${mutation}`) +
-  (exposeArg === undefined ? "" : ` ${exposeArg}`);
+const extra = mutation === undefined ? "" : ` --mutate ${mutation}`;
 const t0 = performance.now();
 let events = 0;
 let crashes = 0;
@@ -57,7 +45,7 @@ const failed: number[] = [];
 let ran = 0;
 for (let seed = from; seed < from + seeds; seed++) {
   ran++;
-  const r = await runSeed(seed, { steps, faults, exposeSrcBugs });
+  const r = await runSeed(seed, { steps, faults });
   events += r.events;
   crashes += r.crashes;
   rotations += r.rotations;

@@ -32,19 +32,12 @@ export class SimCrash extends Error {
   override readonly name = "SimCrash";
 }
 
-const failedIn = new WeakMap<object, Incarnation>();
-
-/** The incarnation whose store call threw `e`, when `e` is a simulated store's failure. */
-export function incarnationOf(e: unknown): Incarnation | undefined {
-  return typeof e === "object" && e !== null ? failedIn.get(e) : undefined;
-}
-
 export interface Incarnation {
   store: Store;
   dead: boolean;
   /** The appends (appendMany calls) this incarnation made. */
   appends: number;
-  /** Kills the process now, as a crash does (the simulator's workaround for a known bug). */
+  /** Kills the process now, as a crash does. */
   kill(): void;
 }
 
@@ -72,16 +65,11 @@ export function faultyStore(
       onCrash();
     },
   };
-  /** A store's failure, marked as this incarnation's (incarnationOf). */
-  const failure = <E extends Error>(e: E): E => {
-    failedIn.set(e, self);
-    return e;
-  };
   const crash = (when: string): never => {
     self.kill();
-    throw failure(new SimCrash(`simulated crash ${when}`));
+    throw new SimCrash(`simulated crash ${when}`);
   };
-  const dead = () => failure(new SimCrash("the process is dead"));
+  const dead = () => new SimCrash("the process is dead");
   const pause = async () => {
     await new Promise((r) => setTimeout(r, prng.int(0, rates.maxDelayMs)));
     if (self.dead) throw dead();
@@ -91,14 +79,14 @@ export function faultyStore(
     if (prng.chance(rates.delay)) await pause();
     if (prng.chance(rates.crash)) crash(`before ${name}`);
     if (prng.chance(rates.transient)) {
-      throw failure(new Error(`simulated transient failure of ${name}`));
+      throw new Error(`simulated transient failure of ${name}`);
     }
     const result = await call();
     if (!writes) return result;
     if (prng.chance(rates.delay)) await pause();
     if (prng.chance(rates.crash)) crash(`after ${name} committed`);
     if (prng.chance(rates.transient)) {
-      throw failure(new Error(`simulated lost reply of ${name} (it committed)`));
+      throw new Error(`simulated lost reply of ${name} (it committed)`);
     }
     return result;
   };
@@ -135,6 +123,7 @@ export function faultyStore(
     dueTimers: (now, limit) => guard("dueTimers", () => inner.dueTimers(now, limit)),
     nextWakeAt: () => guard("nextWakeAt", () => inner.nextWakeAt()),
     deleteTimer: (id, t) => guard("deleteTimer", () => inner.deleteTimer(id, t), true),
+    deferTimer: (id, t, at) => guard("deferTimer", () => inner.deferTimer(id, t, at), true),
     takeNotices: (o) => guard("takeNotices", () => inner.takeNotices(o), true),
     putSchedule: (s) => guard("putSchedule", () => inner.putSchedule(s)),
     listSchedules: () => guard("listSchedules", () => inner.listSchedules()),

@@ -221,14 +221,12 @@ export function markSuccessors(view: ChainView, frozenAt: Map<number, number>): 
 }
 
 /** SIM8 and SIM9 (their safety parts), on one consistent read of a chain. */
-/** `tolerated`: kinds a frozen predecessor may append (a known src bug's, known-bugs.ts). */
 export function checkChain(
   view: ChainView,
   frozenAt: ReadonlyMap<number, number>,
   out: string[],
-  tolerated: readonly string[] = [],
 ): void {
-  checkGenerations(view, frozenAt, out, tolerated);
+  checkGenerations(view, frozenAt, out);
   consumption(view, out);
 }
 
@@ -236,7 +234,6 @@ function checkGenerations(
   view: ChainView,
   frozenAt: ReadonlyMap<number, number>,
   out: string[],
-  tolerated: readonly string[],
 ): void {
   const { chainId, logs } = view;
   if (view.beyond !== undefined) {
@@ -277,7 +274,7 @@ function checkGenerations(
     }
     const mark = frozenAt.get(n);
     for (const e of mark === undefined ? [] : log.slice(mark)) {
-      if (isTerminalEvent(e) || tolerated.includes(e.kind)) continue;
+      if (isTerminalEvent(e)) continue;
       out.push(
         `SIM8 ${chainId}: two live generations: ${id} appended ${e.kind} at ${e.seq} after its successor ${next} started`,
       );

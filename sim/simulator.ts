@@ -30,8 +30,7 @@
  * run checks the cascades and the waits on children (SIM14). Now and then the operator resumes or
  * cancels a child, or cancels a child's parent (so it cascades), from a PRNG of its own. The
  * drain answers the suspends of every child except an attached one whose parent ended cancelled
- * or continued with its slot open: that one must be ended by the cascade. The simulator steers
- * clear of the runtime's known bugs unless told to expose them (known-bugs.ts).
+ * or continued with its slot open: that one must be ended by the cascade.
  */
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../src/kernel/json.ts";
@@ -47,10 +46,8 @@ import { readChain, type LogCache } from "./chain-read.ts";
 import { addChildren, type ChildSpec } from "./child-workload.ts";
 import { cascadesIn, checkQuiesced } from "./child-invariants.ts";
 import { ChildWatch } from "./child-watch.ts";
-import { exposes, type KnownSrcBug } from "./known-bugs.ts";
-export { KNOWN_SRC_BUGS } from "./known-bugs.ts";
 import { withFakeClock } from "./fake-clock.ts";
-import { faultyStore, incarnationOf, type FaultRates, type Incarnation } from "./faulty-store.ts";
+import { faultyStore, type FaultRates, type Incarnation } from "./faulty-store.ts";
 import {
   CANCEL_GRACE_MS,
   cancelledAt,
@@ -66,7 +63,6 @@ import {
   generationId,
   markSuccessors,
   specOvershoot,
-  STORE_FAILURE,
   type ChainView,
   type ForkOrigin,
 } from "./invariants.ts";
@@ -83,11 +79,6 @@ import {
 export interface SimOptions {
   steps?: number;
   faults?: Partial<FaultRates>;
-  /**
-   * Run into the known src bugs (known-bugs.ts; true: all of them) instead of steering clear of
-   * them, so their seeds reproduce them (`npm run sim -- ... --expose-src-bugs[=name,...]`).
-   */
-  exposeSrcBugs?: boolean | readonly KnownSrcBug[];
 }
 
 export interface SimResult {
@@ -178,9 +169,7 @@ async function simulate(
   const forks = new Map<string, ForkOrigin & { checked?: number }>();
   const planned: PlannedFork[] = [];
   let forkNames = 0;
-  // Until `rotation-resettles` is fixed, a successor may settle a slot again (KNOWN_SRC_BUGS).
-  const expose = (bug: KnownSrcBug) => exposes(options.exposeSrcBugs, bug);
-  const watch = new ChildWatch(oracle, cache, violations, expose("rotation-resettles"));
+  const watch = new ChildWatch(oracle, cache, violations);
   const children = watch.chains;
   /** The shape of each chain's last read that was checked (every log's length, the inbox's). */
   const shapes = new Map<string, string>();
@@ -218,14 +207,6 @@ async function simulate(
       running.set(executionId, (running.get(executionId) ?? 1) - 1);
     },
     decision: () => ++decisions,
-    childCallFailed(error) {
-      if (expose("await-store-failure")) return false;
-      const message = error instanceof Error ? error.message : "";
-      const failed =
-        incarnationOf(error) ?? (STORE_FAILURE.test(message) ? proc.incarnation : undefined);
-      failed?.kill();
-      return failed !== undefined;
-    },
   });
 
   const clock = { now };
@@ -313,15 +294,7 @@ async function simulate(
       const n = forkPrng.int(0, view.logs.length - 1);
       const origin = generationId(plan.id, n);
       const log = view.logs[n] ?? [];
-      // Until `fork-children` is fixed: before the first event of a child (KNOWN_SRC_BUGS).
-      const firstChild = log.findIndex(
-        (e) =>
-          e.kind === "CHILD_STARTED" ||
-          e.kind === "CHILD_DONE" ||
-          (e.kind === "SUSPENDED" && (e.payload as { name?: unknown }).name === "awaitChild"),
-      );
-      const last = expose("fork-children") || firstChild < 0 ? log.length - 1 : firstChild - 1;
-      const at = forkPrng.int(0, Math.max(0, last));
+      const at = forkPrng.int(0, Math.max(0, log.length - 1));
       const forkId = `${plan.id}-fork${forkNames++}`;
       const delay = forkPrng.int(0, 200);
       const made = (async () => {
@@ -448,9 +421,7 @@ async function simulate(
       const shape = `${view.logs.map((log) => log.length).join(",")}/${view.messages.length}`;
       if (!all && shape === shapes.get(id)) continue;
       shapes.set(id, shape);
-      // Until `window-child-done` is fixed, a frozen predecessor may take a CHILD_DONE.
-      const tolerated = expose("window-child-done") ? [] : ["CHILD_DONE"];
-      if (track) checkChain(view, track.frozenAt, violations, tolerated);
+      if (track) checkChain(view, track.frozenAt, violations);
       await watch.check(view);
     }
   }

@@ -160,12 +160,6 @@ export interface EffectWorld {
   end(executionId: string, stepId: string): void;
   /** A value for ctx.decide: from the seed, in call order. */
   decision(): number;
-  /**
-   * A child syscall (ctx.spawn, ctx.awaitChild) threw `error`: true when the world takes it as
-   * its own (a store's failure that the runtime let through to the flow, a known src bug, which
-   * the world turns into a crash of the process); the flow then waits for good, its process gone.
-   */
-  childCallFailed?(error: unknown): boolean;
 }
 
 /** The flow children run (child-workload.ts): spawned by name, so a child can spawn too. */
@@ -243,7 +237,7 @@ export function simFlows(world: EffectWorld) {
       if (plan.detached) options.detached = true;
       if (plan.budgetTokens !== undefined) options.budget = { tokens: plan.budgetTokens };
       if (plan.deadlineMs !== undefined) options.deadlineMs = plan.deadlineMs;
-      handles.push(await childCall(() => ctx.spawn(CHILD_FLOW, plan.spec, options)));
+      handles.push(await ctx.spawn(CHILD_FLOW, plan.spec, options));
     }
     let n = 0;
     for (const [i, plan] of plans.entries()) {
@@ -257,23 +251,13 @@ export function simFlows(world: EffectWorld) {
 
   /** A child's output; a child that failed or was cancelled counts 0 (the flow catches it). */
   function awaited(ctx: FlowContext, handle: ChildHandle): Promise<number> {
-    return childCall(() => ctx.awaitChild<number>(handle)).then(
+    return ctx.awaitChild<number>(handle).then(
       (v) => (typeof v === "number" ? v : 0),
       (e: unknown) => {
         if (isLoomError(e, "LOOM_CHILD_FAILED")) return 0;
         throw e;
       },
     );
-  }
-
-  /** A child syscall, whose failure the world may take as its own (childCallFailed). */
-  async function childCall<T>(call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (e) {
-      if (world.childCallFailed?.(e)) return new Promise<T>(() => undefined);
-      throw e;
-    }
   }
 
   /** A conversation's turns from where the generations before left off (their carry). */

@@ -492,6 +492,135 @@ describe("fixes from the adversarial review of children", () => {
   });
 });
 
+describe("fixes of what the simulator found in children (docs/simulation.md)", () => {
+  it("seed 1: a store that fails while awaitChild reads the child's outcome stops the run without an outcome; recovery completes it", async () => {
+    const inner = memoryStore();
+    const armed = { on: false, failed: 0 };
+    const store: Store = {
+      ...inner,
+      read: (id, from, limit) => {
+        if (armed.on && id === "sf::waiter#0") {
+          armed.on = false;
+          armed.failed++;
+          return Promise.reject(new Error("the store is unreachable"));
+        }
+        return inner.read(id, from, limit);
+      },
+    };
+    const parent = flow$("store-fails", async (ctx) => {
+      const child = await ctx.spawn(waiter, null);
+      await ctx.run("arm", () => (armed.on = true));
+      return ctx.awaitChild<string>(child);
+    });
+    const first = sup(store, { onError: () => undefined })
+      .registerFlow(waiter)
+      .registerFlow(parent);
+    await first.start(parent, null, { id: "sf" });
+    await until(() => armed.failed === 1);
+    await first.close();
+    // The failure was not the flow's: nothing records it, and a runtime recovering it finishes.
+    const log = await inner.read("sf", 0, 100);
+    expect(log.map((e) => e.kind)).not.toContain("EXECUTION_FAILED");
+    const second = sup(inner).registerFlow(waiter).registerFlow(parent);
+    await until(async () => (await inner.read("sf", 0, 100)).some((e) => e.kind === "SUSPENDED"));
+    await second.send("sf::waiter#0", "recovered");
+    expect((await second.waitForCompletion("sf")).output).toBe("recovered");
+  });
+
+  it("seed 57: a fork made while its origin's child runs settles its wait when that child ends (V5, W3)", async () => {
+    const store = memoryStore();
+    const parent = flow$("fork-waits", async (ctx) =>
+      ctx.awaitChild<string>(await ctx.spawn(waiter, null)),
+    );
+    const r = sup(store, { pollIntervalMs: 20 }).registerFlow(waiter).registerFlow(parent);
+    await r.start(parent, null, { id: "fw" });
+    await until(async () => (await statusOf(r, "fw")) === "parked");
+    await until(async () => (await statusOf(r, "fw::waiter#0")) === "parked");
+    const at = (await r.readLog("fw")).length - 1;
+    await r.fork("fw", at, "fw-copy");
+    // The copy watches the origin's child: nothing of it starts a child of its own.
+    expect((await store.dueTimers(Number.MAX_SAFE_INTEGER, 10)).map((t) => t.timerId)).toContain(
+      "watch:fw::waiter#0",
+    );
+    await r.send("fw::waiter#0", "done");
+    expect((await r.waitForCompletion("fw")).output).toBe("done");
+    expect((await r.waitForCompletion("fw-copy")).output).toBe("done");
+    expect(await store.head("fw-copy::waiter#0")).toBe(-1);
+    // The watch row went once the copy's slot settled.
+    await until(async () => (await store.nextWakeAt()) === undefined);
+  });
+
+  it("seed 24: a slot settled by awaitChild before its generation continued is not settled again in the successor", async () => {
+    const store = memoryStore();
+    const parent = flow$("settle-then-rotate", async (ctx, input: null | "next") => {
+      if (input === "next") return ctx.receive<string>();
+      const child = await ctx.spawn(double, 4);
+      await ctx.run("until child ended", async () => {
+        await until(async () => (await store.read("sr::double#0", 0, 100)).length >= 3);
+        return true;
+      });
+      await ctx.awaitChild<number>(child);
+      return ctx.continueAsNew("next");
+    });
+    // Background off: the wake row the child's end wrote stays until another runtime fires it,
+    // after the parent settled the slot itself and continued.
+    const quiet = sup(store, { background: false }).registerFlow(double).registerFlow(parent);
+    await quiet.start(parent, null, { id: "sr" });
+    await until(async () => (await store.head("sr~1")) >= 0);
+    await until(async () => (await statusOf(quiet, "sr~1")) === "parked");
+    expect((await store.dueTimers(Number.MAX_SAFE_INTEGER, 10)).map((t) => t.timerId)).toContain(
+      "child:sr::double#0",
+    );
+    const firing = sup(store, { pollIntervalMs: 20 }).registerFlow(double).registerFlow(parent);
+    await until(async () => (await store.nextWakeAt()) === undefined);
+    expect((await firing.readLog("sr~1")).map((e) => e.kind)).not.toContain("CHILD_DONE");
+    const gen0 = (await firing.readLog("sr")).filter((e) => e.kind === "CHILD_DONE");
+    expect(gen0).toHaveLength(1);
+  });
+
+  it("seed 346: a child that ends while its parent rotates settles the successor's carried slot, not the predecessor's", async () => {
+    const inner = memoryStore();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((res) => (release = res));
+    const gated = { hit: false };
+    // The rotation's first read of its successor's id (its start, adopting what is there) is
+    // held: the carry is made, and the successor's sequence 0 not yet written.
+    const store: Store = {
+      ...inner,
+      read: async (id, from, limit) => {
+        if (id === "wd~1" && !gated.hit) {
+          gated.hit = true;
+          await gate;
+        }
+        return inner.read(id, from, limit);
+      },
+    };
+    const parent = flow$("done-in-window", async (ctx, input: { kept: ChildHandle } | null) => {
+      if (input !== null) return ctx.awaitChild<string>(input.kept);
+      const kept = await ctx.spawn(waiter, null, { key: "kept", detached: true });
+      await ctx.run("until child parked", async () => {
+        await until(async () => (await inner.read("wd::kept#0", 0, 100)).length >= 2);
+        return true;
+      });
+      return ctx.continueAsNew({ kept });
+    });
+    const r = sup(store, { pollIntervalMs: 20 }).registerFlow(waiter).registerFlow(parent);
+    await r.start(parent, null, { id: "wd" });
+    await until(() => gated.hit);
+    // The rotation is under way (its successor's start is held): the child ends now.
+    await r.send("wd::kept#0", "late");
+    await until(async () => (await statusOf(r, "wd::kept#0")) === "completed");
+    await new Promise((res) => setTimeout(res, 200));
+    release();
+    expect((await r.waitForCompletion("wd~1")).output).toBe("late");
+    const kinds = (await r.readLog("wd")).map((e) => e.kind);
+    expect(kinds).not.toContain("CHILD_DONE");
+    expect(kinds[kinds.length - 1]).toBe("EXECUTION_CONTINUED");
+    const successor = await r.getState("wd~1");
+    expect(successor._children?.["wd::kept#0"]?.outcome?.status).toBe("completed");
+  });
+});
+
 function isTerminal(s: ExecutionState): boolean {
   return ["completed", "failed", "cancelled", "continued"].includes(s.status);
 }

@@ -58,6 +58,9 @@ function delayed(inner: MemoryStore, ms: number, calls: readonly (keyof Store)[]
     nextWakeAt: slow("nextWakeAt", (...a: Parameters<Store["nextWakeAt"]>) =>
       inner.nextWakeAt(...a),
     ),
+    deferTimer: slow("deferTimer", (...a: Parameters<Store["deferTimer"]>) =>
+      inner.deferTimer(...a),
+    ),
     deleteTimer: slow("deleteTimer", (...a: Parameters<Store["deleteTimer"]>) =>
       inner.deleteTimer(...a),
     ),

@@ -88,6 +88,7 @@ function watched(
     dueTimers: (nowMs, limit) => call(() => inner.dueTimers(nowMs, limit)),
     nextWakeAt: () => call(() => inner.nextWakeAt()),
     deleteTimer: (id, timerId) => call(() => inner.deleteTimer(id, timerId)),
+    deferTimer: (id, timerId, at) => call(() => inner.deferTimer(id, timerId, at)),
     close: () => inner.close(),
   };
 }

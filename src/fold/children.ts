@@ -114,6 +114,21 @@ export function spentWithGrants(s: ExecutionState): ResourceSnapshot {
   return spent;
 }
 
+/**
+ * The children whose ends `s` waits for: those whose slots are open, and those awaited with no
+ * slot here (a detached child of an earlier generation, its id in the carry; a fork's copy of
+ * such a wait, cut before its CHILD_DONE).
+ */
+export function awaitedChildren(s: ExecutionState): Set<string> {
+  const ids = new Set<string>();
+  for (const [id, c] of Object.entries(s._children ?? {})) if (!c.outcome) ids.add(id);
+  for (const f of Object.values(s.frames)) {
+    if (f.kind !== "child" || f.status !== "waiting" || f.childId === undefined) continue;
+    if (!childOf(s._children, f.childId)) ids.add(f.childId);
+  }
+  return ids;
+}
+
 /** The children a cascade cancels (D5): attached, and their slots not settled. */
 export function openAttachedChildren(s: ExecutionState): string[] {
   return Object.entries(s._children ?? {})

@@ -37,9 +37,15 @@ export const childWakeId = (childId: string) => `child:${childId}`;
 /** The timer id of a wake row telling a child that its parent `parentId` ended (W2). */
 export const cascadeWakeId = (parentId: string) => `cascade:${parentId}`;
 
+/**
+ * The timer id of an execution's row watching a child it holds a slot for but whose end
+ * wakes another execution (W3): a fork's copy of its origin's spawn.
+ */
+export const watchWakeId = (childId: string) => `watch:${childId}`;
+
 /** Whether a timer row is a supervisor's wake row, which an execution's own end never clears. */
 export const isWakeId = (timerId: string): boolean =>
-  timerId.startsWith("child:") || timerId.startsWith("cascade:");
+  timerId.startsWith("child:") || timerId.startsWith("cascade:") || timerId.startsWith("watch:");
 
 /**
  * The index changes of a batch, or undefined when it changes none (most batches). `state` is the
@@ -49,6 +55,11 @@ export const isWakeId = (timerId: string): boolean =>
  *     parent spawned: a continued child's head ends the original slot).
  * W2. One that is cancelled or continues wakes each attached child whose slot is open with
  *     `cascade:<its id>`.
+ * W3. A fork holds copies of its origin's open slots, whose children wake the origin only: its
+ *     copy writes an own row `watch:<childId>` for each (runtime/fork.ts), due at once, which the
+ *     supervisor moves on (store S16) until the child has ended, then settles the slot in the
+ *     fork's chain head. Like a wake row, the fork's own end does not clear it (a fork that
+ *     continues hands the slot on); it goes once the chain's head no longer holds the slot open.
  */
 export function indexChanges(
   events: readonly Envelope[],

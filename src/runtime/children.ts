@@ -221,13 +221,25 @@ export function childSyscalls(
         const callId = claim.callId;
         if (!claim.recorded) {
           const known = childOf(run.state._children, childId);
-          if (!known && !(await children().spawnedInChain(childId, chainOf(run.state).chainId))) {
+          let ours: boolean;
+          let ended: ChildOutcome | undefined;
+          const kids = children();
+          try {
+            ours = known !== undefined;
+            ours ||= await kids.spawnedInChain(childId, chainOf(run.state).chainId);
+            // O2: a child that already ended settles the wait in the same batch.
+            if (ours && !known?.outcome) ended = await kids.childOutcome(childId);
+          } catch (e) {
+            // A store that failed is not the flow's failure: the run stops without an outcome
+            // (R6) and recovery re-drives it, as receive does.
+            run.stop(e instanceof Error ? e : new Error(String(e)));
+            return halted<T>();
+          }
+          if (!ours) {
             throw new InvalidInputError(
               `ctx.awaitChild: "${childId}" is not a child of execution "${run.id}" or of its chain`,
             );
           }
-          // O2: a child that already ended settles the wait in the same batch.
-          const ended = known?.outcome ? undefined : await children().childOutcome(childId);
           const specs: EventSpec[] = [
             { kind: "SUSPENDED", payload: { callId, scope, name: AWAIT_CHILD, childId } },
           ];

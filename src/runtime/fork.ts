@@ -15,6 +15,9 @@
  *     successor); at or after another terminal event, InvalidInputError; a prefix [0..atSequence]
  *     that is not dense from 0 (compacted, store S14) is CompactedForkPointError. All before
  *     anything is written.
+ * V5. The children the copy waits for (fold/children.ts awaitedChildren) are its origin's
+ *     children, whose ends wake the origin only: the copy's batch writes a watch row for each
+ *     (fold/index-changes.ts W3), so the fork's waits on them settle when they end.
  */
 import {
   CompactedForkPointError,
@@ -27,8 +30,9 @@ import {
 import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
 import { fold } from "../fold/fold.ts";
-import { indexChanges } from "../fold/index-changes.ts";
+import { indexChanges, watchWakeId, type IndexChanges } from "../fold/index-changes.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
+import { awaitedChildren } from "../fold/children.ts";
 import type { Clock } from "../kernel/clock.ts";
 import type { Store } from "../store/spi.ts";
 import type { Journal } from "./journal.ts";
@@ -109,7 +113,7 @@ export async function writeFork(
       fence: 1,
       status: state.status,
       flow: state.flow,
-      index: indexChanges(events),
+      index: withWatches(indexChanges(events), state, deps.clock.now()),
       claimLease: { owner: deps.ownerId, expiresAtMs: deps.clock.now() + deps.leaseTtlMs },
     });
   } catch (e) {
@@ -124,4 +128,17 @@ export async function writeFork(
     throw e;
   }
   return state;
+}
+
+/** V5: the copy's watch rows, one per child it waits for, due at once. */
+function withWatches(
+  index: IndexChanges | undefined,
+  state: ExecutionState,
+  now: number,
+): IndexChanges | undefined {
+  const open = awaitedChildren(state);
+  if (open.size === 0) return index;
+  const out = index ?? { timersSet: [], timersCleared: [], clearAllTimers: false };
+  for (const childId of open) out.timersSet.push({ timerId: watchWakeId(childId), wakeAtMs: now });
+  return out;
 }

@@ -51,6 +51,7 @@ import {
   spawnedInChain,
   startChild,
   type SupervisorDeps,
+  WATCH_EVERY_MS,
 } from "./supervisor.ts";
 
 const RECENT_OUTCOMES = 1000;
@@ -410,6 +411,10 @@ export abstract class RuntimeCore implements RunHost {
     this.assertOpen();
     if (run) {
       await check?.(run.state);
+      // Its rotation began while the check read: what is appended now may miss the carry.
+      if (check && run.rotating) {
+        throw new NotResumableError(`execution "${id}" is continuing into a successor`);
+      }
       const specs = specsOf(make, run.state);
       if (specs.length > 0) await run.enqueue(specs);
       else run.maybePark();
@@ -689,7 +694,18 @@ export abstract class RuntimeCore implements RunHost {
       flow: (name) => this.flows.get(name),
       create: (flow, id, payload, accept) =>
         this.tasks.exclusive(id, () => this.create(flow, id, payload, accept)),
-      deliver: (id, make) => this.tasks.exclusive(id, () => this.deliver(id, make, false)),
+      deliver: async (id, make) => {
+        // A generation with a successor would keep the outcome from the slot it carried there.
+        const check = this.chains ? (s: ExecutionState) => this.refuseIfSucceeded(s) : undefined;
+        try {
+          return await this.tasks.exclusive(id, () => this.deliver(id, make, false, check));
+        } catch (e) {
+          if (!(e instanceof NotResumableError)) throw e;
+          const held = this.runs.get(id);
+          if (held?.rotating) await held.done.catch(() => undefined);
+          return "moved";
+        }
+      },
       cancel: (id, reason) => this.cancelRouted(id, reason),
     };
   }
@@ -697,7 +713,10 @@ export abstract class RuntimeCore implements RunHost {
   /** A supervisor's wake row came due (supervisor.ts): its row goes once it is acted on. */
   protected async fireWake(id: string, timerId: string): Promise<void> {
     try {
-      if (await onWake(this.supervisorDeps(), id, timerId)) {
+      const done = await onWake(this.supervisorDeps(), id, timerId);
+      if (done === "later") {
+        await this.store.deferTimer(id, timerId, this.clock.now() + WATCH_EVERY_MS);
+      } else if (done) {
         await this.store.deleteTimer(id, timerId);
       }
     } catch (e) {

@@ -9,7 +9,7 @@ import { cascadeReason, childOf, type ChildOutcome } from "../kernel/children.ts
 import { ExecutionNotFoundError, InvariantViolation, UnknownFlowError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
-import { openAttachedChildren, spentWithGrants } from "../fold/children.ts";
+import { awaitedChildren, openAttachedChildren, spentWithGrants } from "../fold/children.ts";
 import type { Store } from "../store/spi.ts";
 import { routeToHead } from "./chain-routing.ts";
 import { isWakeId } from "../fold/index-changes.ts";
@@ -20,6 +20,9 @@ import type { EventSpec } from "./run.ts";
 
 const CHILD_WAKE = "child:";
 const CASCADE_WAKE = "cascade:";
+const WATCH = "watch:";
+/** How long a watch row (W3) waits before it looks at a running child again. */
+export const WATCH_EVERY_MS = 1000;
 
 export interface SupervisorDeps {
   store: Store;
@@ -34,9 +37,13 @@ export interface SupervisorDeps {
   ): Promise<void>;
   /**
    * Appends what `make` returns to `id`'s log and keeps it going (runtime-core.ts `deliver`),
-   * exclusive on `id`; false when another live owner holds it (try again later).
+   * exclusive on `id`; false when another live owner holds it (try again later), "moved" when
+   * `id` has a successor or is rotating into one (route again: the slot's record went with it).
    */
-  deliver(id: string, make: (state: ExecutionState) => EventSpec[] | undefined): Promise<boolean>;
+  deliver(
+    id: string,
+    make: (state: ExecutionState) => EventSpec[] | undefined,
+  ): Promise<boolean | "moved">;
   /** Cancels `id` and its chain's live generation (runtime.ts `cancel`). */
   cancel(id: string, reason: Json): Promise<unknown>;
 }
@@ -103,15 +110,21 @@ export async function spawnedInChain(
   return (await loadStart(store, childId))?._parent?.chainId === chainId;
 }
 
-/** Whether a timer row is a supervisor's wake row (W1, W2), not a flow's wait. */
+/** Whether a timer row is a supervisor's (W1..W3), not a flow's wait. */
 export const isWake = isWakeId;
 
 /**
- * Acts on a due wake row of `id` (O2, O4); true once it is done with (the row can go), false
- * when it must be tried again (the execution to write to is held by another live owner).
+ * Acts on a due wake row of `id` (O2, O4, W3); true once it is done with (the row can go), false
+ * when it must be tried again (the execution to write to is held by another live owner), "later"
+ * when it is to be looked at again in WATCH_EVERY_MS (a watched child still runs).
  */
-export async function onWake(deps: SupervisorDeps, id: string, timerId: string): Promise<boolean> {
+export async function onWake(
+  deps: SupervisorDeps,
+  id: string,
+  timerId: string,
+): Promise<boolean | "later"> {
   if (timerId.startsWith(CHILD_WAKE)) return settleSlot(deps, id, timerId.slice(CHILD_WAKE.length));
+  if (timerId.startsWith(WATCH)) return settleSlot(deps, id, timerId.slice(WATCH.length), true);
   if (timerId.startsWith(CASCADE_WAKE)) {
     await cascadeFrom(deps, timerId.slice(CASCADE_WAKE.length), id);
     return true;
@@ -119,22 +132,49 @@ export async function onWake(deps: SupervisorDeps, id: string, timerId: string):
   return true;
 }
 
-/** O2, O3: the parent's head (the parent may have continued) learns how `childId` ended. */
-async function settleSlot(deps: SupervisorDeps, parentId: string, childId: string) {
-  const outcome = await childOutcome(deps, childId);
-  // Not ended (a row written by a generation that continued is never written: W1): nothing yet.
-  if (!outcome) return true;
-  const target = await routeToHead(deps, parentId).catch((e: unknown) => {
-    if (e instanceof ExecutionNotFoundError) return undefined;
-    throw e;
-  });
-  if (target === undefined) return true;
-  return deps.deliver(target, (state) => {
-    if (isTerminalStatus(state.status) || childOf(state._children, childId)?.outcome) {
-      return undefined;
+/**
+ * O2, O3: the parent's head (the parent may have continued) learns how `childId` ended. Only a
+ * generation that waits for it (fold/children.ts awaitedChildren) is written to: the one that
+ * spawned the child, a successor its slot was carried to, one that awaits it from the carry. A
+ * generation that settled it (and then continued, leaving it behind) or never had it gets
+ * nothing, and one that is handing its slots on to a successor (its start-to-commit window) is
+ * skipped for the successor.
+ */
+async function settleSlot(
+  deps: SupervisorDeps,
+  parentId: string,
+  childId: string,
+  watching = false,
+): Promise<boolean | "later"> {
+  const route = (): Promise<string | undefined> =>
+    routeToHead(deps, parentId).catch((e: unknown) => {
+      if (e instanceof ExecutionNotFoundError) return undefined;
+      throw e;
+    });
+  if (watching) {
+    // W3: watched only while the watcher's chain holds the slot open.
+    const head = await route();
+    const state = head === undefined ? undefined : await loadState(deps.store, head);
+    if (!state || isTerminalStatus(state.status) || !awaitedChildren(state).has(childId)) {
+      return true;
     }
+  }
+  const outcome = await childOutcome(deps, childId);
+  // Not ended: a watch looks again later; a wake row written by a generation that continued is
+  // never written (W1), so there is nothing to do.
+  if (!outcome) return watching ? "later" : true;
+  const make = (state: ExecutionState): EventSpec[] | undefined => {
+    if (isTerminalStatus(state.status) || !awaitedChildren(state).has(childId)) return undefined;
     return [{ kind: "CHILD_DONE", payload: { childId, outcome: outcome as unknown as Json } }];
-  });
+  };
+  for (let hops = 0; hops <= deps.maxChainHops; hops++) {
+    const target = await route();
+    if (target === undefined) return true;
+    const delivered = await deps.deliver(target, make);
+    if (delivered !== "moved") return delivered;
+  }
+  // Still rotating after that many routes: the row stays, and is tried again.
+  return false;
 }
 
 const CASCADING: readonly ExecutionStatus[] = ["cancelled", "continued"];

@@ -43,7 +43,10 @@
  * S15. A batch's `index.wakes` are timer rows of OTHER executions (a supervisor's wake rows,
  *     fold/index-changes.ts W1, W2), written in the batch's transaction and only if it is
  *     appended, like its own timer rows (S7); a terminal batch's clearing of its own rows never
- *     touches them, nor the wake rows others wrote for it (`child:` and `cascade:` ids).
+ *     touches them, nor the wake rows others wrote for it, nor its own watch rows (`child:`,
+ *     `cascade:` and `watch:` ids: fold/index-changes.ts isWakeId).
+ * S16. `deferTimer(id, timerId, at)` moves that one row's wake time to `at` (later or earlier) if
+ *     the row exists, and writes nothing if it does not: a row deleted meanwhile is not revived.
  */
 import type { Envelope, EventKind, ExecutionStatus } from "../kernel/events.ts";
 import type { LoomError } from "../kernel/errors.ts";
@@ -166,6 +169,8 @@ export interface TimerStore {
   /** The earliest wake time of any timer row, or undefined when there is none. */
   nextWakeAt(): Promise<number | undefined>;
   deleteTimer(executionId: string, timerId: string): Promise<void>;
+  /** Moves an existing timer row to `wakeAtMs` (S16); a row that is gone stays gone. */
+  deferTimer(executionId: string, timerId: string, wakeAtMs: number): Promise<void>;
 }
 
 export interface NoticeStore {

@@ -151,6 +151,23 @@ export function timerSuite(h: Harness): void {
       expect(await store.nextWakeAt()).toBeUndefined();
     });
 
+    it("S16: deferTimer moves one row's wake time, and never revives a deleted row", async () => {
+      const store = await h.open();
+      await seed(store);
+      await store.deferTimer("a", "t2", 5000);
+      expect(await summary(store)).toEqual(["b/t3@2000", "a/t1@3000", "a/t2@5000", "b/t4@9000"]);
+      expect(await summary(store, 4000)).toEqual(["b/t3@2000", "a/t1@3000"]);
+      await store.deferTimer("b", "t4", 100);
+      expect(await store.nextWakeAt()).toBe(100);
+      await store.deleteTimer("a", "t1");
+      await store.deferTimer("a", "t1", 50);
+      await store.deferTimer("zz", "t1", 50);
+      expect(await summary(store)).toEqual(["b/t4@100", "b/t3@2000", "a/t2@5000"]);
+      if (!h.reopen) return;
+      const again = await h.reopen(store);
+      expect(await summary(again)).toEqual(["b/t4@100", "b/t3@2000", "a/t2@5000"]);
+    });
+
     it("a refused batch's timer changes are not written", async () => {
       const store = await h.open();
       const { fa, fb } = await seed(store);

@@ -427,6 +427,12 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
       data.timers.delete(timerKey(id, timerId));
     },
 
+    async deferTimer(id, timerId, wakeAtMs) {
+      live();
+      const row = data.timers.get(timerKey(id, timerId));
+      if (row) row.wakeAtMs = wakeAtMs;
+    },
+
     async putSchedule(schedule) {
       live();
       const known = data.schedules.get(schedule.name);

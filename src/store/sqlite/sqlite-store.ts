@@ -123,10 +123,11 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       "INSERT OR REPLACE INTO timers (execution_id, timer_id, wake_at) VALUES (?, ?, ?)",
     ),
     clearTimer: db.prepare("DELETE FROM timers WHERE execution_id = ? AND timer_id = ?"),
+    deferTimer: db.prepare("UPDATE timers SET wake_at = ? WHERE execution_id = ? AND timer_id = ?"),
     // An execution's end clears its own waits' rows, never the wake rows others wrote for it
-    // (S15: `child:` and `cascade:` ids, fold/index-changes.ts isWakeId).
+    // (S15: `child:`, `cascade:` and `watch:` ids, fold/index-changes.ts isWakeId).
     clearTimers: db.prepare(
-      "DELETE FROM timers WHERE execution_id = ? AND timer_id NOT LIKE 'child:%' AND timer_id NOT LIKE 'cascade:%'",
+      "DELETE FROM timers WHERE execution_id = ? AND timer_id NOT LIKE 'child:%' AND timer_id NOT LIKE 'cascade:%' AND timer_id NOT LIKE 'watch:%'",
     ),
     read: db.prepare<{ id: string; from: number; limit: number }, EventRow>(
       `SELECT seq, kind, at, payload, meta FROM events WHERE execution_id = @id AND seq >= @from
@@ -445,6 +446,10 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
 
     async deleteTimer(id, timerId) {
       q.clearTimer.run(id, timerId);
+    },
+
+    async deferTimer(id, timerId, wakeAtMs) {
+      q.deferTimer.run(wakeAtMs, id, timerId);
     },
 
     async putSchedule(s) {
