@@ -621,6 +621,68 @@ describe("fixes of what the simulator found in children (docs/simulation.md)", (
   });
 });
 
+describe("fixes from the review of those fixes", () => {
+  it("a restore onto a new id of a parent waiting on its child settles when the child ends (W3)", async () => {
+    const store = memoryStore();
+    const parent = flow$("restore-waits", async (ctx) =>
+      ctx.awaitChild<string>(await ctx.spawn(waiter, null)),
+    );
+    const r = sup(store).registerFlow(waiter).registerFlow(parent);
+    await r.start(parent, null, { id: "rw" });
+    await until(async () => (await statusOf(r, "rw")) === "parked");
+    await until(async () => (await statusOf(r, "rw::waiter#0")) === "parked");
+    const copy = await r.restoreFromState("rw-copy", parent, await r.getState("rw"));
+    await r.send("rw::waiter#0", "ended");
+    expect((await r.waitForCompletion("rw")).output).toBe("ended");
+    expect((await copy.result()).output).toBe("ended");
+    expect(await store.head("rw-copy::waiter#0")).toBe(-1);
+  });
+
+  it("a restore to a state from before its child's CHILD_DONE settles the restored wait from the log (R1)", async () => {
+    const store = memoryStore();
+    const parent = flow$("restore-settled", async (ctx) => {
+      const first = await ctx.awaitChild<string>(await ctx.spawn(waiter, null));
+      return [first, await ctx.receive<string>()];
+    });
+    const r = sup(store).registerFlow(waiter).registerFlow(parent);
+    const h = await r.start(parent, null, { id: "rs" });
+    await until(async () => (await store.head("rs::waiter#0")) >= 0);
+    await until(async () => (await statusOf(r, "rs::waiter#0")) === "parked");
+    await until(async () => (await statusOf(r, "rs")) === "parked");
+    const waiting = await r.getState("rs");
+    await r.send("rs::waiter#0", "child said");
+    await until(
+      async () => (await r.getState("rs"))._children?.["rs::waiter#0"]?.outcome !== undefined,
+    );
+    await r.restoreFromState("rs", parent, waiting);
+    await r.send("rs", "then this");
+    expect((await h.result()).output).toEqual(["child said", "then this"]);
+  });
+
+  it("a fork of a successor keeps its carried child slots, and awaits the carried child", async () => {
+    const store = memoryStore();
+    const parent = flow$("fork-carried", async (ctx, input: { kept: ChildHandle } | null) => {
+      if (input === null) {
+        const kept = await ctx.spawn(waiter, null, { key: "kept", detached: true });
+        return ctx.continueAsNew({ kept });
+      }
+      const go = await ctx.receive<string>();
+      return [go, await ctx.awaitChild<string>(input.kept)];
+    });
+    const r = sup(store).registerFlow(waiter).registerFlow(parent);
+    await r.start(parent, null, { id: "fc" });
+    await until(async () => (await store.head("fc~1")) >= 0);
+    await until(async () => (await statusOf(r, "fc~1")) === "parked");
+    await r.fork("fc~1", 0, "fc-fork");
+    expect(Object.keys((await r.getState("fc-fork"))._children ?? {})).toEqual(["fc::kept#0"]);
+    await r.send("fc-fork", "go");
+    await r.send("fc", "go");
+    await r.send("fc::kept#0", "kept said");
+    expect((await r.waitForCompletion("fc-fork")).output).toEqual(["go", "kept said"]);
+    expect((await r.waitForCompletion("fc~1")).output).toEqual(["go", "kept said"]);
+  });
+});
+
 function isTerminal(s: ExecutionState): boolean {
   return ["completed", "failed", "cancelled", "continued"].includes(s.status);
 }

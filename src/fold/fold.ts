@@ -283,7 +283,8 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     const forkChain = forkChainOf(e);
     if (forkChain) {
       // A fork of a chain member is a chain of its own (ADR 0109 D7): no membership, inbox or
-      // chain deadline from the copy, but what was spent stays spent (fix round 1 (7)).
+      // chain deadline from the copy, but what was spent stays spent (fix round 1 (7)), open
+      // grants included.
       s._chain = forkChain;
       const from = isPlainObject(p.continuedFrom) ? readCarried(p.continuedFrom.carried) : {};
       if (from.resources) s._resources = from.resources;
@@ -291,6 +292,9 @@ const HANDLERS: Partial<Record<string, Handler>> = {
       // Resume payloads the generation was carried belong to its prefix's replay: kept.
       if (from.resumePayloads) s._resumePayloads = [...from.resumePayloads];
       if (from.quotaExceeded) s._quotaExceeded = from.quotaExceeded;
+      // Open child slots the generation was carried: the copy may await them (a watch row
+      // settles them, fork.ts V5), and their grants stay counted as spent.
+      if (from.children) s._children = structuredCloneJson(from.children);
       return;
     }
     const chain = readChain(p, e.executionId);

@@ -56,7 +56,8 @@ export const isWakeId = (timerId: string): boolean =>
  * W2. One that is cancelled or continues wakes each attached child whose slot is open with
  *     `cascade:<its id>`.
  * W3. A fork holds copies of its origin's open slots, whose children wake the origin only: its
- *     copy writes an own row `watch:<childId>` for each (runtime/fork.ts), due at once, which the
+ *     copy writes an own row `watch:<childId>` for each (runtime/fork.ts), and so does a restore
+ *     for each wait on a child it restores, due at once, which the
  *     supervisor moves on (store S16) until the child has ended, then settles the slot in the
  *     fork's chain head. Like a wake row, the fork's own end does not clear it (a fork that
  *     continues hands the slot on); it goes once the chain's head no longer holds the slot open.
@@ -83,6 +84,10 @@ export function indexChanges(
       for (const [timerId, f] of Object.entries(record.frames)) {
         if (f.status === "waiting" && f.wakeAtMs !== undefined) {
           out.timersSet.push({ timerId, wakeAtMs: f.wakeAtMs });
+        }
+        // W3: a restored wait on a child is watched (the child's end may wake another id).
+        if (f.status === "waiting" && f.kind === "child" && f.childId !== undefined) {
+          out.timersSet.push({ timerId: watchWakeId(f.childId), wakeAtMs: e.at });
         }
       }
       continue;

@@ -20,6 +20,7 @@ import type { CallKind } from "../kernel/events.ts";
 import { readErrorData } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
 import type { ExecutionState, Frame, FrameStatus } from "./state.ts";
+import { childOf } from "../kernel/children.ts";
 
 /** The part of a folded state a restore replaces (R1). */
 export interface RestoredRecord {
@@ -150,6 +151,12 @@ export function applyRestored(s: ExecutionState, record: RestoredRecord): void {
   const openSuspends: string[] = [];
   for (const [callId, f] of Object.entries(record.frames)) {
     if (f.kind === "step" && f.status === "started") inFlight++;
+    // A wait on a child whose slot the log has settled is settled, as awaitChild's fold does.
+    const settled = f.kind === "child" && f.status === "waiting" && settledSlot(s, f.childId);
+    if (settled) {
+      f.status = "settled";
+      f.output = settled as unknown as Json;
+    }
     if (f.status !== "waiting") continue;
     openWaits++;
     if (f.kind === "suspend") openSuspends.push(callId);
@@ -157,4 +164,8 @@ export function applyRestored(s: ExecutionState, record: RestoredRecord): void {
   s.inFlight = inFlight;
   s.openWaits = openWaits;
   s._openSuspends = openSuspends;
+}
+
+function settledSlot(s: ExecutionState, childId: string | undefined) {
+  return childId === undefined ? undefined : childOf(s._children, childId)?.outcome;
 }

@@ -24,6 +24,8 @@ export class Journal {
   private scheduled = false;
   /** Transactions issued; the benchmarks and tests read it. */
   commits = 0;
+  /** Batches the store refused because their fence was stale (another owner took the lease). */
+  fenced = 0;
 
   constructor(private readonly store: Store) {}
 
@@ -89,6 +91,7 @@ export class Journal {
       const outcomes = await this.store.appendMany(groups.map((g) => g.batch));
       groups.forEach((g, i) => {
         const outcome = outcomes[i];
+        if (outcome?.ok === false && outcome.error.code === "LOOM_FENCED") this.fenced++;
         for (const item of g.items) {
           if (outcome?.ok) item.resolve();
           else item.reject(outcome ? outcome.error : new Error("store returned no outcome"));

@@ -23,7 +23,7 @@ import { boundedJson, type Json } from "../kernel/json.ts";
 import { DEFAULT_LIMITS, type Limits } from "../kernel/limits.ts";
 import type { Clock, IdSource } from "../kernel/clock.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
-import type { InboxMessage, Lease, Store } from "../store/spi.ts";
+import { isFleetStore, type InboxMessage, type Lease, type Store } from "../store/spi.ts";
 import { makeContext, type ContextDeps } from "./context.ts";
 import { defaultMiddleware, effectChain, type MiddlewareContext } from "../effects/middleware.ts";
 import { type Flow } from "./flow.ts";
@@ -43,6 +43,7 @@ import type { RunHost } from "./run-host.ts";
 import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
+import { FleetMember } from "./fleet.ts";
 import { cancelExecution, cancelSpecs } from "./cancel.ts";
 import {
   childOutcome,
@@ -96,9 +97,16 @@ export abstract class RuntimeCore implements RunHost {
   protected readonly leases: Leases;
   protected readonly timers: TimerService;
   protected loop: NodeJS.Timeout | undefined;
+  /** When the background loop's next tick is due (performance.now()), while one is scheduled. */
+  protected nextTickAt = Infinity;
+  /** A fleet member's claims and wakes, when the store is shared by a fleet (fleet.ts). */
+  protected readonly fleet: FleetMember | undefined;
   protected noticeLoop: NodeJS.Timeout | undefined;
   protected takingNotices = false;
   protected ticking = false;
+  protected tickAgain = false;
+  /** Runs this runtime stopped because another owner took their lease over (fleet L2). */
+  fencedRuns = 0;
   protected closed = false;
 
   constructor(protected readonly options: RuntimeOptions) {
@@ -125,7 +133,19 @@ export abstract class RuntimeCore implements RunHost {
       (run) => run.stop(new RuntimeClosedError(`execution "${run.id}" was evicted from the cache`)),
     );
     this.timers = new TimerService(this.clock, (id, callId) => this.fireTimer(id, callId));
+    this.fleet = isFleetStore(this.store)
+      ? new FleetMember({
+          store: this.store,
+          ownerId: this.ownerId,
+          leaseTtlMs: this.leaseTtlMs,
+          now: () => this.clock.now(),
+          tick: (afterMs) => this.tickWithin(afterMs),
+          takeNotices: () => void this.takeNotices(),
+          report: (e) => this.report(e),
+        })
+      : undefined;
     if (options.background !== false) {
+      this.fleet?.listen();
       this.scheduleTick(0);
       const every = positive(options.noticePollMs, 50, "noticePollMs");
       this.noticeLoop = setInterval(() => void this.takeNotices(), every);
@@ -247,6 +267,7 @@ export abstract class RuntimeCore implements RunHost {
 
   stopped(run: Run, error: Error): void {
     this.forget(run);
+    if (error instanceof FencedError) this.fencedRuns++;
     if (error instanceof NonDeterminismError) this.markStuck(run.id, error);
     this.tasks.background(this.leases.release(run.id, run.fence));
   }
@@ -295,6 +316,8 @@ export abstract class RuntimeCore implements RunHost {
     accept: (existing: ExecutionState) => void,
     /** Appended with sequence 0, in its batch (a restore's STATE_RESTORED). */
     extra: readonly EventSpec[] = [],
+    /** Drive it here (else its lease is released at once, for a worker to claim). */
+    drive = true,
   ): Promise<void> {
     const giveUpAt = this.clock.now() + this.leaseTtlMs * 2;
     let fence: number | undefined = 1;
@@ -307,7 +330,7 @@ export abstract class RuntimeCore implements RunHost {
           fence === 1
             ? { owner: this.ownerId, expiresAtMs: this.clock.now() + this.leaseTtlMs }
             : undefined;
-        const outcome = await this.writeStart(flow, id, payload, fence, claim, extra);
+        const outcome = await this.writeStart(flow, id, payload, fence, claim, extra, drive);
         if (outcome === "started") return;
         fence = undefined;
         if (outcome === "fenced") continue;
@@ -326,6 +349,7 @@ export abstract class RuntimeCore implements RunHost {
     fence: number,
     claimLease: { owner: string; expiresAtMs: number } | undefined,
     extra: readonly EventSpec[] = [],
+    drive = true,
   ): Promise<"started" | "fenced" | "taken"> {
     const run = new Run(this, flow, initialState(id), fence);
     this.runs.set(id, run);
@@ -337,6 +361,12 @@ export abstract class RuntimeCore implements RunHost {
       if (e instanceof FencedError) return "fenced";
       if (e instanceof SequenceConflictError || e instanceof ExecutionEndedError) return "taken";
       throw e;
+    }
+    if (!drive) {
+      // Recorded, not driven: the lease goes back at once, and a worker claims the execution.
+      this.forget(run);
+      await this.leases.release(id, fence);
+      return "started";
     }
     this.begin(run, true);
     return "started";
@@ -583,8 +613,14 @@ export abstract class RuntimeCore implements RunHost {
   }
 
   protected async tick(): Promise<void> {
-    if (this.ticking || this.closed) return;
+    if (this.closed) return;
+    if (this.ticking) {
+      // A wake or a nudge while the duties run: they run again right after.
+      this.tickAgain = true;
+      return;
+    }
     this.ticking = true;
+    this.tickAgain = false;
     // Each duty on its own: one that fails (a store error) does not keep the others from running.
     const duties = [
       () => this.fireDueTimers(),
@@ -598,7 +634,7 @@ export abstract class RuntimeCore implements RunHost {
       }
     } finally {
       this.ticking = false;
-      this.scheduleTick(this.pollIntervalMs);
+      this.scheduleTick(this.tickAgain ? 0 : this.pollIntervalMs);
     }
   }
 
@@ -641,8 +677,18 @@ export abstract class RuntimeCore implements RunHost {
   protected scheduleTick(afterMs: number): void {
     if (this.closed) return;
     if (this.loop) clearTimeout(this.loop);
-    this.loop = setTimeout(() => void this.tick(), afterMs);
+    this.nextTickAt = performance.now() + afterMs;
+    this.loop = setTimeout(() => {
+      this.nextTickAt = Infinity;
+      void this.tick();
+    }, afterMs);
     this.loop.unref();
+  }
+
+  /** Ticks within `afterMs` (a fleet's wake, L3): sooner than scheduled, never later. */
+  protected tickWithin(afterMs: number): void {
+    if (this.options.background === false) return;
+    if (performance.now() + afterMs < this.nextTickAt) this.scheduleTick(afterMs);
   }
 
   /**
@@ -701,9 +747,9 @@ export abstract class RuntimeCore implements RunHost {
           return await this.tasks.exclusive(id, () => this.deliver(id, make, false, check));
         } catch (e) {
           if (!(e instanceof NotResumableError)) throw e;
-          const held = this.runs.get(id);
-          if (held?.rotating) await held.done.catch(() => undefined);
-          return "moved";
+          // A rotation held here is not waited for in the tick: the row is tried again (its end
+          // nudges the loop). A successor that exists is routed to at once.
+          return this.runs.get(id)?.rotating ? false : "moved";
         }
       },
       cancel: (id, reason) => this.cancelRouted(id, reason),
@@ -714,10 +760,13 @@ export abstract class RuntimeCore implements RunHost {
   protected async fireWake(id: string, timerId: string): Promise<void> {
     try {
       const done = await onWake(this.supervisorDeps(), id, timerId);
-      if (done === "later") {
-        await this.store.deferTimer(id, timerId, this.clock.now() + WATCH_EVERY_MS);
-      } else if (done) {
+      if (done === true) {
         await this.store.deleteTimer(id, timerId);
+      } else {
+        // Tried again later, behind the rows due now, so that rows that cannot be acted on yet
+        // (held by another live owner, a watched child still running) never fill a tick's batch.
+        const after = done === "later" ? WATCH_EVERY_MS : this.pollIntervalMs;
+        await this.store.deferTimer(id, timerId, this.clock.now() + after);
       }
     } catch (e) {
       if (!(e instanceof RuntimeClosedError)) this.report(e);

@@ -77,6 +77,13 @@ export interface StartOptions {
    * send, cancel, fork and reads then need `{ as: principal }`.
    */
   principal?: string;
+  /**
+   * Drive the execution in this process (default true). `false` only records its start, with its
+   * lease free: a worker sharing the store (`loom worker`, a fleet member) claims it and drives
+   * it, and the handle settles from the log. A start that finds the execution already there
+   * attaches to it either way.
+   */
+  drive?: boolean;
 }
 
 /** Who is calling: the principal an owned execution needs (ADR 0111). */

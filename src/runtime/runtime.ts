@@ -36,9 +36,10 @@ import {
 import { boundedJson, type Json } from "../kernel/json.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import { type ExecutionState } from "../fold/state.ts";
-import type { ExecutionSummary, ListQuery, Schedule } from "../store/spi.ts";
+import type { ExecutionSummary, Lease, ListQuery, Schedule } from "../store/spi.ts";
+import { CLAIM_BATCH, type FleetMember } from "./fleet.ts";
 import { checkedBudget, isFlow, type Flow } from "./flow.ts";
-import { mustLoad } from "./load-state.ts";
+import { loadState, mustLoad } from "./load-state.ts";
 import {
   assertCreatable,
   assertSameStart,
@@ -134,17 +135,27 @@ export class Runtime extends RuntimeCore {
     const principal = checkedPrincipal(options.principal);
     const payload = startPayload(registered, json, { budget, deadlineMs });
     if (principal !== undefined) payload.principal = principal;
+    if (options.drive !== undefined && typeof options.drive !== "boolean") {
+      throw new InvalidInputError("start option drive must be true or false");
+    }
     await this.tasks.exclusive(id, () =>
-      this.create(registered, id, payload, (known) => {
-        // The owner first: another principal learns nothing of the flow or its input.
-        if (known._principal !== principal) {
-          throw new UnauthorizedError(
-            `execution "${id}" already exists and belongs to another principal`,
-            { executionId: id },
-          );
-        }
-        assertSameStart(id, registered.name, json, known.flow, known.input);
-      }),
+      this.create(
+        registered,
+        id,
+        payload,
+        (known) => {
+          // The owner first: another principal learns nothing of the flow or its input.
+          if (known._principal !== principal) {
+            throw new UnauthorizedError(
+              `execution "${id}" already exists and belongs to another principal`,
+              { executionId: id },
+            );
+          }
+          assertSameStart(id, registered.name, json, known.flow, known.input);
+        },
+        [],
+        options.drive !== false,
+      ),
     );
     return this.handle(id, principal === undefined ? {} : { as: principal });
   }
@@ -288,7 +299,10 @@ export class Runtime extends RuntimeCore {
         return await this.resumeOne(target, json);
       } catch (e) {
         if (!this.chains || !(e instanceof NotResumableError) || hops >= this.maxChainHops) throw e;
-        // Continued, or its successor started: route onward (the probe finds it).
+        // Continued, or its successor started: route onward (the probe finds it), once a
+        // rotation held here has committed (in its start-to-commit window routing lands here).
+        const held = this.runs.get(target);
+        if (held?.rotating) await held.done.catch(() => undefined);
         const next = await this.route(target);
         if (next === target) throw e;
         target = next;
@@ -682,6 +696,7 @@ export class Runtime extends RuntimeCore {
   /** Re-drives every pending or running execution whose owner is gone (W6). */
   async recoverAbandoned(): Promise<string[]> {
     this.assertOpen();
+    if (this.fleet && !this.options.recoverWhere) return this.claimRunnable(this.fleet);
     const recovered: string[] = [];
     let afterId: string | undefined;
     for (;;) {
@@ -708,12 +723,46 @@ export class Runtime extends RuntimeCore {
     }
   }
 
+  /** L1: recovery in a fleet, by claims; drives each claimed execution it has room for. */
+  private async claimRunnable(fleet: FleetMember): Promise<string[]> {
+    const recovered: string[] = [];
+    for (;;) {
+      const limit = Math.min(CLAIM_BATCH, this.maxActive - this.activeRuns());
+      const leases = await fleet.claim([...this.flows.keys()], limit);
+      for (const lease of leases) {
+        const id = lease.executionId;
+        const driven = await this.tasks
+          .exclusive(id, () => this.driveClaimed(id, lease))
+          .catch((e: unknown) => {
+            this.report(e);
+            return false;
+          });
+        if (driven) recovered.push(id);
+      }
+      if (this.closed || leases.length < limit) return recovered;
+    }
+  }
+
+  /** Drives an execution whose lease a claim took here; gives the lease back if it cannot. */
+  private async driveClaimed(id: string, lease: Lease): Promise<boolean> {
+    let driven = false;
+    try {
+      if (this.closed || this.stuck.has(id) || this.runs.get(id)?.live) return false;
+      const state = await loadState(this.store, id);
+      driven = state !== undefined && this.drive(state, lease);
+      return driven;
+    } finally {
+      if (!driven) await this.leases.release(id, lease.fence);
+    }
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     if (this.loop) clearTimeout(this.loop);
     if (this.noticeLoop) clearInterval(this.noticeLoop);
     this.timers.clear();
+    await this.fleet?.close().catch((e: unknown) => this.report(e));
     const error = new RuntimeClosedError("the runtime was closed");
     for (const run of [...this.runs.values()]) run.stop(error);
     await this.journal.drain();

@@ -6,7 +6,12 @@
  */
 import { isTerminalStatus, type ExecutionStatus } from "../kernel/events.ts";
 import { cascadeReason, childOf, type ChildOutcome } from "../kernel/children.ts";
-import { ExecutionNotFoundError, InvariantViolation, UnknownFlowError } from "../kernel/errors.ts";
+import {
+  ChainHopLimitError,
+  ExecutionNotFoundError,
+  InvariantViolation,
+  UnknownFlowError,
+} from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
 import { awaitedChildren, openAttachedChildren, spentWithGrants } from "../fold/children.ts";
@@ -86,8 +91,10 @@ export async function childOutcome(
   deps: Pick<SupervisorDeps, "store" | "maxChainHops">,
   childId: string,
 ): Promise<ChildOutcome | undefined> {
+  // A chain that has not settled where routing can reach (past maxChainHops) is still running,
+  // as is one with no log yet.
   const head = await routeToHead(deps, childId).catch((e: unknown) => {
-    if (e instanceof ExecutionNotFoundError) return undefined;
+    if (e instanceof ExecutionNotFoundError || e instanceof ChainHopLimitError) return undefined;
     throw e;
   });
   const state = head === undefined ? undefined : await loadState(deps.store, head);

@@ -47,6 +47,9 @@
  *     `cascade:` and `watch:` ids: fold/index-changes.ts isWakeId).
  * S16. `deferTimer(id, timerId, at)` moves that one row's wake time to `at` (later or earlier) if
  *     the row exists, and writes nothing if it does not: a row deleted meanwhile is not revived.
+ *
+ * A store shared by a fleet of processes also implements `FleetStore` (S17, S18, below), checked by
+ * `runFleetConformance`.
  */
 import type { Envelope, EventKind, ExecutionStatus } from "../kernel/events.ts";
 import type { LoomError } from "../kernel/errors.ts";
@@ -262,4 +265,43 @@ export interface Store
 export interface StoreHooks {
   /** Called inside the append transaction, after the writes and before the commit. */
   beforeCommit?: (batches: readonly AppendBatch[]) => void;
+}
+
+/** What a store shared by a fleet of processes adds (PostgreSQL): claiming work, and waking owners. */
+export interface FleetStore {
+  /**
+   * S17. Claims up to `limit` runnable executions of the named flows for `owner`: status pending or
+   * running, with no live lease (none, released, or expired at nowMs), skipping rows another claimer
+   * has locked (FOR UPDATE SKIP LOCKED); each one's lease is taken (fence + 1, expires at nowMs + ttlMs)
+   * in the same transaction. Two concurrent claimers never get the same execution.
+   */
+  claimRunnable(
+    owner: string,
+    opts: { flows: readonly string[]; limit: number; ttlMs: number; nowMs: number },
+  ): Promise<Lease[]>;
+  /**
+   * S18. Calls `onWake` when another process (or this one) does something a fleet member should act on
+   * without waiting for its poll: an execution became runnable (an append of a batch whose status is
+   * pending or running while no lease is held, a lease released or a batch's releaseLease), a timer row was
+   * written (its wake time), a notice was posted (its owner), a message was appended (its chain).
+   * Delivery is best effort (LISTEN/NOTIFY on one dedicated connection, reconnecting if it drops);
+   * the returned function unsubscribes.
+   */
+  listen(onWake: (wake: FleetWake) => void): Promise<() => Promise<void>>;
+}
+
+export type FleetWake =
+  | { kind: "runnable"; executionId: string }
+  | { kind: "timer"; executionId: string; wakeAtMs: number }
+  | { kind: "notice"; owner: string; executionId: string }
+  | { kind: "message"; chainId: string };
+
+/** Whether `store` can claim work and wake owners (a fleet's shared store). */
+export function isFleetStore(store: Store): store is Store & FleetStore {
+  return (
+    "claimRunnable" in store &&
+    typeof store.claimRunnable === "function" &&
+    "listen" in store &&
+    typeof store.listen === "function"
+  );
 }
