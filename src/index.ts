@@ -90,3 +90,4 @@ export {
   type CircuitBreakerOptions,
   type CircuitState,
 } from "./effects/circuit-breaker.ts";
+export * from "./remote/index.ts";

@@ -23,6 +23,10 @@ commands:
                          list executions, optionally only those with these statuses
   show <id> [--json]     an execution's folded state and the timeline of its log
   resume <id> [JSON]     answer an execution's suspend with a JSON payload
+  serve <module> --port N --secret-env NAME [--host H] [--max-active N]
+                         drive the module's flows like worker, and serve them over HTTP
+                         (POST /dispatch, POST /cancel, GET /health; requests signed with
+                         the secret in environment variable NAME); prints its URL
   cancel <id> [--reason TEXT]
                          cancel an execution; its owner aborts what is in flight
   schedules [--json]     the cron schedules, with each one's next occurrence
@@ -44,17 +48,36 @@ export type Command =
   | { name: "help" }
   | (Common & { name: "run"; module: string; flow: string; input: unknown; id?: string })
   | (Common & { name: "worker"; module: string; maxActive?: number })
+  | (Common & {
+      name: "serve";
+      module: string;
+      port: number;
+      host: string;
+      secretEnv: string;
+      maxActive?: number;
+    })
   | (Common & { name: "ls"; status?: ExecutionStatus[]; json: boolean })
   | (Common & { name: "show"; id: string; json: boolean })
   | (Common & { name: "resume"; id: string; payload: unknown })
   | (Common & { name: "cancel"; id: string; reason?: string })
   | (Common & { name: "schedules"; json: boolean });
 
-type OptionName = "db" | "input" | "id" | "status" | "json" | "max-active" | "reason";
+type OptionName =
+  | "db"
+  | "input"
+  | "id"
+  | "status"
+  | "json"
+  | "max-active"
+  | "reason"
+  | "port"
+  | "host"
+  | "secret-env";
 
 const ALLOWED: Record<string, { positionals: [number, number]; options: OptionName[] }> = {
   run: { positionals: [2, 2], options: ["db", "input", "id"] },
   worker: { positionals: [1, 1], options: ["db", "max-active"] },
+  serve: { positionals: [1, 1], options: ["db", "port", "host", "secret-env", "max-active"] },
   ls: { positionals: [0, 0], options: ["db", "status", "json"] },
   show: { positionals: [1, 1], options: ["db", "json"] },
   resume: { positionals: [1, 2], options: ["db"] },
@@ -65,6 +88,7 @@ const ALLOWED: Record<string, { positionals: [number, number]; options: OptionNa
 const SIGNATURES: Record<string, string> = {
   run: "loom run <module> <flow> [--input JSON] [--id ID]",
   worker: "loom worker <module> [--max-active N]",
+  serve: "loom serve <module> --port N --secret-env NAME [--host H] [--max-active N]",
   ls: "loom ls [--status S[,S]] [--json]",
   show: "loom show <id> [--json]",
   resume: "loom resume <id> [JSON]",
@@ -87,6 +111,9 @@ export function parseCommand(argv: readonly string[]): Command {
         json: { type: "boolean" },
         "max-active": { type: "string" },
         reason: { type: "string" },
+        port: { type: "string" },
+        host: { type: "string" },
+        "secret-env": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -100,7 +127,18 @@ export function parseCommand(argv: readonly string[]): Command {
   const spec = Object.hasOwn(ALLOWED, name) ? ALLOWED[name] : undefined;
   if (!spec) throw new UsageError(`unknown command "${name}"`, { showUsage: true });
 
-  for (const option of ["db", "input", "id", "status", "json", "max-active"] as const) {
+  const checked = [
+    "db",
+    "input",
+    "id",
+    "status",
+    "json",
+    "max-active",
+    "port",
+    "host",
+    "secret-env",
+  ] as const;
+  for (const option of checked) {
     if (values[option] !== undefined && !spec.options.includes(option)) {
       throw new UsageError(`loom ${name} does not take --${option} (${SIGNATURES[name]})`);
     }
@@ -121,13 +159,19 @@ export function parseCommand(argv: readonly string[]): Command {
       return values.id === undefined ? command : { ...command, id: values.id };
     }
     case "worker": {
-      const max = values["max-active"];
-      if (max === undefined) return { name, db, module: arg(0) };
-      const maxActive = Number(max);
-      if (!Number.isSafeInteger(maxActive) || maxActive < 1) {
-        throw new UsageError(`--max-active needs a whole number >= 1, got ${JSON.stringify(max)}`);
-      }
-      return { name, db, module: arg(0), maxActive };
+      const maxActive = parseMaxActive(values["max-active"]);
+      return maxActive === undefined
+        ? { name, db, module: arg(0) }
+        : { name, db, module: arg(0), maxActive };
+    }
+    case "serve": {
+      const host = values.host ?? "127.0.0.1";
+      if (host === "") throw new UsageError("--host needs a host name or address");
+      const port = parsePort(values.port);
+      const secretEnv = parseEnvName(values["secret-env"]);
+      const command: Command = { name, db, module: arg(0), port, host, secretEnv };
+      const maxActive = parseMaxActive(values["max-active"]);
+      return maxActive === undefined ? command : { ...command, maxActive };
     }
     case "ls": {
       const json = values.json ?? false;
@@ -148,6 +192,39 @@ export function parseCommand(argv: readonly string[]): Command {
       return { name: "resume", db, id: arg(0), payload };
     }
   }
+}
+
+function parseMaxActive(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const maxActive = Number(text);
+  if (!Number.isSafeInteger(maxActive) || maxActive < 1) {
+    throw new UsageError(`--max-active needs a whole number >= 1, got ${JSON.stringify(text)}`);
+  }
+  return maxActive;
+}
+
+function parsePort(text: string | undefined): number {
+  if (text === undefined) throw new UsageError(`loom serve needs --port N (${SIGNATURES.serve})`);
+  const port = Number(text);
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(port) || port > 65535) {
+    throw new UsageError(
+      `--port needs a port number from 0 to 65535 (0: any free port), got ${JSON.stringify(text)}`,
+    );
+  }
+  return port;
+}
+
+/** The secret itself never appears on a command line (it would show in `ps`): only its name. */
+function parseEnvName(text: string | undefined): string {
+  if (text === undefined) {
+    throw new UsageError(`loom serve needs --secret-env NAME (${SIGNATURES.serve})`);
+  }
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(text)) {
+    throw new UsageError(
+      `--secret-env needs the name of an environment variable, got ${JSON.stringify(text)}`,
+    );
+  }
+  return text;
 }
 
 function parseJson(text: string, what: string): unknown {

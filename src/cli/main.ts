@@ -12,6 +12,7 @@ import { lsCommand } from "./commands/ls.ts";
 import { resumeCommand } from "./commands/resume.ts";
 import { runCommand } from "./commands/run.ts";
 import { schedulesCommand } from "./commands/schedules.ts";
+import { serveCommand } from "./commands/serve.ts";
 import { showCommand } from "./commands/show.ts";
 import { workerCommand } from "./commands/worker.ts";
 import { processIo, type Io } from "./io.ts";
@@ -37,6 +38,8 @@ function dispatch(cmd: Command, io: Io): Promise<number> {
       return runCommand(cmd, io);
     case "worker":
       return workerCommand(cmd, io);
+    case "serve":
+      return serveCommand(cmd, io);
     case "ls":
       return lsCommand(cmd, io);
     case "show":

@@ -122,6 +122,17 @@ export class CompactionWithoutSnapshotError extends defineError(
 ) {}
 /** The caller's principal does not own the execution (ADR 0111: one chain, one owner). */
 export class UnauthorizedError extends defineError("LOOM_UNAUTHORIZED") {}
+/** A request to a worker server carried no valid signature, or a stale timestamp (remote/). */
+export class UnauthenticatedError extends defineError("LOOM_UNAUTHENTICATED") {}
+/** A worker could not be reached: a network failure, or no answer within the request timeout. */
+export class WorkerUnreachableError extends defineError("LOOM_WORKER_UNREACHABLE") {}
+/**
+ * A worker answered, but refused to take the request for a reason of its own (a wrong secret, a
+ * server error, a closing runtime): another worker may take it.
+ */
+export class WorkerRefusedError extends defineError("LOOM_WORKER_REFUSED") {}
+/** A dispatcher found no worker that took the request (each refused or was unreachable). */
+export class NoWorkerAvailableError extends defineError("LOOM_NO_WORKER_AVAILABLE") {}
 
 /**
  * Thrown by user code: the attempt may be retried, no sooner than `retryAfterMs`. Recorded with
@@ -181,6 +192,10 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_COMPACTED_FORK_POINT: CompactedForkPointError,
   LOOM_COMPACTION_WITHOUT_SNAPSHOT: CompactionWithoutSnapshotError,
   LOOM_UNAUTHORIZED: UnauthorizedError,
+  LOOM_UNAUTHENTICATED: UnauthenticatedError,
+  LOOM_WORKER_UNREACHABLE: WorkerUnreachableError,
+  LOOM_WORKER_REFUSED: WorkerRefusedError,
+  LOOM_NO_WORKER_AVAILABLE: NoWorkerAvailableError,
   LOOM_RUNTIME_CLOSED: RuntimeClosedError,
   LOOM_INVARIANT: InvariantViolation,
   LOOM_TERMINAL: TerminalError,

@@ -1,0 +1,114 @@
+/**
+ * The client of a worker server (worker-server.ts): a WorkerRuntime across HTTP.
+ *
+ * `dispatch` posts the request and then settles from the shared store's log (S2): the worker's
+ * 202 only says the start is durable. `cancel` posts /cancel and is best effort (S3): what
+ * settles the execution is the EXECUTION_CANCELLED fact, which the orchestrator writes first
+ * (see Dispatcher.cancel).
+ */
+import type { Clock } from "../kernel/clock.ts";
+import { InvalidInputError, WorkerRefusedError } from "../kernel/errors.ts";
+import type { Json } from "../kernel/json.ts";
+import type { Runtime } from "../runtime/runtime.ts";
+import { systemClock } from "../runtime/system.ts";
+import type { Store } from "../store/spi.ts";
+import { callWorker, checkedWorkerUrl, type WorkerTarget } from "./http-client.ts";
+import { readerOf, settledOutcome, type OutcomeReader } from "./settle.ts";
+import { checkedSecret } from "./signing.ts";
+import {
+  checkedCancel,
+  checkedDispatch,
+  type DispatchRequest,
+  type ExecutionOutcome,
+  type WorkerRuntime,
+} from "./worker-runtime.ts";
+
+export interface RemoteWorkerOptions {
+  /** The worker server's origin, e.g. `http://10.0.0.7:7070` (what `loom serve` prints). */
+  url: string;
+  /** The secret the server was started with. */
+  secret: string;
+  /** A runtime on the store the worker writes to, to read outcomes with (or `store`). */
+  runtime?: Runtime;
+  /** The store the worker writes to, to read outcomes from (when no `runtime` is given). */
+  store?: Store;
+  /** How long one request may take, connection to last byte of the answer (default 10 s). */
+  timeoutMs?: number;
+  /** Stamps request timestamps (default: the runtime's clock, else the system clock). */
+  clock?: Clock;
+}
+
+/** What `GET /health` answers. */
+export interface WorkerHealth {
+  ok: true;
+  /** The owner id of the worker's runtime (the owner its leases name). */
+  owner: string;
+  /** Executions dispatched to it that have not settled. */
+  active: number;
+}
+
+export class RemoteWorkerRuntime implements WorkerRuntime {
+  /** The worker server's origin. */
+  readonly url: string;
+  private readonly target: WorkerTarget;
+  private readonly reader: OutcomeReader;
+
+  constructor(options: RemoteWorkerOptions) {
+    if (options === null || typeof options !== "object") {
+      throw new InvalidInputError(
+        "RemoteWorkerRuntime needs options { url, secret, runtime | store }",
+      );
+    }
+    const url = checkedWorkerUrl(options.url);
+    const timeoutMs = options.timeoutMs ?? 10_000;
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+      throw new InvalidInputError(`timeoutMs must be a finite number > 0, got ${timeoutMs}`);
+    }
+    this.url = url.origin;
+    this.reader = readerOf(options, `the remote worker ${this.url}`);
+    this.target = {
+      url,
+      secret: checkedSecret(options.secret, `the remote worker ${this.url}`),
+      timeoutMs,
+      clock: options.clock ?? options.runtime?.clock ?? systemClock,
+    };
+  }
+
+  /**
+   * Posts the dispatch, then resolves with the outcome the log settles it with. Fails with
+   * WorkerUnreachableError or WorkerRefusedError when the worker did not take it, or with the
+   * worker's refusal of the request (UnknownFlowError, ExecutionConflictError, ...).
+   */
+  async dispatch(request: DispatchRequest): Promise<ExecutionOutcome> {
+    const checked = checkedDispatch(request);
+    const answer = await callWorker(this.target, "POST", "/dispatch", { ...checked });
+    const id = (answer as { executionId?: unknown } | null)?.executionId;
+    if (id !== checked.executionId) {
+      throw new WorkerRefusedError(
+        `worker ${this.url} answered a dispatch of "${checked.executionId}" with ${JSON.stringify(answer)}`,
+        { url: this.url },
+      );
+    }
+    return settledOutcome(this.reader, checked.executionId);
+  }
+
+  /** Asks the worker to abort the execution's in-flight work and make sure it is cancelled. */
+  async cancel(executionId: string, reason?: Json): Promise<void> {
+    const request = checkedCancel(reason === undefined ? { executionId } : { executionId, reason });
+    await callWorker(this.target, "POST", "/cancel", { ...request });
+  }
+
+  /** The worker's `GET /health`. */
+  async health(): Promise<WorkerHealth> {
+    const answer = (await callWorker(this.target, "GET", "/health")) as Partial<WorkerHealth>;
+    if (answer?.ok !== true || typeof answer.owner !== "string") {
+      throw new WorkerRefusedError(
+        `worker ${this.url} answered /health with ${JSON.stringify(answer)}`,
+        {
+          url: this.url,
+        },
+      );
+    }
+    return { ok: true, owner: answer.owner, active: Number(answer.active ?? 0) };
+  }
+}
