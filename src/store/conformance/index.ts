@@ -1,1 +1,2 @@
 export { runStoreConformance, type StoreConformanceOptions } from "./conformance.ts";
+export { runFleetConformance, type FleetConformanceOptions } from "./fleet.ts";

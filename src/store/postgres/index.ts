@@ -1,0 +1,1 @@
+export { postgresStore, type PostgresStore, type PostgresStoreOptions } from "./postgres-store.ts";

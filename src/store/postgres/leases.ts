@@ -1,0 +1,149 @@
+/**
+ * Leases on PostgreSQL (S6) and fleet claims (S17).
+ *
+ * L1. An acquire is one INSERT ... ON CONFLICT DO UPDATE whose WHERE is the compare-and-set of
+ *     `leaseAvailable` (append-check.ts): PostgreSQL evaluates it on the row's latest version
+ *     under the row's lock, so of concurrent acquires exactly the ones the lease allows win, each
+ *     moving the fence by one.
+ * L2. A claim locks candidate lease and execution rows FOR UPDATE SKIP LOCKED (a row another
+ *     claimer or an append holds is passed over, never waited for) and takes their leases in the
+ *     same statement; PostgreSQL re-checks a locked row that changed since the statement began on
+ *     its latest version, so a lease taken meanwhile, or an execution that ended, is not claimed.
+ *     Two claimers never get the same execution.
+ * L3. Only executions with a lease row can be claimed: every execution has one from its first
+ *     append (S3) until it is deleted.
+ */
+import type pg from "pg";
+import { InvalidInputError } from "../../kernel/errors.ts";
+import type { FleetStore, Lease, LeaseStore } from "../spi.ts";
+import { run, statement, type Tables } from "./db.ts";
+import { wakeText } from "./wakes.ts";
+
+interface LeaseRow {
+  execution_id: string;
+  owner: string | null;
+  fence: number;
+  expires_at: number;
+}
+
+const toLease = (r: LeaseRow): Lease => ({
+  executionId: r.execution_id,
+  owner: r.owner ?? undefined,
+  fence: r.fence,
+  expiresAtMs: r.expires_at,
+});
+
+export function postgresLeases(
+  pool: pg.Pool,
+  t: Tables,
+  channel: string,
+): LeaseStore & Pick<FleetStore, "claimRunnable"> {
+  const s = {
+    // L1: mirrors leaseAvailable: free, released, the same owner's, expired, or taken over.
+    acquire: statement(
+      "acquire_lease",
+      `INSERT INTO ${t.leases} AS l (execution_id, owner, fence, expires_at) VALUES ($1, $2, 1, $3)
+       ON CONFLICT (execution_id) DO UPDATE
+         SET owner = excluded.owner, fence = l.fence + 1, expires_at = excluded.expires_at
+       WHERE l.owner IS NULL OR l.owner = excluded.owner OR l.expires_at <= $4
+         OR l.fence = $5::bigint
+       RETURNING execution_id, owner, fence, expires_at`,
+    ),
+    renew: statement(
+      "renew_lease",
+      `UPDATE ${t.leases} SET expires_at = $4
+       WHERE execution_id = $1 AND owner = $2 AND fence = $3`,
+    ),
+    // S18: a lease released while its execution is pending or running makes it runnable.
+    release: statement(
+      "release_lease",
+      `WITH released AS (
+         UPDATE ${t.leases} SET owner = NULL
+         WHERE execution_id = $1 AND owner = $2 AND fence = $3 RETURNING execution_id
+       )
+       SELECT pg_notify($4, $5) FROM released r JOIN ${t.executions} e ON e.id = r.execution_id
+       WHERE $5::text IS NOT NULL AND e.status IN ('pending', 'running')`,
+    ),
+    get: statement(
+      "get_lease",
+      `SELECT execution_id, owner, fence, expires_at FROM ${t.leases} WHERE execution_id = $1`,
+    ),
+    // L2. The outer UPDATE repeats the lease test: belt and braces for the row's latest version.
+    claim: statement(
+      "claim_runnable",
+      `WITH candidates AS (
+         SELECT l.execution_id FROM ${t.leases} l JOIN ${t.executions} e ON e.id = l.execution_id
+         WHERE e.status IN ('pending', 'running') AND e.flow = ANY($1::text[])
+           AND (l.owner IS NULL OR l.expires_at <= $2)
+         ORDER BY e.id LIMIT $3
+         FOR UPDATE OF l, e SKIP LOCKED
+       )
+       UPDATE ${t.leases} l SET owner = $4, fence = l.fence + 1, expires_at = $5
+       FROM candidates c
+       WHERE l.execution_id = c.execution_id AND (l.owner IS NULL OR l.expires_at <= $2)
+       RETURNING l.execution_id, l.owner, l.fence, l.expires_at`,
+    ),
+  };
+
+  return {
+    async acquireLease(id, owner, opts) {
+      const expiresAtMs = opts.nowMs + opts.ttlMs;
+      const { rows } = await run<LeaseRow>(
+        pool,
+        s.acquire([id, owner, expiresAtMs, opts.nowMs, opts.takeoverFence ?? null]),
+      );
+      const row = rows[0];
+      return row ? toLease(row) : undefined;
+    },
+
+    async renewLease(id, owner, fence, opts) {
+      const result = await run(pool, s.renew([id, owner, fence, opts.nowMs + opts.ttlMs]));
+      return result.rowCount === 1;
+    },
+
+    async releaseLease(id, owner, fence) {
+      await run(
+        pool,
+        s.release([
+          id,
+          owner,
+          fence,
+          channel,
+          wakeText({ kind: "runnable", executionId: id }) ?? null,
+        ]),
+      );
+    },
+
+    async getLease(id) {
+      const { rows } = await run<LeaseRow>(pool, s.get([id]));
+      const row = rows[0];
+      return row ? toLease(row) : undefined;
+    },
+
+    async claimRunnable(owner, opts) {
+      const { flows, limit, ttlMs, nowMs } = opts;
+      const names: unknown = flows;
+      if (!Array.isArray(names) || names.some((f) => typeof f !== "string")) {
+        throw new InvalidInputError("claimRunnable: flows must be an array of flow names");
+      }
+      for (const [name, value] of [
+        ["limit", limit],
+        ["ttlMs", ttlMs],
+        ["nowMs", nowMs],
+      ] as const) {
+        if (!Number.isSafeInteger(value) || value < 0) {
+          throw new InvalidInputError(
+            `claimRunnable: ${name} must be a non-negative integer, got ${String(value)}`,
+            { [name]: String(value) },
+          );
+        }
+      }
+      if (flows.length === 0 || limit === 0) return [];
+      const { rows } = await run<LeaseRow>(
+        pool,
+        s.claim([[...flows], nowMs, limit, owner, nowMs + ttlMs]),
+      );
+      return rows.map(toLease).sort((a, b) => (a.executionId < b.executionId ? -1 : 1));
+    },
+  };
+}

@@ -1,0 +1,134 @@
+/**
+ * The PostgreSQL schema as an ordered list of migrations. The position in the list is the version
+ * (rows of the schema's `migrations` table); a migration is never edited once released, only
+ * appended.
+ *
+ * M1. Migrations run when a store opens, in one transaction that first takes a transaction-scoped
+ *     advisory lock named after the schema: processes opening one database at once wait for each
+ *     other, and each applies only what the one before it did not (idempotent).
+ * M2. Everything lives in the store's schema, created if it is missing.
+ *
+ * Ids and names are `COLLATE "C"`: ordered by their bytes, as the SQLite store orders them, so
+ * `list` pages (`afterId`) the same whatever the database's collation. An execution's head and
+ * last update live on its row (the append locks that row anyway); they are not indexed, so
+ * updating them on every append is a HOT update that touches no index.
+ */
+import type pg from "pg";
+import { tables, type Tables } from "./db.ts";
+
+export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
+  (t) => `
+  CREATE TABLE ${t.executions} (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    flow TEXT COLLATE "C" NOT NULL,
+    status TEXT NOT NULL,
+    head BIGINT NOT NULL,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+  ) WITH (fillfactor = 80);
+  CREATE INDEX executions_by_status ON ${t.executions} (status, id);
+  -- Claims (S17) walk the runnable executions in id order, a few at a time.
+  CREATE INDEX executions_runnable ON ${t.executions} (id)
+    WHERE status IN ('pending', 'running');
+  CREATE TABLE ${t.events} (
+    execution_id TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    kind TEXT NOT NULL,
+    at BIGINT NOT NULL,
+    payload TEXT NOT NULL,
+    meta TEXT,
+    PRIMARY KEY (execution_id, seq)
+  );
+  CREATE TABLE ${t.leases} (
+    execution_id TEXT COLLATE "C" PRIMARY KEY,
+    owner TEXT COLLATE "C",
+    fence BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+  ) WITH (fillfactor = 80);
+  CREATE TABLE ${t.timers} (
+    execution_id TEXT COLLATE "C" NOT NULL,
+    timer_id TEXT COLLATE "C" NOT NULL,
+    wake_at BIGINT NOT NULL,
+    PRIMARY KEY (execution_id, timer_id)
+  );
+  CREATE INDEX timers_by_wake ON ${t.timers} (wake_at, execution_id, timer_id);
+  CREATE TABLE ${t.snapshots} (
+    execution_id TEXT COLLATE "C" PRIMARY KEY,
+    seq BIGINT NOT NULL,
+    state TEXT NOT NULL
+  );
+  CREATE TABLE ${t.notices} (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    owner TEXT COLLATE "C" NOT NULL,
+    execution_id TEXT COLLATE "C" NOT NULL,
+    kind TEXT NOT NULL,
+    at BIGINT NOT NULL
+  );
+  CREATE INDEX notices_by_owner ON ${t.notices} (owner, id);
+  CREATE INDEX notices_by_time ON ${t.notices} (at);
+  CREATE TABLE ${t.schedules} (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    flow TEXT NOT NULL,
+    cron TEXT NOT NULL,
+    timezone TEXT NOT NULL,
+    input TEXT,
+    from_ms BIGINT NOT NULL,
+    cursor_ms BIGINT NOT NULL
+  );
+  CREATE TABLE ${t.inbox} (
+    chain_id TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    topic TEXT COLLATE "C" NOT NULL,
+    key TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    at BIGINT NOT NULL,
+    PRIMARY KEY (chain_id, seq)
+  );
+  CREATE INDEX inbox_by_topic ON ${t.inbox} (chain_id, topic, seq);
+  -- S12: the next sequence number of each chain's stream, a row an append locks.
+  CREATE TABLE ${t.inboxHeads} (
+    chain_id TEXT COLLATE "C" PRIMARY KEY,
+    next_seq BIGINT NOT NULL
+  );
+  `,
+];
+
+/** Brings `schema` to the latest version (M1, M2); returns the versions it applied. */
+export async function migrate(client: pg.ClientBase, schema: string): Promise<number[]> {
+  const t = tables(schema);
+  const applied: number[] = [];
+  await client.query("BEGIN");
+  try {
+    await client.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [
+      `loom.migrate:${schema}`,
+    ]);
+    // Looked up first: a role that may use an existing schema need not be allowed to create one.
+    const found = await client.query<{ schema: string | null; table: string | null }>(
+      "SELECT to_regnamespace($1)::text AS schema, to_regclass($2)::text AS table",
+      [`"${schema}"`, t.migrations],
+    );
+    if (!found.rows[0]?.schema) await client.query(`CREATE SCHEMA "${schema}"`);
+    if (!found.rows[0]?.table) {
+      await client.query(`CREATE TABLE ${t.migrations} (
+        version INTEGER PRIMARY KEY,
+        applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+      )`);
+    }
+    const { rows } = await client.query<{ version: number }>(
+      `SELECT COALESCE(MAX(version), 0)::int AS version FROM ${t.migrations}`,
+    );
+    const current = rows[0]?.version ?? 0;
+    for (let version = current + 1; version <= MIGRATIONS.length; version++) {
+      const sql = MIGRATIONS[version - 1];
+      if (sql === undefined) break;
+      await client.query(sql(t));
+      await client.query(`INSERT INTO ${t.migrations} (version) VALUES ($1)`, [version]);
+      applied.push(version);
+    }
+    await client.query("COMMIT");
+    return applied;
+  } catch (e) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw e;
+  }
+}

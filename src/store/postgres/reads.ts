@@ -1,0 +1,94 @@
+/**
+ * Reading logs on PostgreSQL: events by sequence number, heads, and the execution list (S1, S5,
+ * S14). Payloads and metas are stored as the JSON text the runtime made, so what `read` returns
+ * parses from exactly the bytes appended.
+ */
+import type pg from "pg";
+import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../../kernel/events.ts";
+import type { Json } from "../../kernel/json.ts";
+import type { EventStore, ExecutionSummary } from "../spi.ts";
+import { run, statement, type Tables } from "./db.ts";
+
+interface EventRow {
+  seq: number;
+  kind: string;
+  at: number;
+  payload: string;
+  meta: string | null;
+}
+
+interface ExecutionRow {
+  id: string;
+  flow: string;
+  status: ExecutionStatus;
+  head: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export function postgresReads(pool: pg.Pool, t: Tables): Omit<EventStore, "appendMany"> {
+  const s = {
+    // LIMIT NULL is no limit.
+    read: statement(
+      "read",
+      `SELECT seq, kind, at, payload, meta FROM ${t.events}
+       WHERE execution_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3`,
+    ),
+    head: statement("head", `SELECT head FROM ${t.executions} WHERE id = $1`),
+  };
+
+  return {
+    async read(id, fromSeq = 0, limit) {
+      const max = limit === undefined ? null : Math.max(0, Math.floor(limit));
+      const { rows } = await run<EventRow>(
+        pool,
+        s.read([id, Math.max(0, Math.ceil(fromSeq)), max]),
+      );
+      return rows.map((r) => {
+        const e: Envelope = {
+          executionId: id,
+          seq: r.seq,
+          kind: r.kind as EventKind,
+          at: r.at,
+          payload: JSON.parse(r.payload) as Json,
+        };
+        if (r.meta !== null) e.meta = JSON.parse(r.meta) as EnvelopeMeta;
+        return e;
+      });
+    },
+
+    async head(id) {
+      const { rows } = await run<{ head: number }>(pool, s.head([id]));
+      return rows[0]?.head ?? -1;
+    },
+
+    async list(query = {}) {
+      const where: string[] = [];
+      const values: unknown[] = [];
+      const param = (v: unknown) => {
+        values.push(v);
+        return `$${values.length}`;
+      };
+      if (query.status) {
+        if (query.status.length === 0) return [];
+        where.push(`status = ANY(${param([...query.status])}::text[])`);
+      }
+      if (query.flow !== undefined) where.push(`flow = ${param(query.flow)}`);
+      if (query.afterId !== undefined) where.push(`id > ${param(query.afterId)}`);
+      const limit = query.limit === undefined ? null : Math.max(0, Math.floor(query.limit));
+      const sql =
+        `SELECT id, flow, status, head, created_at, updated_at FROM ${t.executions}` +
+        (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
+        ` ORDER BY id LIMIT ${param(limit)}`;
+      const { rows } = await run<ExecutionRow>(pool, { text: sql, values });
+      return rows.map((r): ExecutionSummary => ({
+        executionId: r.id,
+        flow: r.flow,
+        status: r.status,
+        head: r.head,
+        createdAtMs: r.created_at,
+        updatedAtMs: r.updated_at,
+      }));
+    },
+  };
+}
