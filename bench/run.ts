@@ -8,6 +8,7 @@ import { UsageError } from "./lib.ts";
 import { cancelBench } from "./cancel.ts";
 import { conversationBench } from "./conversation.ts";
 import { fanoutBench } from "./fanout.ts";
+import { fleetBench } from "./fleet.ts";
 import { middlewareBench } from "./middleware.ts";
 import { resumeBench } from "./resume.ts";
 import { simBench } from "./sim.ts";
@@ -19,6 +20,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   resume: resumeBench,
   conversation: conversationBench,
   fanout: fanoutBench,
+  fleet: fleetBench,
   middleware: middlewareBench,
   cancel: cancelBench,
   sim: simBench,
@@ -40,6 +42,9 @@ const USAGE = `usage: npm run bench -- NAME [flags]
   fanout  [--children 1000] [--store memory|sqlite]
           a parent spawns N children and awaits them all, beside N executions started and
           awaited from outside: total time and peak RSS
+  fleet   [--flows 100] [--rounds 3] [--steps 500] [--starts 300]   (needs LOOM_PG_URL)
+          steps per second of 1, 2 and 3 worker processes on PostgreSQL, one sequential step,
+          a one-step flow started and awaited, beside one raw INSERT per transaction
   middleware [--effects 5000] [--rounds 5]
           per-effect cost of the default middleware chain beside a bare effect (memory store)
   cancel  [--runs 50]

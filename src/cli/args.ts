@@ -10,8 +10,9 @@ import { EXECUTION_STATUSES, type ExecutionStatus } from "../kernel/events.ts";
 import { UsageError } from "./cli-error.ts";
 
 export const DEFAULT_DB = "./loom.db";
+export const DEFAULT_PG_SCHEMA = "loom";
 
-export const USAGE = `usage: loom <command> [arguments] [--db PATH]
+export const USAGE = `usage: loom <command> [arguments] [--db PATH | --pg URL [--pg-schema NAME]]
 
 commands:
   run <module> <flow> [--input JSON] [--id ID]
@@ -33,6 +34,9 @@ commands:
 
 options:
   --db PATH              the SQLite database (default ${DEFAULT_DB})
+  --pg URL               a PostgreSQL database instead (a fleet shares one: every process
+                         given the same URL and schema sees and drives the same executions)
+  --pg-schema NAME       the schema Loom's tables live in (default ${DEFAULT_PG_SCHEMA})
   -h, --help             print this help
 
 statuses: ${EXECUTION_STATUSES.join(", ")}
@@ -42,6 +46,8 @@ docs: docs/cli.md`;
 interface Common {
   /** As given on the command line; resolved against the working directory when opened. */
   db: string;
+  /** A PostgreSQL database instead of the SQLite file (`--pg`, `--pg-schema`). */
+  pg?: { url: string; schema: string };
 }
 
 export type Command =
@@ -64,6 +70,8 @@ export type Command =
 
 type OptionName =
   | "db"
+  | "pg"
+  | "pg-schema"
   | "input"
   | "id"
   | "status"
@@ -75,14 +83,17 @@ type OptionName =
   | "secret-env";
 
 const ALLOWED: Record<string, { positionals: [number, number]; options: OptionName[] }> = {
-  run: { positionals: [2, 2], options: ["db", "input", "id"] },
-  worker: { positionals: [1, 1], options: ["db", "max-active"] },
-  serve: { positionals: [1, 1], options: ["db", "port", "host", "secret-env", "max-active"] },
-  ls: { positionals: [0, 0], options: ["db", "status", "json"] },
-  show: { positionals: [1, 1], options: ["db", "json"] },
-  resume: { positionals: [1, 2], options: ["db"] },
-  cancel: { positionals: [1, 1], options: ["db", "reason"] },
-  schedules: { positionals: [0, 0], options: ["db", "json"] },
+  run: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "input", "id"] },
+  worker: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "max-active"] },
+  serve: {
+    positionals: [1, 1],
+    options: ["db", "pg", "pg-schema", "port", "host", "secret-env", "max-active"],
+  },
+  ls: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "status", "json"] },
+  show: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "json"] },
+  resume: { positionals: [1, 2], options: ["db", "pg", "pg-schema"] },
+  cancel: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "reason"] },
+  schedules: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "json"] },
 };
 
 const SIGNATURES: Record<string, string> = {
@@ -105,6 +116,8 @@ export function parseCommand(argv: readonly string[]): Command {
       strict: true,
       options: {
         db: { type: "string" },
+        pg: { type: "string" },
+        "pg-schema": { type: "string" },
         input: { type: "string" },
         id: { type: "string" },
         status: { type: "string" },
@@ -137,6 +150,7 @@ export function parseCommand(argv: readonly string[]): Command {
     "port",
     "host",
     "secret-env",
+    "reason",
   ] as const;
   for (const option of checked) {
     if (values[option] !== undefined && !spec.options.includes(option)) {
@@ -150,46 +164,47 @@ export function parseCommand(argv: readonly string[]): Command {
   }
   const db = values.db ?? DEFAULT_DB;
   if (db === "") throw new UsageError("--db needs a path");
+  const where = { db, ...whereOnPostgres(values.db, values.pg, values["pg-schema"]) };
   const arg = (i: number): string => rest[i] ?? "";
 
   switch (name) {
     case "run": {
       const input = values.input === undefined ? undefined : parseJson(values.input, "--input");
-      const command: Command = { name, db, module: arg(0), flow: arg(1), input };
+      const command: Command = { name, ...where, module: arg(0), flow: arg(1), input };
       return values.id === undefined ? command : { ...command, id: values.id };
     }
     case "worker": {
       const maxActive = parseMaxActive(values["max-active"]);
       return maxActive === undefined
-        ? { name, db, module: arg(0) }
-        : { name, db, module: arg(0), maxActive };
+        ? { name, ...where, module: arg(0) }
+        : { name, ...where, module: arg(0), maxActive };
     }
     case "serve": {
       const host = values.host ?? "127.0.0.1";
       if (host === "") throw new UsageError("--host needs a host name or address");
       const port = parsePort(values.port);
       const secretEnv = parseEnvName(values["secret-env"]);
-      const command: Command = { name, db, module: arg(0), port, host, secretEnv };
+      const command: Command = { name, ...where, module: arg(0), port, host, secretEnv };
       const maxActive = parseMaxActive(values["max-active"]);
       return maxActive === undefined ? command : { ...command, maxActive };
     }
     case "ls": {
       const json = values.json ?? false;
       return values.status === undefined
-        ? { name, db, json }
-        : { name, db, json, status: parseStatuses(values.status) };
+        ? { name, ...where, json }
+        : { name, ...where, json, status: parseStatuses(values.status) };
     }
     case "show":
-      return { name, db, id: arg(0), json: values.json ?? false };
+      return { name, ...where, id: arg(0), json: values.json ?? false };
     case "schedules":
-      return { name, db, json: values.json ?? false };
+      return { name, ...where, json: values.json ?? false };
     case "cancel":
       return values.reason === undefined
-        ? { name, db, id: arg(0) }
-        : { name, db, id: arg(0), reason: values.reason };
+        ? { name, ...where, id: arg(0) }
+        : { name, ...where, id: arg(0), reason: values.reason };
     default: {
       const payload = rest[1] === undefined ? undefined : parseJson(rest[1], "the resume payload");
-      return { name: "resume", db, id: arg(0), payload };
+      return { name: "resume", ...where, id: arg(0), payload };
     }
   }
 }
@@ -250,4 +265,25 @@ function parseStatuses(text: string): ExecutionStatus[] {
 
 function brief(text: string): string {
   return text.length > 60 ? `${text.slice(0, 59)}…` : text;
+}
+
+/** `--pg URL [--pg-schema NAME]`, refused beside `--db` (one database per command). */
+function whereOnPostgres(
+  db: string | undefined,
+  url: string | undefined,
+  schema: string | undefined,
+): { pg?: { url: string; schema: string } } {
+  if (url === undefined) {
+    if (schema !== undefined) throw new UsageError("--pg-schema needs --pg URL");
+    return {};
+  }
+  if (db !== undefined) throw new UsageError("--db and --pg name two databases: pass one");
+  if (!/^postgres(ql)?:\/\//.test(url)) {
+    throw new UsageError(`--pg needs a postgres:// URL, got ${JSON.stringify(url)}`);
+  }
+  const name = schema ?? DEFAULT_PG_SCHEMA;
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(name)) {
+    throw new UsageError(`--pg-schema must be a plain SQL identifier, got ${JSON.stringify(name)}`);
+  }
+  return { pg: { url, schema: name } };
 }

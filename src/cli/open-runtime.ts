@@ -1,10 +1,13 @@
 /**
- * Opens the runtime a command works with, on the SQLite database named by `--db`.
+ * Opens the runtime a command works with: on the SQLite database named by `--db`, or on the
+ * PostgreSQL one named by `--pg` (and `--pg-schema`).
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { createRuntime, type Runtime } from "../runtime/runtime.ts";
 import { sqliteStore } from "../store/sqlite/index.ts";
+import { postgresStore } from "../store/postgres/index.ts";
+import type { Store } from "../store/spi.ts";
 import { CliError } from "./cli-error.ts";
 
 export interface OpenOptions {
@@ -22,13 +25,39 @@ export interface OpenOptions {
   recoverWhere?: (executionId: string) => boolean;
 }
 
-export function openRuntime(db: string, cwd: string, options: OpenOptions): Runtime {
-  const path = resolve(cwd, db);
-  if (options.mustExist && !existsSync(path)) {
+/** Where a command's executions are: `--db PATH`, or `--pg URL` with its schema. */
+export interface Database {
+  db: string;
+  pg?: { url: string; schema: string };
+}
+
+/** What `--db` or `--pg` names, as it is written on the command line (for messages). */
+export const describeDatabase = (where: Database): string =>
+  where.pg ? `postgres schema ${where.pg.schema}` : `db ${where.db}`;
+
+async function openStore(where: Database, cwd: string, mustExist: boolean): Promise<Store> {
+  if (where.pg) {
+    try {
+      return await postgresStore({ connectionString: where.pg.url, schema: where.pg.schema });
+    } catch (e) {
+      const why = e instanceof Error ? e.message : String(e);
+      throw new CliError(`cannot open PostgreSQL (${where.pg.schema}): ${why}`);
+    }
+  }
+  const path = resolve(cwd, where.db);
+  if (mustExist && !existsSync(path)) {
     throw new CliError(`no database at ${path} (run a flow first, or pass --db PATH)`);
   }
+  return sqliteStore(path);
+}
+
+export async function openRuntime(
+  where: Database,
+  cwd: string,
+  options: OpenOptions,
+): Promise<Runtime> {
   return createRuntime({
-    store: sqliteStore(path),
+    store: await openStore(where, cwd, options.mustExist),
     background: options.background,
     features: featuresFromEnv(process.env.LOOM_FEATURES),
     ...(options.onError ? { onError: options.onError } : {}),

@@ -728,6 +728,8 @@ export class Runtime extends RuntimeCore {
     const recovered: string[] = [];
     for (;;) {
       const limit = Math.min(CLAIM_BATCH, this.maxActive - this.activeRuns());
+      // No room (maxActive), or nothing to drive: the rest is other members' (L1).
+      if (limit <= 0 || this.flows.size === 0) return recovered;
       const leases = await fleet.claim([...this.flows.keys()], limit);
       for (const lease of leases) {
         const id = lease.executionId;

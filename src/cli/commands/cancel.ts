@@ -11,7 +11,7 @@ import { openRuntime } from "../open-runtime.ts";
 type CancelCommand = Extract<Command, { name: "cancel" }>;
 
 export async function cancelCommand(cmd: CancelCommand, io: Io): Promise<number> {
-  const runtime = openRuntime(cmd.db, io.cwd, { background: false, mustExist: true });
+  const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
   try {
     if (await runtime.cancel(cmd.id, cmd.reason)) {
       io.out(`cancelled ${cmd.id}`);

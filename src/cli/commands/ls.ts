@@ -7,7 +7,7 @@ import { openRuntime } from "../open-runtime.ts";
 type LsCommand = Extract<Command, { name: "ls" }>;
 
 export async function lsCommand(cmd: LsCommand, io: Io): Promise<number> {
-  const runtime = openRuntime(cmd.db, io.cwd, { background: false, mustExist: true });
+  const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
   try {
     const rows = await runtime.list(cmd.status ? { status: cmd.status } : {});
     const owners = new Map<string, string>();

@@ -11,7 +11,7 @@ import { openRuntime } from "../open-runtime.ts";
 type ResumeCommand = Extract<Command, { name: "resume" }>;
 
 export async function resumeCommand(cmd: ResumeCommand, io: Io): Promise<number> {
-  const runtime = openRuntime(cmd.db, io.cwd, { background: false, mustExist: true });
+  const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
   try {
     await runtime.resume(cmd.id, cmd.payload);
     io.out(`resumed ${cmd.id}`);

@@ -10,13 +10,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { isTerminalStatus } from "../../kernel/events.ts";
 import type { Runtime } from "../../runtime/runtime.ts";
 import type { Outcome } from "../../runtime/outcome.ts";
-import { DEFAULT_DB, type Command } from "../args.ts";
+import { DEFAULT_DB, DEFAULT_PG_SCHEMA, type Command } from "../args.ts";
 import { errorLine } from "../cli-error.ts";
 import { errorText, formatOutcome, shellQuote } from "../format.ts";
 import type { Io } from "../io.ts";
 import { UnknownFlowError } from "../../kernel/errors.ts";
 import { loadFlows } from "../load-module.ts";
-import { openRuntime } from "../open-runtime.ts";
+import { openRuntime, type Database } from "../open-runtime.ts";
 import { watchSignals } from "../signals.ts";
 
 type RunCommand = Extract<Command, { name: "run" }>;
@@ -35,7 +35,7 @@ export async function runCommand(cmd: RunCommand, io: Io): Promise<number> {
   const signals = watchSignals();
   const stopWatching = new AbortController();
   let own: string | undefined = cmd.id;
-  const runtime = openRuntime(cmd.db, io.cwd, {
+  const runtime = await openRuntime(cmd, io.cwd, {
     background: true,
     mustExist: false,
     onError: (e) => io.err(`loom: ${errorLine(e)}`),
@@ -50,7 +50,7 @@ export async function runCommand(cmd: RunCommand, io: Io): Promise<number> {
     const handle = await runtime.start(cmd.flow, cmd.input, options);
     const id = handle.id;
     own = id;
-    void announceParking(runtime, id, cmd.db, io, stopWatching.signal);
+    void announceParking(runtime, id, cmd, io, stopWatching.signal);
     const until = (p: Promise<Outcome>) =>
       Promise.race([p, signals.received.then((signal) => ({ interrupted: signal }))]);
     let ended = await until(handle.result());
@@ -99,11 +99,15 @@ function settle(id: string, outcome: Outcome, io: Io): number {
 async function announceParking(
   runtime: Runtime,
   id: string,
-  db: string,
+  where: Database,
   io: Io,
   signal: AbortSignal,
 ): Promise<void> {
-  const dbFlag = db === DEFAULT_DB ? "" : ` --db ${shellQuote(db)}`;
+  const dbFlag = where.pg
+    ? ` --pg ${shellQuote(where.pg.url)}${where.pg.schema === DEFAULT_PG_SCHEMA ? "" : ` --pg-schema ${where.pg.schema}`}`
+    : where.db === DEFAULT_DB
+      ? ""
+      : ` --db ${shellQuote(where.db)}`;
   const announced = new Set<string>();
   try {
     for (;;) {

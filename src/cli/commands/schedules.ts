@@ -10,7 +10,7 @@ import { nextOccurrence, occurrenceId } from "../../runtime/schedules.ts";
 type SchedulesCommand = Extract<Command, { name: "schedules" }>;
 
 export async function schedulesCommand(cmd: SchedulesCommand, io: Io): Promise<number> {
-  const runtime = openRuntime(cmd.db, io.cwd, { background: false, mustExist: true });
+  const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
   try {
     const now = runtime.clock.now();
     const rows = (await runtime.store.listSchedules()).map((s) => {

@@ -14,7 +14,7 @@ import type { Command } from "../args.ts";
 import { CliError, errorLine } from "../cli-error.ts";
 import type { Io } from "../io.ts";
 import { loadFlows } from "../load-module.ts";
-import { openRuntime } from "../open-runtime.ts";
+import { describeDatabase, openRuntime } from "../open-runtime.ts";
 import { watchSignals } from "../signals.ts";
 
 type ServeCommand = Extract<Command, { name: "serve" }>;
@@ -27,7 +27,7 @@ export async function serveCommand(
   const secret = secretFrom(env, cmd.secretEnv);
   const { path, flows } = await loadFlows(cmd.module, io.cwd);
   const signals = watchSignals();
-  const runtime = openRuntime(cmd.db, io.cwd, {
+  const runtime = await openRuntime(cmd, io.cwd, {
     background: true,
     mustExist: false,
     onError: (e) => io.err(`loom: ${errorLine(e)}`),
@@ -43,7 +43,7 @@ export async function serveCommand(
     io.out(url);
     const names = flows.map((f) => f.name).join(", ");
     io.err(
-      `loom: worker ${runtime.ownerId} serves ${names} at ${url} (from ${path}, db ${cmd.db})`,
+      `loom: worker ${runtime.ownerId} serves ${names} at ${url} (from ${path}, ${describeDatabase(cmd)})`,
     );
     const recovered = await runtime.recoverAbandoned();
     if (recovered.length > 0) {

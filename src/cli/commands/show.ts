@@ -74,7 +74,7 @@ async function childrenOfShown(runtime: Runtime, state: ExecutionState): Promise
 type ShowCommand = Extract<Command, { name: "show" }>;
 
 export async function showCommand(cmd: ShowCommand, io: Io): Promise<number> {
-  const runtime = openRuntime(cmd.db, io.cwd, { background: false, mustExist: true });
+  const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
   try {
     const state = await runtime.getState(cmd.id);
     const events = await runtime.readLog(cmd.id);

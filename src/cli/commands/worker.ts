@@ -11,7 +11,7 @@ import type { Command } from "../args.ts";
 import { errorLine } from "../cli-error.ts";
 import type { Io } from "../io.ts";
 import { loadFlows } from "../load-module.ts";
-import { openRuntime } from "../open-runtime.ts";
+import { describeDatabase, openRuntime } from "../open-runtime.ts";
 import { watchSignals } from "../signals.ts";
 
 type WorkerCommand = Extract<Command, { name: "worker" }>;
@@ -19,7 +19,7 @@ type WorkerCommand = Extract<Command, { name: "worker" }>;
 export async function workerCommand(cmd: WorkerCommand, io: Io): Promise<number> {
   const { path, flows } = await loadFlows(cmd.module, io.cwd);
   const signals = watchSignals();
-  const runtime = openRuntime(cmd.db, io.cwd, {
+  const runtime = await openRuntime(cmd, io.cwd, {
     background: true,
     mustExist: false,
     onError: (e) => io.err(`loom: ${errorLine(e)}`),
@@ -28,7 +28,9 @@ export async function workerCommand(cmd: WorkerCommand, io: Io): Promise<number>
   try {
     for (const flow of flows) runtime.registerFlow(flow);
     const names = flows.map((f) => f.name).join(", ");
-    io.err(`loom: worker ${runtime.ownerId} drives ${names} (from ${path}, db ${cmd.db})`);
+    io.err(
+      `loom: worker ${runtime.ownerId} drives ${names} (from ${path}, ${describeDatabase(cmd)})`,
+    );
     const recovered = await runtime.recoverAbandoned();
     if (recovered.length > 0) {
       io.err(`loom: recovered ${recovered.length} abandoned execution(s): ${recovered.join(", ")}`);

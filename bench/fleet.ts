@@ -1,0 +1,188 @@
+/**
+ * `fleet`: Loom on PostgreSQL (issue 9), each figure beside a raw `pg` baseline from the same run.
+ *
+ * - stepsPerSec, for 1, 2 and 3 worker processes (test/fixtures/fleet/worker.ts): R rounds of F
+ *   flows of 10 steps each, recorded with `drive: false` by this process and claimed by the
+ *   workers; timed from the first start to the last completion, the best round counted.
+ * - perStepUs: one sequential durable step (a flow of S steps driven in this process, per step).
+ * - startP50Ms / startP99Ms: a one-step flow started and awaited in this process.
+ * - baselinePerInsertUs: one INSERT per transaction on the same server, through `pg`.
+ *
+ * Targets: a sequential step costs at most 2 raw inserts; a one-step flow is started and awaited
+ * in at most 2 ms at p50; 3 workers give at least 1.5x the steps per second of one.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import pg from "pg";
+import { createRuntime, type Runtime } from "../src/index.ts";
+import { postgresStore } from "../src/store/postgres/index.ts";
+import type { Store } from "../src/store/spi.ts";
+import { one, quick } from "../test/fixtures/fleet/flows.ts";
+import { emit, intFlag, latencyStats, note, nowMs, parseFlags, round, UsageError } from "./lib.ts";
+
+const root = join(import.meta.dirname, "..");
+
+async function withSchema<T>(url: string, fn: (schema: string) => Promise<T>): Promise<T> {
+  const schema = `loom_bench_${randomBytes(4).toString("hex")}`;
+  try {
+    return await fn(schema);
+  } finally {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await client.end();
+  }
+}
+
+/** Median µs of one INSERT in its own transaction (autocommit), after a warm-up. */
+async function rawInsertUs(url: string, n: number): Promise<number> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const table = `loom_bench_raw_${randomBytes(4).toString("hex")}`;
+  try {
+    await client.query(`CREATE TABLE ${table} (id BIGSERIAL PRIMARY KEY, k TEXT, v TEXT)`);
+    const samples: number[] = [];
+    for (let i = 0; i < n + 50; i++) {
+      const t0 = nowMs();
+      await client.query(`INSERT INTO ${table} (k, v) VALUES ($1, $2)`, [`k${i}`, '{"v":1}']);
+      if (i >= 50) samples.push(nowMs() - t0);
+    }
+    return latencyStats(samples).p50Us;
+  } finally {
+    await client.query(`DROP TABLE IF EXISTS ${table}`);
+    await client.end();
+  }
+}
+
+/** µs per step of one flow of `steps` sequential steps driven here. */
+async function perStepUs(store: Store, steps: number): Promise<number> {
+  const runtime = createRuntime({ store }).registerFlow(quick);
+  try {
+    await (await runtime.start(quick, { steps: 20 }, { id: "warm" })).result();
+    const t0 = nowMs();
+    await (await runtime.start(quick, { steps }, { id: "seq" })).result();
+    return ((nowMs() - t0) * 1000) / steps;
+  } finally {
+    await runtime.close();
+  }
+}
+
+async function startLatency(store: Store, n: number) {
+  const runtime = createRuntime({ store }).registerFlow(one);
+  try {
+    for (let i = 0; i < 20; i++) await (await runtime.start(one, i, { id: `w${i}` })).result();
+    const samples: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const t0 = nowMs();
+      await (await runtime.start(one, i, { id: `s${i}` })).result();
+      samples.push(nowMs() - t0);
+    }
+    return latencyStats(samples);
+  } finally {
+    await runtime.close();
+  }
+}
+
+function startWorker(url: string, schema: string): Promise<ChildProcess> {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", join(root, "test/fixtures/fleet/worker.ts")],
+    {
+      cwd: root,
+      env: { ...process.env, LOOM_PG_URL: url, LOOM_FLEET_SCHEMA: schema },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  return new Promise((resolve, reject) => {
+    child.once("exit", (code) => reject(new Error(`a worker exited early (${code})`)));
+    child.stdout?.on("data", (d: Buffer) => d.includes("ready") && resolve(child));
+  });
+}
+
+async function allCompleted(client: Runtime, ids: readonly string[]): Promise<void> {
+  for (;;) {
+    const done = await client.list({ status: ["completed"], limit: ids.length + 10 });
+    if (done.length >= ids.length) return;
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
+/** Steps per second of `workers` processes: the best of `rounds` rounds of `flows` x 10 steps. */
+async function throughput(url: string, workers: number, flows: number, rounds: number) {
+  return withSchema(url, async (schema) => {
+    const store = await postgresStore({ connectionString: url, schema });
+    const client = createRuntime({ store, background: false }).registerFlow(quick);
+    const children: ChildProcess[] = [];
+    try {
+      for (let w = 0; w < workers; w++) children.push(await startWorker(url, schema));
+      let best = 0;
+      for (let r = 0; r < rounds; r++) {
+        const ids = Array.from({ length: flows }, (_, i) => `r${r}-${i}`);
+        const t0 = nowMs();
+        await Promise.all(
+          ids.map((id) => client.start(quick, { steps: 10 }, { id, drive: false })),
+        );
+        await allCompleted(client, ids);
+        const ms = nowMs() - t0;
+        best = Math.max(best, (flows * 10 * 1000) / ms);
+        // The round's executions go, so the next round's completion count starts from zero.
+        for (const id of ids) await store.deleteExecution(id);
+      }
+      return best;
+    } finally {
+      for (const c of children) c.kill("SIGTERM");
+      await client.close();
+      await store.close();
+    }
+  });
+}
+
+export async function fleetBench(argv: readonly string[]): Promise<void> {
+  const flags = parseFlags(argv, ["flows", "rounds", "steps", "starts"]);
+  const url = process.env.LOOM_PG_URL;
+  if (!url) throw new UsageError("fleet needs LOOM_PG_URL (a PostgreSQL server)");
+  const flows = intFlag(flags, "flows", 100);
+  const rounds = intFlag(flags, "rounds", 3);
+  const steps = intFlag(flags, "steps", 500);
+  const starts = intFlag(flags, "starts", 300);
+
+  const baselinePerInsertUs = await rawInsertUs(url, 1000);
+  note(`fleet: raw insert p50 ${baselinePerInsertUs} us`);
+  const single = await withSchema(url, async (schema) => {
+    const store = await postgresStore({ connectionString: url, schema });
+    try {
+      const step = await perStepUs(store, steps);
+      const start = await startLatency(store, starts);
+      return { step, start };
+    } finally {
+      await store.close();
+    }
+  });
+  note(`fleet: per step ${round(single.step, 1)} us, start p50 ${single.start.p50Us} us`);
+  const perWorkers = new Map<number, number>();
+  for (const workers of [1, 2, 3]) {
+    const stepsPerSec = await throughput(url, workers, flows, rounds);
+    perWorkers.set(workers, stepsPerSec);
+    emit({
+      name: "fleet",
+      workers,
+      stepsPerSec: round(stepsPerSec, 0),
+      perStepUs: round(single.step, 1),
+      startP50Ms: round(single.start.p50Us / 1000, 3),
+      startP99Ms: round(single.start.p99Us / 1000, 3),
+      baselinePerInsertUs,
+    });
+  }
+  const scaling = (perWorkers.get(3) ?? 0) / (perWorkers.get(1) ?? Infinity);
+  const stepInInserts = single.step / baselinePerInsertUs;
+  emit({
+    name: "fleet",
+    summary: true,
+    scaling3vs1: round(scaling, 2),
+    stepInInserts: round(stepInInserts, 2),
+    startP50Ms: round(single.start.p50Us / 1000, 3),
+    target: "step <= 2 raw inserts, start p50 <= 2 ms, 3 workers >= 1.5x one",
+    pass: stepInInserts <= 2 && single.start.p50Us <= 2000 && scaling >= 1.5,
+  });
+}
