@@ -57,7 +57,7 @@ async function rawInsertUs(url: string, n: number): Promise<number> {
 
 /** µs per step of one flow of `steps` sequential steps driven here. */
 async function perStepUs(store: Store, steps: number): Promise<number> {
-  const runtime = createRuntime({ store }).registerFlow(quick);
+  const runtime = createRuntime({ store, closeStore: false }).registerFlow(quick);
   try {
     await (await runtime.start(quick, { steps: 20 }, { id: "warm" })).result();
     const t0 = nowMs();
@@ -69,7 +69,7 @@ async function perStepUs(store: Store, steps: number): Promise<number> {
 }
 
 async function startLatency(store: Store, n: number) {
-  const runtime = createRuntime({ store }).registerFlow(one);
+  const runtime = createRuntime({ store, closeStore: false }).registerFlow(one);
   try {
     for (let i = 0; i < 20; i++) await (await runtime.start(one, i, { id: `w${i}` })).result();
     const samples: number[] = [];
@@ -112,7 +112,7 @@ async function allCompleted(client: Runtime, ids: readonly string[]): Promise<vo
 async function throughput(url: string, workers: number, flows: number, rounds: number) {
   return withSchema(url, async (schema) => {
     const store = await postgresStore({ connectionString: url, schema });
-    const client = createRuntime({ store, background: false }).registerFlow(quick);
+    const client = createRuntime({ store, background: false, closeStore: false }).registerFlow(quick);
     const children: ChildProcess[] = [];
     try {
       for (let w = 0; w < workers; w++) children.push(await startWorker(url, schema));
