@@ -112,7 +112,9 @@ async function allCompleted(client: Runtime, ids: readonly string[]): Promise<vo
 async function throughput(url: string, workers: number, flows: number, rounds: number) {
   return withSchema(url, async (schema) => {
     const store = await postgresStore({ connectionString: url, schema });
-    const client = createRuntime({ store, background: false, closeStore: false }).registerFlow(quick);
+    const client = createRuntime({ store, background: false, closeStore: false }).registerFlow(
+      quick,
+    );
     const children: ChildProcess[] = [];
     try {
       for (let w = 0; w < workers; w++) children.push(await startWorker(url, schema));
