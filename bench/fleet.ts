@@ -2,8 +2,11 @@
  * `fleet`: Loom on PostgreSQL (issue 9), each figure beside a raw `pg` baseline from the same run.
  *
  * - stepsPerSec, for 1, 2 and 3 worker processes (test/fixtures/fleet/worker.ts): R rounds of F
- *   flows of 10 steps each, recorded with `drive: false` by this process and claimed by the
- *   workers; timed from the first start to the last completion, the best round counted.
+ *   flows of 10 steps each, recorded with `drive: false` by this process while the workers are
+ *   paused (SIGSTOP), then claimed by them once resumed (SIGCONT); timed from the resume to the
+ *   last completion, the best round counted. The machine's CPU time (user + system, all
+ *   processes, from /proc/stat) per step is printed beside it: when it is what the cores give,
+ *   more workers cannot add throughput.
  * - perStepUs: one sequential durable step (a flow of S steps driven in this process, per step).
  * - startP50Ms / startP99Ms: a one-step flow started and awaited in this process.
  * - baselinePerInsertUs: one INSERT per transaction on the same server, through `pg`.
@@ -12,6 +15,8 @@
  * in at most 2 ms at p50; 3 workers give at least 1.5x the steps per second of one.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { cpus } from "node:os";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import pg from "pg";
@@ -22,6 +27,14 @@ import { one, quick } from "../test/fixtures/fleet/flows.ts";
 import { emit, intFlag, latencyStats, note, nowMs, parseFlags, round, UsageError } from "./lib.ts";
 
 const root = join(import.meta.dirname, "..");
+
+/** CPU time the whole machine spent busy (user, nice, system, irq, softirq), in ms, or NaN. */
+function machineCpuMs(): number {
+  const line = readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "";
+  const [, user, nice, system, , , irq, softirq] = line.trim().split(/\s+/).map(Number);
+  const ticks = (user ?? NaN) + (nice ?? NaN) + (system ?? NaN) + (irq ?? NaN) + (softirq ?? NaN);
+  return ticks * 10; // USER_HZ is 100 on Linux
+}
 
 async function withSchema<T>(url: string, fn: (schema: string) => Promise<T>): Promise<T> {
   const schema = `loom_bench_${randomBytes(4).toString("hex")}`;
@@ -119,20 +132,29 @@ async function throughput(url: string, workers: number, flows: number, rounds: n
     try {
       for (let w = 0; w < workers; w++) children.push(await startWorker(url, schema));
       let best = 0;
+      let busy = 0;
       for (let r = 0; r < rounds; r++) {
         const ids = Array.from({ length: flows }, (_, i) => `r${r}-${i}`);
-        const t0 = nowMs();
+        for (const c of children) c.kill("SIGSTOP");
         await Promise.all(
           ids.map((id) => client.start(quick, { steps: 10 }, { id, drive: false })),
         );
+        const cpu0 = machineCpuMs();
+        const t0 = nowMs();
+        for (const c of children) c.kill("SIGCONT");
         await allCompleted(client, ids);
         const ms = nowMs() - t0;
-        best = Math.max(best, (flows * 10 * 1000) / ms);
+        const stepsPerSec = (flows * 10 * 1000) / ms;
+        if (stepsPerSec > best) {
+          best = stepsPerSec;
+          busy = (machineCpuMs() - cpu0) / ms;
+        }
         // The round's executions go, so the next round's completion count starts from zero.
         for (const id of ids) await store.deleteExecution(id);
       }
-      return best;
+      return { stepsPerSec: best, coresBusy: busy };
     } finally {
+      for (const c of children) c.kill("SIGCONT");
       for (const c of children) c.kill("SIGTERM");
       await client.close();
       await store.close();
@@ -164,12 +186,14 @@ export async function fleetBench(argv: readonly string[]): Promise<void> {
   note(`fleet: per step ${round(single.step, 1)} us, start p50 ${single.start.p50Us} us`);
   const perWorkers = new Map<number, number>();
   for (const workers of [1, 2, 3]) {
-    const stepsPerSec = await throughput(url, workers, flows, rounds);
+    const { stepsPerSec, coresBusy } = await throughput(url, workers, flows, rounds);
     perWorkers.set(workers, stepsPerSec);
     emit({
       name: "fleet",
       workers,
       stepsPerSec: round(stepsPerSec, 0),
+      coresBusy: round(coresBusy, 2),
+      cores: cpus().length,
       perStepUs: round(single.step, 1),
       startP50Ms: round(single.start.p50Us / 1000, 3),
       startP99Ms: round(single.start.p99Us / 1000, 3),
