@@ -11,14 +11,21 @@ import {
   createRuntime,
   createWorkerServer,
   Dispatcher,
+  ExecutionConflictError,
+  ExecutionNotFoundError,
   flow$,
+  InvalidInputError,
   LocalWorkerRuntime,
   memoryStore,
   NoWorkerAvailableError,
   RemoteWorkerRuntime,
+  WorkerFailedError,
   WorkerUnreachableError,
   type Envelope,
+  type ExecutionOutcome,
+  type Json,
   type Runtime,
+  type Store,
   type WorkerRuntime,
   type WorkerServer,
 } from "../src/index.ts";
@@ -29,6 +36,7 @@ import { sqliteStore } from "../src/store/sqlite/index.ts";
 import {
   deadUrl,
   FLOWS,
+  heldStart,
   request,
   SECRET,
   spawnServe,
@@ -135,7 +143,7 @@ describe("cancel across the HTTP worker seam (ADR 0020 K8.5)", () => {
     });
     // Dispatches reach the worker; its cancels go to an address nobody listens on.
     const split: WorkerRuntime = {
-      dispatch: (r) => remote.dispatch(r),
+      dispatch: (r, o) => remote.dispatch(r, o),
       cancel: (id, reason) => nowhere.cancel(id, reason),
     };
     const reported: Error[] = [];
@@ -178,7 +186,7 @@ describe("cancel across the HTTP worker seam (ADR 0020 K8.5)", () => {
     const health = await request(url, { path: "/health" });
     expect(health).toMatchObject({ status: 200, body: { ok: true, active: 0 } });
     expect(serve.stderr).toContain(
-      `worker ${String(health.body.owner)} serves doubler, sleeper at ${url}`,
+      `worker ${String(health.body.owner)} serves doubler, secret-seen, sleeper at ${url}`,
     );
     expect(await request(url, { path: "/health", secret: null })).toMatchObject({ status: 401 });
 
@@ -189,6 +197,11 @@ describe("cancel across the HTTP worker seam (ADR 0020 K8.5)", () => {
       expect(
         await remote.dispatch({ executionId: "d-1", flow: "doubler", input: { n: 8 } }),
       ).toEqual({ status: "completed", output: 16 });
+      // The secret was deleted from the worker's environment once read: its flows cannot see it.
+      expect(await remote.dispatch({ executionId: "env-1", flow: "secret-seen" })).toEqual({
+        status: "completed",
+        output: false,
+      });
       expect(await serve.stop()).toEqual({ code: 0, signal: null });
       expect(serve.stderr).toContain("SIGTERM received");
       expect(serve.stderr).toContain("loom: server stopped");
@@ -207,9 +220,9 @@ describe("the dispatcher (D1, D2)", () => {
   /** Records which worker each dispatch reached. */
   function counting(name: string, inner: WorkerRuntime, seen: string[]): WorkerRuntime {
     return {
-      dispatch: (r) => {
+      dispatch: (r, o) => {
         seen.push(name);
-        return inner.dispatch(r);
+        return inner.dispatch(r, o);
       },
     };
   }
@@ -263,9 +276,9 @@ describe("the dispatcher (D1, D2)", () => {
         rt(store.reopen(), { ownerId: name }).registerFlow(waits),
       );
       return {
-        dispatch: (r) => {
+        dispatch: (r, o) => {
           seen.push(name);
-          return local.dispatch(r);
+          return local.dispatch(r, o);
         },
         cancel: (id, reason) => {
           forwarded.push(name);
@@ -316,6 +329,196 @@ describe("the dispatcher (D1, D2)", () => {
     await orchestrator.start("waits", null, { id: "n-2" });
     expect(await dispatcher.cancel("n-2")).toEqual({ cancelled: true, forwarded: false });
     await expect(dispatcher.cancel("n-3")).rejects.toThrow(/no execution has the id "n-3"/);
+  });
+});
+
+describe("the dispatcher's edges (D1, D5..D7)", () => {
+  const doubler = flow$("doubler", async (ctx, input: { n: number }) =>
+    ctx.run("double", () => input.n * 2),
+  );
+  const waits = flow$("waits", async (ctx) => ctx.suspend());
+
+  /** Resolves when `runtime.cancel` first finds no execution (the start is not durable yet). */
+  function firstNotFound(runtime: Runtime): Promise<void> {
+    const cancel = runtime.cancel.bind(runtime);
+    return new Promise<void>((resolve) => {
+      runtime.cancel = async (...args) => {
+        try {
+          return await cancel(...args);
+        } catch (e) {
+          if (e instanceof ExecutionNotFoundError) resolve();
+          throw e;
+        }
+      };
+    });
+  }
+
+  /** A worker server on `store` (sharing `base`'s memory), and an orchestrator on `base`. */
+  async function workerOn(base: ReturnType<typeof memoryStore>, store: Store = base.reopen()) {
+    const server = createWorkerServer({
+      runtime: rt(store, { ownerId: "worker" }).registerFlow(doubler).registerFlow(waits),
+      secret: SECRET,
+    });
+    servers.push(server);
+    return server.listen(0);
+  }
+
+  it("settles from the log a start the worker made durable but did not answer in time (D6)", async () => {
+    const base = memoryStore();
+    const held = heldStart(base.reopen(), "after");
+    const url = await workerOn(base, held.store);
+    const orchestrator = rt(base, { background: false, ownerId: "orchestrator" });
+    const slow = new RemoteWorkerRuntime({
+      url,
+      secret: SECRET,
+      runtime: orchestrator,
+      timeoutMs: 200,
+    });
+    // The worker's store commits the start, then keeps its writer waiting past the client's
+    // timeout; it lets go once the client has given up.
+    const worker: WorkerRuntime = {
+      dispatch: (r, o) =>
+        slow.dispatch(r, o).catch((e: unknown) => {
+          held.release();
+          throw e;
+        }),
+    };
+    const dispatcher = new Dispatcher({ runtime: orchestrator, workers: [worker] });
+    expect(
+      await dispatcher.dispatch({ executionId: "slow-1", flow: "doubler", input: { n: 3 } }),
+    ).toEqual({ status: "completed", output: 6 });
+    // It took the start: it is not skipped, and the flow ran once.
+    expect(dispatcher.skipped()).toEqual([]);
+    const steps = (await orchestrator.readLog("slow-1")).filter((e) => e.kind === "STEP_COMPLETED");
+    expect(steps).toHaveLength(1);
+
+    // Undelivered, but the log has the same start: settled from it. Another start: a conflict.
+    const down = new RemoteWorkerRuntime({
+      url: await deadUrl(),
+      secret: SECRET,
+      runtime: orchestrator,
+    });
+    const fallback = new Dispatcher({ runtime: orchestrator, workers: [down] });
+    expect(
+      await fallback.dispatch({ executionId: "slow-1", flow: "doubler", input: { n: 3 } }),
+    ).toEqual({ status: "completed", output: 6 });
+    expect(fallback.skipped()).toEqual([]);
+    await expect(
+      fallback.dispatch({ executionId: "slow-1", flow: "doubler", input: { n: 4 } }),
+    ).rejects.toThrow(ExecutionConflictError);
+    await expect(fallback.dispatch({ executionId: "none-1", flow: "doubler" })).rejects.toThrow(
+      NoWorkerAvailableError,
+    );
+    expect(fallback.skipped()).toEqual([down]);
+  });
+
+  for (const signals of [true, false]) {
+    it(`applies a cancel sent while the dispatch is in flight once its start is durable (D5, ${signals ? "onAccepted" : "the log"})`, async () => {
+      const base = memoryStore();
+      const held = heldStart(base.reopen(), "before");
+      const url = await workerOn(base, held.store);
+      const orchestrator = rt(base, { background: false, ownerId: "orchestrator" });
+      const remote = new RemoteWorkerRuntime({ url, secret: SECRET, runtime: orchestrator });
+      // Without onAccepted the dispatcher learns of the start from the log alone.
+      const worker: WorkerRuntime = signals
+        ? remote
+        : { dispatch: (r) => remote.dispatch(r), cancel: (id, why) => remote.cancel(id, why) };
+      const dispatcher = new Dispatcher({ runtime: orchestrator, workers: [worker] });
+
+      const refused = firstNotFound(orchestrator);
+      const outcome = dispatcher.dispatch({ executionId: "early-1", flow: "waits" });
+      await held.reached;
+      expect(dispatcher.placement("early-1")).toBe(worker);
+      const cancelling = dispatcher.cancel("early-1", "changed my mind");
+      // The cancel found no execution: from here on it is the dispatcher's to keep (D5).
+      await refused;
+      const t0 = performance.now();
+      held.release();
+      expect(await cancelling).toEqual({ cancelled: true, forwarded: true });
+      console.log(
+        `cancel sent before the start was durable (${signals ? "onAccepted" : "log poll"}): applied ${(performance.now() - t0).toFixed(1)} ms after the start`,
+      );
+      expect(await outcome).toMatchObject({ status: "cancelled" });
+      const log = await orchestrator.readLog("early-1");
+      expect(terminals(log)).toHaveLength(1);
+      expect(log.at(-1)).toMatchObject({
+        kind: "EXECUTION_CANCELLED",
+        payload: { reason: "changed my mind" },
+      });
+      await expectReplayEquality(orchestrator, "early-1");
+    });
+  }
+
+  it("fails a waiting cancel when the dispatch ends without a start, and keeps a worker that answered 500 (D1, D5)", async () => {
+    const base = memoryStore();
+    const held = heldStart(base.reopen(), "before");
+    const failing = await workerOn(base, held.store);
+    const orchestrator = rt(base, { background: false, ownerId: "orchestrator" });
+    const seen: string[] = [];
+    const remote = (url: string, name: string): WorkerRuntime => {
+      const inner = new RemoteWorkerRuntime({ url, secret: SECRET, runtime: orchestrator });
+      return {
+        dispatch: (r, o) => {
+          seen.push(name);
+          return inner.dispatch(r, o);
+        },
+      };
+    };
+    const first = remote(failing, "failing");
+    const dispatcher = new Dispatcher({
+      runtime: orchestrator,
+      workers: [first, remote(await workerOn(base), "other")],
+    });
+    const refused = firstNotFound(orchestrator);
+    const outcome = dispatcher.dispatch({ executionId: "lost-1", flow: "waits" });
+    await held.reached;
+    const cancelling = dispatcher.cancel("lost-1");
+    await refused;
+    held.release(false);
+    // The worker's store failed the start: its 500 is the request's error, not the worker's.
+    await expect(outcome).rejects.toThrow(WorkerFailedError);
+    await expect(cancelling).rejects.toThrow(ExecutionNotFoundError);
+    expect(seen).toEqual(["failing"]);
+    expect(dispatcher.skipped()).toEqual([]);
+    // An input nested too deep never reaches a worker.
+    let deep: Json = 1;
+    for (let i = 0; i < 2_000; i++) deep = [deep];
+    await expect(
+      dispatcher.dispatch({ executionId: "deep-1", flow: "waits", input: deep }),
+    ).rejects.toThrow(InvalidInputError);
+    expect(seen).toEqual(["failing"]);
+  });
+
+  it("takes a skipped worker back as soon as it accepts a start, before the dispatch settles (D7)", async () => {
+    const orchestrator = rt(memoryStore(), { background: false });
+    let settleParked: (o: ExecutionOutcome) => void = () => undefined;
+    const down = (id: string) => new WorkerUnreachableError(`unreachable for ${id}`);
+    const a: WorkerRuntime = {
+      dispatch: async (r, o) => {
+        if (r.executionId === "s-1") throw down(r.executionId);
+        o?.onAccepted?.();
+        return new Promise<ExecutionOutcome>((resolve) => (settleParked = resolve));
+      },
+    };
+    const b: WorkerRuntime = {
+      dispatch: async (r, o) => {
+        if (r.executionId === "s-2") throw down(r.executionId);
+        o?.onAccepted?.();
+        return { status: "completed", output: 1 };
+      },
+    };
+    const dispatcher = new Dispatcher({ runtime: orchestrator, workers: [a, b] });
+    expect(await dispatcher.dispatch({ executionId: "s-1", flow: "f" })).toMatchObject({
+      status: "completed",
+    });
+    expect(dispatcher.skipped()).toEqual([a]);
+    // b is unreachable for s-2, so the skipped a is tried, and accepts it: a is back at once.
+    const parked = dispatcher.dispatch({ executionId: "s-2", flow: "f" });
+    await until(() => dispatcher.skipped().includes(b));
+    expect(dispatcher.skipped()).toEqual([b]);
+    expect(dispatcher.placement("s-2")).toBe(a);
+    settleParked({ status: "completed", output: 2 });
+    expect(await parked).toEqual({ status: "completed", output: 2 });
   });
 });
 

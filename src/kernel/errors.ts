@@ -128,9 +128,14 @@ export class UnauthenticatedError extends defineError("LOOM_UNAUTHENTICATED") {}
 export class WorkerUnreachableError extends defineError("LOOM_WORKER_UNREACHABLE") {}
 /**
  * A worker answered, but refused to take the request for a reason of its own (a wrong secret, a
- * server error, a closing runtime): another worker may take it.
+ * closing runtime, no room): another worker may take it.
  */
 export class WorkerRefusedError extends defineError("LOOM_WORKER_REFUSED") {}
+/**
+ * A worker took the request and failed while handling it (HTTP 500 with its error): the worker is
+ * up, and the failure is most likely the request's, so another worker would fail it too.
+ */
+export class WorkerFailedError extends defineError("LOOM_WORKER_FAILED") {}
 /** A dispatcher found no worker that took the request (each refused or was unreachable). */
 export class NoWorkerAvailableError extends defineError("LOOM_NO_WORKER_AVAILABLE") {}
 
@@ -195,6 +200,7 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_UNAUTHENTICATED: UnauthenticatedError,
   LOOM_WORKER_UNREACHABLE: WorkerUnreachableError,
   LOOM_WORKER_REFUSED: WorkerRefusedError,
+  LOOM_WORKER_FAILED: WorkerFailedError,
   LOOM_NO_WORKER_AVAILABLE: NoWorkerAvailableError,
   LOOM_RUNTIME_CLOSED: RuntimeClosedError,
   LOOM_INVARIANT: InvariantViolation,

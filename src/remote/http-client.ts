@@ -3,10 +3,13 @@
  * and never hangs.
  *
  * - no connection, a broken one, or no whole answer within `timeoutMs`: WorkerUnreachableError;
- * - an answer that is not a worker's JSON, or a refusal (401, 5xx, ...): WorkerRefusedError;
+ * - an answer that is not a worker's JSON, one over MAX_ANSWER_BYTES, or a refusal (401, 503,
+ *   ...): WorkerRefusedError;
+ * - a 500 with the worker's error: WorkerFailedError (wire.ts);
  * - a request error (400, 404, 409, ...): the Loom error the worker raised (wire.ts).
+ *
+ * Requests are signed with wall time (signing.ts A4).
  */
-import type { Clock } from "../kernel/clock.ts";
 import {
   InvalidInputError,
   WorkerRefusedError,
@@ -22,8 +25,10 @@ export interface WorkerTarget {
   url: URL;
   secret: string;
   timeoutMs: number;
-  clock: Clock;
 }
+
+/** The largest answer read from a worker: its answers are a few hundred bytes. */
+export const MAX_ANSWER_BYTES = 64 * 1024;
 
 /** A worker server's URL: http or https, with no path of its own (its endpoints are at `/`). */
 export function checkedWorkerUrl(url: unknown): URL {
@@ -54,15 +59,15 @@ export async function callWorker(
   const text = body === undefined ? "" : JSON.stringify(body);
   const url = new URL(path, target.url);
   const where = { url: target.url.origin, path };
-  const headers: Record<string, string> = signedHeaders(
-    target.secret,
-    { method, path: url.pathname + url.search, body: text },
-    target.clock.now(),
-  );
+  const headers: Record<string, string> = signedHeaders(target.secret, {
+    method,
+    path: url.pathname + url.search,
+    body: text,
+  });
   if (body !== undefined) headers["content-type"] = "application/json";
   const signal = AbortSignal.timeout(target.timeoutMs);
   let status: number;
-  let answer: string;
+  let answer: string | undefined;
   try {
     const res = await fetch(url, {
       method,
@@ -72,7 +77,7 @@ export async function callWorker(
       ...(body === undefined ? {} : { body: text }),
     });
     status = res.status;
-    answer = await res.text();
+    answer = await boundedText(res, MAX_ANSWER_BYTES);
   } catch (e) {
     const why = signal.aborted
       ? `no answer within ${target.timeoutMs} ms`
@@ -81,6 +86,12 @@ export async function callWorker(
       url: where.url,
       path,
     });
+  }
+  if (answer === undefined) {
+    throw new WorkerRefusedError(
+      `worker ${where.url} answered ${path} with status ${status} and more than ${MAX_ANSWER_BYTES} bytes`,
+      { url: where.url, path, status },
+    );
   }
   let parsed: unknown;
   try {
@@ -93,6 +104,27 @@ export async function callWorker(
   }
   if (status >= 200 && status < 300) return parsed;
   throw errorOfAnswer({ status, body: parsed }, where);
+}
+
+/** The answer's text, or undefined (its body dropped unread) once it is over `maxBytes`. */
+async function boundedText(res: Response, maxBytes: number): Promise<string | undefined> {
+  if (Number(res.headers.get("content-length") ?? 0) > maxBytes) {
+    await res.body?.cancel();
+    return undefined;
+  }
+  if (!res.body) return "";
+  const reader: ReadableStreamDefaultReader<Uint8Array> = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let bytes = 0;
+  for (let read = await reader.read(); !read.done; read = await reader.read()) {
+    bytes += read.value.byteLength;
+    if (bytes > maxBytes) {
+      await reader.cancel();
+      return undefined;
+    }
+    chunks.push(read.value);
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 /** The most telling message of a fetch failure (undici puts the socket's error in `cause`). */

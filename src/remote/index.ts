@@ -3,6 +3,7 @@ export {
   checkedCancel,
   checkedDispatch,
   type CancelRequest,
+  type DispatchOptions,
   type DispatchRequest,
   type ExecutionOutcome,
   type WorkerRuntime,
@@ -20,4 +21,5 @@ export {
 } from "./worker-server.ts";
 export { Dispatcher, type CancelResult, type DispatcherOptions } from "./dispatcher.ts";
 export { MAX_SKEW_MS, SIGNATURE_HEADER, TIMESTAMP_HEADER, signedHeaders } from "./signing.ts";
-export { MAX_BODY_BYTES } from "./request-body.ts";
+export { MAX_BODY_BYTES, MAX_UNVERIFIED_BYTES } from "./request-body.ts";
+export { MAX_JSON_DEPTH } from "./json-depth.ts";

@@ -8,6 +8,7 @@ import { settledOutcome } from "./settle.ts";
 import {
   checkedDispatch,
   reasonText,
+  type DispatchOptions,
   type DispatchRequest,
   type ExecutionOutcome,
   type WorkerRuntime,
@@ -27,9 +28,14 @@ export class LocalWorkerRuntime implements WorkerRuntime {
     return checked.executionId;
   }
 
-  /** `accept`, then the outcome the log settles it with (S2), its chain head's if it continued. */
-  async dispatch(request: DispatchRequest): Promise<ExecutionOutcome> {
-    return this.outcome(await this.accept(request));
+  /**
+   * `accept` (then `onAccepted`, S5), then the outcome the log settles it with (S2), its chain
+   * head's if it continued.
+   */
+  async dispatch(request: DispatchRequest, options?: DispatchOptions): Promise<ExecutionOutcome> {
+    const id = await this.accept(request);
+    options?.onAccepted?.();
+    return this.outcome(id);
   }
 
   /** The outcome `executionId` settles with, as its log (or its chain head's) says. */

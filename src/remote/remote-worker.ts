@@ -2,22 +2,21 @@
  * The client of a worker server (worker-server.ts): a WorkerRuntime across HTTP.
  *
  * `dispatch` posts the request and then settles from the shared store's log (S2): the worker's
- * 202 only says the start is durable. `cancel` posts /cancel and is best effort (S3): what
- * settles the execution is the EXECUTION_CANCELLED fact, which the orchestrator writes first
- * (see Dispatcher.cancel).
+ * 202 only says the start is durable (S5: `onAccepted`). `cancel` posts /cancel and is best
+ * effort (S3): what settles the execution is the EXECUTION_CANCELLED fact, which the
+ * orchestrator writes first (see Dispatcher.cancel).
  */
-import type { Clock } from "../kernel/clock.ts";
-import { InvalidInputError, WorkerRefusedError } from "../kernel/errors.ts";
+import { InvalidInputError, RuntimeClosedError, WorkerRefusedError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Runtime } from "../runtime/runtime.ts";
-import { systemClock } from "../runtime/system.ts";
 import type { Store } from "../store/spi.ts";
 import { callWorker, checkedWorkerUrl, type WorkerTarget } from "./http-client.ts";
-import { readerOf, settledOutcome, type OutcomeReader } from "./settle.ts";
+import { readerOf, settledOutcome, type OwnedReader } from "./settle.ts";
 import { checkedSecret } from "./signing.ts";
 import {
   checkedCancel,
   checkedDispatch,
+  type DispatchOptions,
   type DispatchRequest,
   type ExecutionOutcome,
   type WorkerRuntime,
@@ -30,12 +29,13 @@ export interface RemoteWorkerOptions {
   secret: string;
   /** A runtime on the store the worker writes to, to read outcomes with (or `store`). */
   runtime?: Runtime;
-  /** The store the worker writes to, to read outcomes from (when no `runtime` is given). */
+  /**
+   * The store the worker writes to, to read outcomes from (when no `runtime` is given), through
+   * a runtime of its own that `close()` closes (the store stays open).
+   */
   store?: Store;
   /** How long one request may take, connection to last byte of the answer (default 10 s). */
   timeoutMs?: number;
-  /** Stamps request timestamps (default: the runtime's clock, else the system clock). */
-  clock?: Clock;
 }
 
 /** What `GET /health` answers. */
@@ -51,7 +51,8 @@ export class RemoteWorkerRuntime implements WorkerRuntime {
   /** The worker server's origin. */
   readonly url: string;
   private readonly target: WorkerTarget;
-  private readonly reader: OutcomeReader;
+  private readonly reader: OwnedReader;
+  private closed = false;
 
   constructor(options: RemoteWorkerOptions) {
     if (options === null || typeof options !== "object") {
@@ -65,22 +66,20 @@ export class RemoteWorkerRuntime implements WorkerRuntime {
       throw new InvalidInputError(`timeoutMs must be a finite number > 0, got ${timeoutMs}`);
     }
     this.url = url.origin;
+    const secret = checkedSecret(options.secret, `the remote worker ${this.url}`);
     this.reader = readerOf(options, `the remote worker ${this.url}`);
-    this.target = {
-      url,
-      secret: checkedSecret(options.secret, `the remote worker ${this.url}`),
-      timeoutMs,
-      clock: options.clock ?? options.runtime?.clock ?? systemClock,
-    };
+    this.target = { url, secret, timeoutMs };
   }
 
   /**
    * Posts the dispatch, then resolves with the outcome the log settles it with. Fails with
-   * WorkerUnreachableError or WorkerRefusedError when the worker did not take it, or with the
-   * worker's refusal of the request (UnknownFlowError, ExecutionConflictError, ...).
+   * WorkerUnreachableError or WorkerRefusedError when the worker did not take it (its start may
+   * still have become durable: see Dispatcher), WorkerFailedError when it failed on it, or with
+   * the worker's refusal of the request (UnknownFlowError, ExecutionConflictError, ...).
    */
-  async dispatch(request: DispatchRequest): Promise<ExecutionOutcome> {
+  async dispatch(request: DispatchRequest, options?: DispatchOptions): Promise<ExecutionOutcome> {
     const checked = checkedDispatch(request);
+    this.assertOpen();
     const answer = await callWorker(this.target, "POST", "/dispatch", { ...checked });
     const id = (answer as { executionId?: unknown } | null)?.executionId;
     if (id !== checked.executionId) {
@@ -89,26 +88,41 @@ export class RemoteWorkerRuntime implements WorkerRuntime {
         { url: this.url },
       );
     }
-    return settledOutcome(this.reader, checked.executionId);
+    options?.onAccepted?.();
+    return settledOutcome(this.reader.reader, checked.executionId);
   }
 
   /** Asks the worker to abort the execution's in-flight work and make sure it is cancelled. */
   async cancel(executionId: string, reason?: Json): Promise<void> {
     const request = checkedCancel(reason === undefined ? { executionId } : { executionId, reason });
+    this.assertOpen();
     await callWorker(this.target, "POST", "/cancel", { ...request });
   }
 
   /** The worker's `GET /health`. */
   async health(): Promise<WorkerHealth> {
+    this.assertOpen();
     const answer = (await callWorker(this.target, "GET", "/health")) as Partial<WorkerHealth>;
     if (answer?.ok !== true || typeof answer.owner !== "string") {
       throw new WorkerRefusedError(
         `worker ${this.url} answered /health with ${JSON.stringify(answer)}`,
-        {
-          url: this.url,
-        },
+        { url: this.url },
       );
     }
     return { ok: true, owner: answer.owner, active: Number(answer.active ?? 0) };
+  }
+
+  /**
+   * Closes the runtime it made to read outcomes from a `store` (a dispatch still settling fails
+   * with RuntimeClosedError); a `runtime` it was given stays open. Later calls are refused.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.reader.close();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new RuntimeClosedError(`the remote worker ${this.url} is closed`);
   }
 }

@@ -25,17 +25,21 @@ export async function settledOutcome(reader: OutcomeReader, id: string): Promise
   }
 }
 
+/** A reader, and how to let go of it: closes the runtime `readerOf` made, never a caller's. */
+export interface OwnedReader {
+  reader: OutcomeReader;
+  close(): Promise<void>;
+}
+
 /**
  * The reader for a `{ runtime }` or a `{ store }`: for a store, a runtime on it that runs no
- * background loop and leaves the store open (it only reads).
+ * background loop and leaves the store open (it only reads), closed by `close`.
  */
-export function readerOf(
-  source: { runtime?: Runtime; store?: Store },
-  what: string,
-): OutcomeReader {
-  if (source.runtime !== undefined) return source.runtime;
+export function readerOf(source: { runtime?: Runtime; store?: Store }, what: string): OwnedReader {
+  if (source.runtime !== undefined) return { reader: source.runtime, close: async () => undefined };
   if (source.store !== undefined) {
-    return createRuntime({ store: source.store, background: false, closeStore: false });
+    const runtime = createRuntime({ store: source.store, background: false, closeStore: false });
+    return { reader: runtime, close: () => runtime.close() };
   }
   throw new InvalidInputError(`${what} needs a runtime or a store to read outcomes from`);
 }

@@ -4,10 +4,13 @@
  *
  * A status that blames the request (400, 403, 404, 409, 413) comes back to the client as the
  * Loom error the worker raised, so a caller sees the same ExecutionConflictError from a remote
- * worker as from a local one. Any other answer (401, 405, 5xx, something that is not a worker's
- * JSON) is a WorkerRefusedError: the worker would not take the request, another one may.
+ * worker as from a local one. A 500 carrying the worker's error is a WorkerFailedError: the
+ * worker took the request and failed on it, which another worker would most likely do too. Any
+ * other answer (401, 405, 503, a 5xx or anything else that is not a worker's JSON error) is a
+ * WorkerRefusedError: the worker would not take the request, another one may.
  */
 import {
+  WorkerFailedError,
   WorkerRefusedError,
   errorFromData,
   errorToData,
@@ -31,6 +34,7 @@ const STATUS_OF_CODE: Record<string, number> = {
   LOOM_PAYLOAD_TOO_LARGE: 413,
   LOOM_LEASE_HELD: 503,
   LOOM_RUNTIME_CLOSED: 503,
+  LOOM_WORKER_REFUSED: 503,
 };
 
 /** Statuses whose error is about the request itself, rebuilt on the client as it was raised. */
@@ -60,6 +64,12 @@ export function errorOfAnswer(
   const why = raised ? `${raised.code} ${raised.message}` : "no error in its answer";
   const details: { [key: string]: Json } = { url: where.url, status: answer.status };
   if (raised) details.error = raised as unknown as Json;
+  if (raised && answer.status === 500) {
+    return new WorkerFailedError(
+      `worker ${where.url} failed on ${where.path} (status 500): ${why}`,
+      details,
+    );
+  }
   return new WorkerRefusedError(
     `worker ${where.url} refused ${where.path} with status ${answer.status}: ${why}`,
     details,

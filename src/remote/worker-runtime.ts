@@ -9,12 +9,16 @@
  * S3. `cancel` is best effort: it aborts the worker's in-flight work when it is delivered, and
  *     what settles the execution is the durable EXECUTION_CANCELLED fact.
  * S4. Requests are checked here before they reach a runtime or a wire: a malformed one is an
- *     InvalidInputError (or InvalidIdError) and changes nothing.
+ *     InvalidInputError (or InvalidIdError) and changes nothing. That includes an input or a
+ *     reason nested more than MAX_JSON_DEPTH deep (json-depth.ts J2).
+ * S5. `dispatch` calls `onAccepted` once the execution's start is durable (a worker server's 202),
+ *     before it settles; a dispatcher applies a cancel that waited for the start then (D5).
  */
 import { InvalidInputError } from "../kernel/errors.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import { canonicalJson, isPlainObject, toJson, type Json } from "../kernel/json.ts";
 import type { Outcome } from "../runtime/outcome.ts";
+import { assertValueDepth } from "./json-depth.ts";
 
 /** What an ended execution came to, as its log says (the runtime's `Outcome`). */
 export type ExecutionOutcome = Outcome;
@@ -32,13 +36,18 @@ export interface CancelRequest {
   reason?: Json;
 }
 
+export interface DispatchOptions {
+  /** Called once the start is durable, before the outcome settles (S5). */
+  onAccepted?: () => void;
+}
+
 /**
  * Where executions run. `LocalWorkerRuntime` runs them on a runtime in this process,
  * `RemoteWorkerRuntime` on an HTTP worker server; a `Dispatcher` places them across several.
  */
 export interface WorkerRuntime {
-  /** Starts (or attaches to, S1) the execution and resolves with its outcome (S2). */
-  dispatch(request: DispatchRequest): Promise<ExecutionOutcome>;
+  /** Starts (or attaches to, S1) the execution and resolves with its outcome (S2, S5). */
+  dispatch(request: DispatchRequest, options?: DispatchOptions): Promise<ExecutionOutcome>;
   /** Aborts the execution's in-flight work on this worker, best effort (S3). */
   cancel?(executionId: string, reason?: Json): Promise<void>;
 }
@@ -55,7 +64,7 @@ export function checkedDispatch(value: unknown): DispatchRequest {
     );
   }
   const request: DispatchRequest = { executionId: o.executionId, flow: o.flow };
-  const input = toJson(o.input, "the input of a dispatch request");
+  const input = checkedJson(o.input, "the input of a dispatch request");
   if (input !== undefined) request.input = input;
   return request;
 }
@@ -64,7 +73,7 @@ export function checkedDispatch(value: unknown): DispatchRequest {
 export function checkedCancel(value: unknown): CancelRequest {
   const o = requestObject(value, "a cancel request", ["executionId", "reason"]);
   const request: CancelRequest = { executionId: o.executionId };
-  const reason = toJson(o.reason, "the reason of a cancel request");
+  const reason = checkedJson(o.reason, "the reason of a cancel request");
   if (reason !== undefined) request.reason = reason;
   return request;
 }
@@ -76,6 +85,24 @@ export function checkedCancel(value: unknown): CancelRequest {
 export function reasonText(reason: Json | undefined): string | undefined {
   if (reason === undefined || typeof reason === "string") return reason;
   return canonicalJson(reason);
+}
+
+/**
+ * `toJson` of a value known not to nest too deep (S4). The depth is checked again on the result,
+ * since a `toJSON` may return a deeper value than the one it was called on; and should one be deep
+ * enough to overflow `toJson` itself, that too is the request's error, not a crash.
+ */
+function checkedJson(value: unknown, what: string): Json | undefined {
+  assertValueDepth(value, what);
+  let json: Json | undefined;
+  try {
+    json = toJson(value, what);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    throw new InvalidInputError(`${what} could not be read as JSON: ${e.message}`, { what });
+  }
+  assertValueDepth(json, what);
+  return json;
 }
 
 function requestObject(

@@ -10,26 +10,38 @@
  *   and makes sure its EXECUTION_CANCELLED fact exists; 200 `{ executionId, cancelled }`, where
  *   `cancelled` is true when this request ended it.
  * - `GET /health`: 200 `{ ok: true, owner, active }`, `active` being the executions dispatched
- *   here that have not settled.
+ *   here that have not settled (active-executions.ts: counted when asked, never watched).
  *
- * Invariants (tests cite H1..H4):
+ * Invariants (tests cite H1..H6):
  * H1. Every request to an endpoint, /health included, is authenticated (signing.ts A1) before
  *     its body is parsed or anything is read or changed; a refused one gets 401 and changes
- *     nothing. (A path or method no endpoint has gets 404 or 405 at once: it reads nothing.)
- * H2. A body over `maxBodyBytes` gets 413; one that is not UTF-8 JSON of the endpoint's shape
- *     gets 400 with a message naming what is wrong. Neither changes anything.
+ *     nothing, and one whose headers already condemn it is refused before its body is read
+ *     (request-body.ts B1). A path or method no endpoint has gets 404 or 405 at once.
+ * H2. A body over `maxBodyBytes` gets 413; one that is not UTF-8 JSON of the endpoint's shape,
+ *     or nests too deep, gets 400 with a message naming what is wrong. Neither changes anything.
  * H3. Errors are answered as data (wire.ts), with the status their code implies.
  * H4. Nothing a client sends can crash the server: every handler's failure becomes an answer,
  *     and a failure to answer (the client went away) is dropped.
+ * H5. What clients can hold is bounded: `maxConnections` connections, `requestTimeoutMs` for a
+ *     request to arrive whole (headers within it too), `maxUnverifiedBytes` of bodies held
+ *     before their signature is verified (B3).
+ * H6. Once the runtime is closed every endpoint answers 503, /health included. `close()`
+ *     resolves when nothing of the server runs any more: no connection, no handler, no count.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Clock } from "../kernel/clock.ts";
-import { InvalidInputError, ensureError, type LoomError } from "../kernel/errors.ts";
+import { InvalidInputError, ensureError, isLoomError, type LoomError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Runtime } from "../runtime/runtime.ts";
+import { ActiveExecutions } from "./active-executions.ts";
 import { LocalWorkerRuntime } from "./local-worker.ts";
-import { MAX_BODY_BYTES, parseBody, readSignedBody } from "./request-body.ts";
+import {
+  MAX_BODY_BYTES,
+  MAX_UNVERIFIED_BYTES,
+  UnverifiedBytes,
+  parseBody,
+  readSignedBody,
+} from "./request-body.ts";
 import { checkedSecret } from "./signing.ts";
 import { errorBody, statusOf } from "./wire.ts";
 import { checkedCancel, checkedDispatch, reasonText } from "./worker-runtime.ts";
@@ -39,23 +51,27 @@ export interface WorkerServerOptions {
   runtime: Runtime;
   /** The secret shared with the orchestrator (at least 16 characters). */
   secret: string;
-  /** Judges request timestamps (default: the runtime's clock). */
-  clock?: Clock;
   /** The largest request body read (default 1 MiB). */
   maxBodyBytes?: number;
+  /** The most body bytes held, across requests, before their signature is verified (16 MiB). */
+  maxUnverifiedBytes?: number;
+  /** The most connections open at once; more are closed as they arrive (default 256). */
+  maxConnections?: number;
   /** How long a request may take to arrive, headers and body (default 30 s). */
   requestTimeoutMs?: number;
-  /** Failures no request is waiting for (an outcome that could not be read). */
+  /** Failures no request is waiting for (a count of the active executions that failed). */
   onError?: (error: Error) => void;
 }
 
 export interface WorkerServer {
   readonly server: Server;
-  /** Executions dispatched here that have not settled. */
-  readonly active: number;
+  /** How many executions dispatched here have not settled, as the store says now. */
+  active(): Promise<number>;
+  /** Bytes of request bodies held now whose signature is not verified yet (H5). */
+  readonly unverifiedBytes: number;
   /** Listens on `port` (0: any free one) of `host` (default 127.0.0.1); resolves with the URL. */
   listen(port: number, host?: string): Promise<string>;
-  /** Stops listening and closes every connection; the runtime stays open (its owner closes it). */
+  /** Stops listening, closes every connection, and waits for what still runs (H6). */
   close(): Promise<void>;
 }
 
@@ -66,29 +82,27 @@ interface Answer {
 
 type Handler = (body: unknown) => Promise<Answer>;
 
+/** The most a request's headers may take, when the request timeout is longer. */
+const MAX_HEADERS_TIMEOUT_MS = 10_000;
+
 export function createWorkerServer(options: WorkerServerOptions): WorkerServer {
   const secret = checkedSecret(options.secret, "a worker server");
   const runtime = options.runtime;
-  const clock = options.clock ?? runtime.clock;
-  const maxBodyBytes = options.maxBodyBytes ?? MAX_BODY_BYTES;
+  const maxBodyBytes = whole(options.maxBodyBytes ?? MAX_BODY_BYTES, "maxBodyBytes", 1);
+  const unverified = new UnverifiedBytes(
+    whole(options.maxUnverifiedBytes ?? MAX_UNVERIFIED_BYTES, "maxUnverifiedBytes", maxBodyBytes),
+  );
+  const maxConnections = whole(options.maxConnections ?? 256, "maxConnections", 1);
+  const requestTimeoutMs = whole(options.requestTimeoutMs ?? 30_000, "requestTimeoutMs", 1);
   const report = options.onError ?? ((e: Error) => runtime.report(e));
   const local = new LocalWorkerRuntime(runtime);
-  const active = new Set<string>();
+  const active = new ActiveExecutions(runtime, report);
 
   const routes: Record<string, Record<string, Handler>> = {
     "/dispatch": {
       POST: async (body) => {
         const id = await local.accept(checkedDispatch(body));
-        if (!active.has(id)) {
-          active.add(id);
-          // Only to count it: the outcome reaches the client through the log, not through here.
-          local
-            .outcome(id)
-            .catch((e: unknown) => {
-              if (!isClosed(e)) report(ensureError(e));
-            })
-            .finally(() => active.delete(id));
-        }
+        active.add(id);
         return { status: 202, body: { executionId: id } };
       },
     },
@@ -101,10 +115,11 @@ export function createWorkerServer(options: WorkerServerOptions): WorkerServer {
       },
     },
     "/health": {
-      GET: async () => ({
-        status: 200,
-        body: { ok: true, owner: runtime.ownerId, active: active.size },
-      }),
+      GET: async () => {
+        await assertOpen(runtime);
+        const count = await active.count();
+        return { status: 200, body: { ok: true, owner: runtime.ownerId, active: count } };
+      },
     },
   };
 
@@ -116,15 +131,14 @@ export function createWorkerServer(options: WorkerServerOptions): WorkerServer {
         ? endpoint[req.method ?? ""]
         : undefined;
     if (!endpoint || !handler) {
-      req.resume();
       const allowed = endpoint ? Object.keys(endpoint).join(", ") : undefined;
       const error = new InvalidInputError(
         endpoint ? `${path} takes ${allowed}, not ${req.method}` : `no endpoint ${path}`,
       );
-      return send(res, endpoint ? 405 : 404, errorBody(error), allowed);
+      return send(res, endpoint ? 405 : 404, errorBody(error), { close: true, allow: allowed });
     }
-    const read = await readSignedBody(req, { secret, nowMs: () => clock.now(), maxBodyBytes });
-    if (!read.ok) return send(res, statusOf(read.error), errorBody(read.error));
+    const read = await readSignedBody(req, { secret, maxBodyBytes, unverified });
+    if (!read.ok) return send(res, statusOf(read.error), errorBody(read.error), { close: true });
     try {
       const answer = await handler(req.method === "GET" ? undefined : parseBody(read.text));
       send(res, answer.status, answer.body);
@@ -133,18 +147,31 @@ export function createWorkerServer(options: WorkerServerOptions): WorkerServer {
     }
   };
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch((e: unknown) => {
-      // A request that broke off while its body was read (H4): answer if it still can be.
-      send(res, 400, errorBody(asRequestError(e)));
-    });
-  });
-  server.requestTimeout = options.requestTimeoutMs ?? 30_000;
+  const running = new Set<Promise<void>>();
+  const server = createServer(
+    {
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: Math.min(requestTimeoutMs, MAX_HEADERS_TIMEOUT_MS),
+      // Node enforces both timeouts on this tick: a tenth of the timeout keeps the cut close to it.
+      connectionsCheckingInterval: Math.min(1_000, Math.max(10, Math.floor(requestTimeoutMs / 10))),
+    },
+    (req, res) => {
+      const run = handle(req, res)
+        .catch((e: unknown) => {
+          // H4: a handler that failed outside its own catch; answer if it still can be.
+          send(res, 400, errorBody(asRequestError(e)), { close: true });
+        })
+        .finally(() => running.delete(run));
+      running.add(run);
+    },
+  );
+  server.maxConnections = maxConnections;
 
   return {
     server,
-    get active() {
-      return active.size;
+    active: () => active.count(),
+    get unverifiedBytes() {
+      return unverified.held;
     },
     listen(port, host = "127.0.0.1") {
       return new Promise<string>((resolve, reject) => {
@@ -157,30 +184,55 @@ export function createWorkerServer(options: WorkerServerOptions): WorkerServer {
         });
       });
     },
-    close() {
-      return new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await closed;
+      await Promise.allSettled([...running]);
+      await active.close();
     },
   };
 }
 
-function send(res: ServerResponse, status: number, body: Json, allow?: string): void {
+/**
+ * Throws RuntimeClosedError once the runtime is closed (H6). The runtime has no public flag;
+ * every method of it that acts checks that it is open before it looks at its arguments, so a
+ * cancel of the empty id answers RuntimeClosedError when closed and InvalidIdError when open,
+ * reading and writing nothing either way.
+ */
+async function assertOpen(runtime: Runtime): Promise<void> {
+  try {
+    await runtime.cancel("");
+  } catch (e) {
+    if (isLoomError(e, "LOOM_RUNTIME_CLOSED")) throw e;
+  }
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  body: Json,
+  options: { close?: boolean; allow?: string | undefined } = {},
+): void {
   if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(body);
   const headers: Record<string, string | number> = {
     "content-type": "application/json; charset=utf-8",
     "content-length": Buffer.byteLength(text),
   };
-  if (allow !== undefined) headers.allow = allow;
+  if (options.allow !== undefined) headers.allow = options.allow;
+  // A refused request's connection is closed: what its client still sends is never read.
+  if (options.close) headers.connection = "close";
   res.writeHead(status, headers).end(text);
+}
+
+function whole(value: number, name: string, min: number): number {
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new InvalidInputError(`${name} must be a whole number >= ${min}, got ${value}`);
+  }
+  return value;
 }
 
 function asRequestError(e: unknown): LoomError {
   return new InvalidInputError(`the request could not be read: ${ensureError(e).message}`);
-}
-
-function isClosed(e: unknown): boolean {
-  return (e as { code?: unknown } | null)?.code === "LOOM_RUNTIME_CLOSED";
 }

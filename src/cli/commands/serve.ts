@@ -4,9 +4,11 @@
  * dispatch executions to it and forward cancels (ADR 0020 K8.5).
  *
  * The secret is read from the environment variable NAME, never from the command line, where
- * `ps` would show it. The URL it listens on is the one line on stdout; progress goes to stderr.
- * On SIGINT or SIGTERM it stops listening, then closes the runtime, which releases the leases of
- * what it drives so another process can take them over at once.
+ * `ps` would show it, and the variable is then deleted from this process's environment (before
+ * the module is loaded), so neither its flows nor a child process they spawn find it there. The
+ * URL it listens on is the one line on stdout; progress goes to stderr. On SIGINT or SIGTERM it
+ * stops listening, then closes the runtime, which releases the leases of what it drives so
+ * another process can take them over at once.
  */
 import { MIN_SECRET_LENGTH } from "../../remote/signing.ts";
 import { createWorkerServer, type WorkerServer } from "../../remote/worker-server.ts";
@@ -25,6 +27,7 @@ export async function serveCommand(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<number> {
   const secret = secretFrom(env, cmd.secretEnv);
+  delete env[cmd.secretEnv];
   const { path, flows } = await loadFlows(cmd.module, io.cwd);
   const signals = watchSignals();
   const runtime = await openRuntime(cmd, io.cwd, {
