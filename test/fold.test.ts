@@ -2,13 +2,18 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   canonicalJson,
+  createRuntime,
+  flow$,
   fold,
   foldAll,
   initialState,
+  isLoomError,
+  memoryStore,
   toJson,
   type Envelope,
   type Json,
 } from "../src/index.ts";
+import { MAX_DEPTH } from "../src/kernel/json.ts";
 
 const start: Envelope = {
   executionId: "x",
@@ -204,6 +209,32 @@ describe("the fold: regressions found by its property tests", () => {
     const j = toJson({ n: -0, list: [-0] }, "x") as { n: number; list: number[] };
     expect(Object.is(j.n, 0)).toBe(true);
     expect(Object.is(j.list[0], 0)).toBe(true);
+  });
+
+  it("a value nested deeper than MAX_DEPTH is refused with a typed error, not a stack overflow, before anything is recorded", async () => {
+    const nest = (n: number): unknown => {
+      let v: unknown = 1;
+      for (let i = 0; i < n; i++) v = [v];
+      return v;
+    };
+    expect(toJson(nest(MAX_DEPTH), "x")).toBeDefined();
+    for (const n of [MAX_DEPTH + 1, 5_000, 100_000]) {
+      const refused = (() => {
+        try {
+          return toJson(nest(n), "the input");
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(isLoomError(refused, "LOOM_INVALID_INPUT"), String(n)).toBe(true);
+    }
+    const store = memoryStore();
+    const r = createRuntime({ store, background: false });
+    const f = flow$("deep", async () => 1);
+    const started = await r.start(f, nest(5_000), { id: "deep" }).catch((e: unknown) => e);
+    expect(isLoomError(started, "LOOM_INVALID_INPUT")).toBe(true);
+    expect(await store.head("deep")).toBe(-1);
+    await r.close();
   });
 
   it("a -0 in a payload (seed 259656277) folds to state that survives a JSON round trip", () => {

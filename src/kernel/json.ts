@@ -9,14 +9,19 @@ import { InvalidInputError, PayloadTooLargeError } from "./errors.ts";
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
+/** How deep arrays and objects may nest in a value that enters the log: `[[1]]` is 2 deep. */
+export const MAX_DEPTH = 256;
+
 /**
  * Returns the JSON form of `value` (what `JSON.parse(JSON.stringify(value))` would give),
  * or throws InvalidInputError naming the path of the first value that has none.
  * `undefined` at the top level stays `undefined`; in an object it drops the key, as JSON does.
+ * Arrays and objects nested deeper than MAX_DEPTH are refused too: everything that walks a
+ * recorded value (this walk, the fold, a canonical form) recurses, and must not overflow.
  */
 export function toJson(value: unknown, what: string): Json | undefined {
   const seen = new Set<object>();
-  const walk = (v: unknown, path: string): Json | undefined => {
+  const walk = (v: unknown, path: string, depth = 0): Json | undefined => {
     if (v === null) return null;
     switch (typeof v) {
       case "string":
@@ -40,13 +45,14 @@ export function toJson(value: unknown, what: string): Json | undefined {
     const obj = v;
     const withToJson = obj as { toJSON?: unknown };
     if (typeof withToJson.toJSON === "function") {
-      return walk((withToJson.toJSON as () => unknown).call(obj), path);
+      return walk((withToJson.toJSON as () => unknown).call(obj), path, depth);
     }
+    if (depth >= MAX_DEPTH) throw invalid(what, path, `nested deeper than ${MAX_DEPTH}`);
     if (seen.has(obj)) throw invalid(what, path, "a cycle");
     seen.add(obj);
     try {
       if (Array.isArray(obj)) {
-        return obj.map((item: unknown, i) => walk(item, `${path}[${i}]`) ?? null);
+        return obj.map((item: unknown, i) => walk(item, `${path}[${i}]`, depth + 1) ?? null);
       }
       const proto = Object.getPrototypeOf(obj) as unknown;
       if (proto !== Object.prototype && proto !== null) {
@@ -55,7 +61,7 @@ export function toJson(value: unknown, what: string): Json | undefined {
       }
       const out: { [key: string]: Json } = {};
       for (const [k, item] of Object.entries(obj)) {
-        const j = walk(item, `${path}.${k}`);
+        const j = walk(item, `${path}.${k}`, depth + 1);
         if (j !== undefined) out[k] = j;
       }
       return out;
