@@ -2,7 +2,8 @@
  * The PostgreSQL store: the whole store conformance suite (S1..S16) and the fleet suite (S17,
  * S18), each store in a fresh schema dropped afterwards; then what only PostgreSQL has: schemas
  * migrated by many processes at once, a listener that reconnects, values it cannot store refused
- * as bad input, and S1 under SIGKILL of a process appending.
+ * as bad input, appends that are one statement (the append routine, append-routine.ts) on schemas
+ * made before it, and S1 under SIGKILL of a process appending.
  *
  * The database is LOOM_PG_URL (docs/postgres.md says how to start one). Without it only the
  * option checks run, which need no database.
@@ -11,15 +12,20 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { isLoomError } from "../src/kernel/errors.ts";
 import type { Envelope } from "../src/kernel/events.ts";
-import type { FleetWake, StoreHooks } from "../src/store/spi.ts";
+import type { AppendBatch, FleetWake, StoreHooks } from "../src/store/spi.ts";
 import { runFleetConformance, runStoreConformance } from "../src/store/conformance/index.ts";
 import { postgresStore, type PostgresStore } from "../src/store/postgres/index.ts";
+import { APPEND_ROUTINE, APPEND_ROUTINE_ARGS } from "../src/store/postgres/append-routine.ts";
 import { mulberry32, until } from "./helpers.ts";
 
 const PG_URL = process.env.LOOM_PG_URL;
+
+function expectOk(outcomes: { ok: boolean }[]): void {
+  expect(outcomes.map((o) => o.ok)).toEqual(outcomes.map(() => true));
+}
 
 async function refusal(call: Promise<unknown>): Promise<unknown> {
   return call.then(
@@ -262,6 +268,130 @@ function postgresSuites(url: string): void {
         for (const call of calls) {
           expect(isLoomError(await refusal(call()), "LOOM_INVALID_INPUT")).toBe(true);
         }
+      } finally {
+        await store.close();
+      }
+    });
+  });
+
+  describe("postgres: one-statement appends (append.ts A3..A5, append-routine.ts R1..R6)", () => {
+    const started = (id: string, extra: Partial<AppendBatch> = {}): AppendBatch => ({
+      executionId: id,
+      events: [{ executionId: id, seq: 0, kind: "EXECUTION_STARTED", at: 1, payload: { n: 0 } }],
+      expectedSeq: 0,
+      fence: 1,
+      status: "running",
+      flow: "f",
+      claimLease: { owner: "w", expiresAtMs: 1e12 },
+      ...extra,
+    });
+    const step = (id: string, seq: number, extra: Partial<AppendBatch> = {}): AppendBatch => ({
+      executionId: id,
+      events: [{ executionId: id, seq, kind: "STEP_COMPLETED", at: 1 + seq, payload: { seq } }],
+      expectedSeq: seq,
+      fence: 1,
+      status: "running",
+      ...extra,
+    });
+    const codes = (outcomes: { ok: boolean; error?: { code: string } }[]) =>
+      outcomes.map((o) => (o.ok ? "ok" : o.error?.code));
+
+    it("A4: an append is one statement, for one execution or several, refusals included", async () => {
+      const store = await open(freshSchema());
+      try {
+        expect(codes(await store.appendMany([started("a"), started("b")]))).toEqual(["ok", "ok"]);
+        const sent = vi.spyOn(pg.Client.prototype, "query");
+        try {
+          expect(codes(await store.appendMany([step("a", 1)]))).toEqual(["ok"]);
+          expect(sent).toHaveBeenCalledTimes(1);
+          sent.mockClear();
+          const outcomes = await store.appendMany([step("b", 1), step("a", 2), step("a", 2)]);
+          expect(codes(outcomes)).toEqual(["ok", "ok", "LOOM_SEQUENCE_CONFLICT"]);
+          expect(sent).toHaveBeenCalledTimes(1);
+          sent.mockClear();
+          // Refused before sending (empty): no statement at all.
+          const empty = { ...step("a", 3), events: [] };
+          expect(codes(await store.appendMany([empty]))).toEqual(["LOOM_INVALID_INPUT"]);
+          expect(sent).not.toHaveBeenCalled();
+        } finally {
+          sent.mockRestore();
+        }
+        expect([await store.head("a"), await store.head("b")]).toEqual([2, 1]);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it("M3: a schema made before the append routine gets it when opened, and keeps its logs", async () => {
+      const schema = freshSchema();
+      const first = await open(schema);
+      expect(codes(await first.appendMany([started("a")]))).toEqual(["ok"]);
+      await first.close();
+      // What the previous release left: the same tables and data, no routine.
+      const admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      try {
+        await admin.query(`DROP FUNCTION "${schema}".${APPEND_ROUTINE}${APPEND_ROUTINE_ARGS}`);
+        const again = await open(schema);
+        try {
+          expect(codes(await again.appendMany([step("a", 1)]))).toEqual(["ok"]);
+          expect((await again.read("a")).map((e) => e.payload)).toEqual([{ n: 0 }, { seq: 1 }]);
+        } finally {
+          await again.close();
+        }
+        const { rows } = await admin.query<{ version: number }>(
+          `SELECT version FROM "${schema}".migrations ORDER BY version`,
+        );
+        expect(rows.map((r) => r.version)).toEqual([1]);
+      } finally {
+        await admin.end();
+      }
+    });
+
+    it("A5: a lone surrogate is stored as U+FFFD, as in any other parameter, and refuses nothing", async () => {
+      const store = await open(freshSchema());
+      try {
+        const lone = "a\ud800";
+        const outcomes = await store.appendMany([started(lone, { flow: "f\udc00" }), started("b")]);
+        expect(codes(outcomes)).toEqual(["ok", "ok"]);
+        expect(await store.read(lone)).toEqual(started(lone).events);
+        expect((await store.getLease(lone))?.owner).toBe("w");
+        const listed = await store.list();
+        expect(listed.map((x) => [x.executionId, x.flow])).toEqual([
+          ["a\ufffd", "f\ufffd"],
+          ["b", "f"],
+        ]);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it("a fence or sequence number no BIGINT can hold refuses its batch only, as a mismatch", async () => {
+      const store = await open(freshSchema());
+      try {
+        expectOk(await store.appendMany([started("a"), started("b"), started("c")]));
+        const shifted = (seq: number) => ({
+          ...step("c", 1),
+          events: [{ ...step("c", 1).events[0], seq } as Envelope],
+          expectedSeq: seq,
+        });
+        const outcomes = await store.appendMany([
+          step("a", 1, { fence: 1.5 }),
+          step("b", 1, { fence: Number.NaN }),
+          shifted(1.5),
+          shifted(2 ** 70),
+          step("a", 1),
+        ]);
+        expect(codes(outcomes)).toEqual([
+          "LOOM_FENCED",
+          "LOOM_FENCED",
+          "LOOM_SEQUENCE_CONFLICT",
+          "LOOM_SEQUENCE_CONFLICT",
+          "ok",
+        ]);
+        expect([await store.head("a"), await store.head("b"), await store.head("c")]).toEqual([
+          1, 0, 0,
+        ]);
       } finally {
         await store.close();
       }

@@ -5,7 +5,8 @@
  * D1. BIGINT columns (times, sequence numbers, fences) read back as JS numbers: every value the
  *     store writes to one is a safe integer, checked before it is sent.
  * D2. A transaction PostgreSQL aborted to break a deadlock (or a serialisation failure) committed
- *     nothing, so `transaction` runs it again, from the start, a bounded number of times.
+ *     nothing, so `transaction` runs it again, from the start, a bounded number of times; so does
+ *     `runRetried` a statement that is a transaction of its own (autocommit).
  * D3. A value PostgreSQL refuses (a NUL character in text, a number that is no BIGINT) is bad
  *     input: it surfaces as InvalidInputError, not as a driver error.
  * D4. Transactions pipeline their statements (see `transaction`).
@@ -15,6 +16,7 @@
  */
 import pg from "pg";
 import { InvalidInputError } from "../../kernel/errors.ts";
+import { APPEND_ROUTINE } from "./append-routine.ts";
 
 export type Queryable = pg.Pool | pg.PoolClient;
 
@@ -67,6 +69,8 @@ export interface Tables {
   schedules: string;
   inbox: string;
   inboxHeads: string;
+  /** The append routine (append-routine.ts). */
+  appendRoutine: string;
 }
 
 export function tables(schema: string): Tables {
@@ -82,6 +86,7 @@ export function tables(schema: string): Tables {
     schedules: t("schedules"),
     inbox: t("inbox"),
     inboxHeads: t("inbox_heads"),
+    appendRoutine: t(APPEND_ROUTINE),
   };
 }
 
@@ -104,6 +109,21 @@ export async function run<R extends pg.QueryResultRow>(
     return await db.query<R>(query);
   } catch (e) {
     throw asInputError(e);
+  }
+}
+
+/** Runs one statement that is a transaction of its own, again when PostgreSQL aborted it (D2). */
+export async function runRetried<R extends pg.QueryResultRow>(
+  db: pg.Pool,
+  query: pg.QueryConfig<unknown[]>,
+): Promise<pg.QueryResult<R>> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.query<R>(query);
+    } catch (e) {
+      if (attempt < TRANSACTION_ATTEMPTS && RETRIED_CODES.has(pgCode(e) ?? "")) continue;
+      throw asInputError(e);
+    }
   }
 }
 

@@ -7,6 +7,10 @@
  *     advisory lock named after the schema: processes opening one database at once wait for each
  *     other, and each applies only what the one before it did not (idempotent).
  * M2. Everything lives in the store's schema, created if it is missing.
+ * M3. Routines (the append function, append-routine.ts) are code, not data: they are not versions
+ *     of this list but are installed, in the same transaction, when the schema lacks the one this
+ *     release calls, under a name that carries its version (R1). A schema made by an earlier
+ *     release gets it the first time this release opens it.
  *
  * Ids and names are `COLLATE "C"`: ordered by their bytes, as the SQLite store orders them, so
  * `list` pages (`afterId`) the same whatever the database's collation. An execution's head and
@@ -14,7 +18,9 @@
  * updating them on every append is a HOT update that touches no index.
  */
 import type pg from "pg";
+import { APPEND_ROUTINE, APPEND_ROUTINE_ARGS, appendRoutineSql } from "./append-routine.ts";
 import { tables, type Tables } from "./db.ts";
+import { wakeChannel } from "./wakes.ts";
 
 export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   (t) => `
@@ -93,7 +99,7 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   `,
 ];
 
-/** Brings `schema` to the latest version (M1, M2); returns the versions it applied. */
+/** Brings `schema` to the latest version (M1..M3); returns the versions it applied. */
 export async function migrate(client: pg.ClientBase, schema: string): Promise<number[]> {
   const t = tables(schema);
   const applied: number[] = [];
@@ -103,9 +109,14 @@ export async function migrate(client: pg.ClientBase, schema: string): Promise<nu
       `loom.migrate:${schema}`,
     ]);
     // Looked up first: a role that may use an existing schema need not be allowed to create one.
-    const found = await client.query<{ schema: string | null; table: string | null }>(
-      "SELECT to_regnamespace($1)::text AS schema, to_regclass($2)::text AS table",
-      [`"${schema}"`, t.migrations],
+    const found = await client.query<{
+      schema: string | null;
+      table: string | null;
+      routine: string | null;
+    }>(
+      `SELECT to_regnamespace($1)::text AS schema, to_regclass($2)::text AS table,
+         to_regprocedure($3)::text AS routine`,
+      [`"${schema}"`, t.migrations, `"${schema}".${APPEND_ROUTINE}${APPEND_ROUTINE_ARGS}`],
     );
     if (!found.rows[0]?.schema) await client.query(`CREATE SCHEMA "${schema}"`);
     if (!found.rows[0]?.table) {
@@ -124,6 +135,10 @@ export async function migrate(client: pg.ClientBase, schema: string): Promise<nu
       await client.query(sql(t));
       await client.query(`INSERT INTO ${t.migrations} (version) VALUES ($1)`, [version]);
       applied.push(version);
+    }
+    // M3
+    if (!found.rows[0]?.routine) {
+      await client.query(appendRoutineSql(t, schema, wakeChannel(schema)));
     }
     await client.query("COMMIT");
     return applied;

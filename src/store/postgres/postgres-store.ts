@@ -3,9 +3,10 @@
  * machines (issue 9), plus what a fleet adds (`FleetStore`: claims, S17, and wakes, S18).
  *
  * P1. Every table lives in one schema (`loom` by default), created and migrated when the store
- *     opens (migrations.ts M1, M2): many stores, even many Looms, can share one database.
+ *     opens (migrations.ts M1..M3): many stores, even many Looms, can share one database.
  * P2. Every write that must be atomic is one transaction or one statement; the fence and the
- *     sequence number are checked in the transaction that appends (append.ts A1..A4).
+ *     sequence number are checked in the transaction that appends, which is one statement, a call
+ *     of the append routine (append.ts A1..A5, append-routine.ts R1..R6).
  * P3. Payloads, metas, snapshots and inputs are stored as the JSON text the runtime made
  *     (`text`, not `jsonb`, which would reorder keys and refuse a `\u0000`), so they read back
  *     as appended.
@@ -72,7 +73,7 @@ export async function postgresStore(options: PostgresStoreOptions): Promise<Post
   return {
     kind: "postgres",
     schema,
-    appendMany: postgresAppend(pool, t, channel, options.hooks ?? {}),
+    appendMany: postgresAppend(pool, t, options.hooks ?? {}),
     ...postgresReads(pool, t),
     ...postgresSnapshots(pool, t),
     ...postgresLeases(pool, t, channel),

@@ -1,7 +1,7 @@
 /**
- * The net effect on timer rows of the batches a group commit appends, so the transaction writes
- * them in at most three statements instead of one per row, with the same outcome as applying each
- * batch's changes in order (the SQLite store's way):
+ * The net effect on timer rows of a batch (append.ts sends each batch's to the append routine),
+ * or of several applied in order: each row once, set or deleted, with the same outcome as applying
+ * the changes one by one (the SQLite store's way), so a statement never touches a row twice:
  *
  * T1. A row set or cleared last by a batch ends set or deleted, whatever came before it.
  * T2. A terminal batch (`clearAllTimers`) deletes every row of its execution, except wake rows

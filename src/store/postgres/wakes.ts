@@ -4,8 +4,9 @@
  * N1. One channel per schema. A writer sends its wakes with `pg_notify` inside its own
  *     transaction, so PostgreSQL delivers them on commit only, and never those of a transaction
  *     rolled back or a batch refused.
- * N2. A payload is the wake as JSON, kept under PostgreSQL's 8000-byte limit: a wake too big to
- *     send (ids of thousands of characters) is not sent. Delivery is best effort.
+ * N2. A payload is the wake as JSON (made here, or by the append routine with json_build_object),
+ *     kept under PostgreSQL's 8000-byte limit: a wake too big to send (ids of thousands of
+ *     characters) is not sent. Delivery is best effort.
  * N3. One dedicated connection per store listens, opened by the first subscriber and closed with
  *     the last. If it drops it reconnects, with a growing delay, while anyone is subscribed;
  *     wakes sent while it was down are lost (a fleet member's poll covers them).
@@ -13,7 +14,7 @@
 import pg from "pg";
 import type { FleetWake } from "../spi.ts";
 
-const MAX_PAYLOAD_BYTES = 7999;
+export const MAX_PAYLOAD_BYTES = 7999;
 const RECONNECT_FIRST_MS = 50;
 const RECONNECT_MAX_MS = 5000;
 

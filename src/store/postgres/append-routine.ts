@@ -1,0 +1,268 @@
+/**
+ * The append routine: a PL/pgSQL function in the store's schema that makes a whole group commit
+ * (S4) one statement, so `appendMany` costs one round trip and commits on its own (autocommit).
+ * append.ts says what it is sent and reads what it answers; this file is the SQL.
+ *
+ * R1. It is installed beside the migrations, under their lock (migrations.ts M3), and named with
+ *     its version (`loom_append_1`). A changed routine is a new name, never a replaced body: a
+ *     process of the previous release, still running during a rolling upgrade, keeps the routine
+ *     it was written for (or its own two-round-trip transaction, which takes the same locks in the
+ *     same order).
+ * R2. It locks, FOR UPDATE and sorted by execution id, the lease rows and then the execution rows
+ *     of every execution in the call (append.ts A1) and reads them, in two statements, the second
+ *     run after the first holds its locks, so it reads what a previous lease holder committed
+ *     while it waited (A2). A call for one execution (a sequential step: the most common, and the
+ *     one whose latency counts) has nothing to sort, and locks its two rows as it reads them, at
+ *     each batch. Plans are generic: replanning each call cost as much as running it.
+ * R3. It then takes the batches in order, each on its own, against what the locked rows held and
+ *     what the batches before it in the call did: it refuses a batch, which then writes nothing,
+ *     when the fence, a terminal status or the expected sequence number says so (append-check.ts,
+ *     in its order); otherwise it applies it whole, in its turn: a claimed lease (created only if
+ *     no row exists, else the batch is fenced), its events and execution row (R4), a released
+ *     lease, a snapshot never over a newer one, a notice, its timer rows (its net effect, computed
+ *     by the client: timer-plan.ts), and its wakes with `pg_notify` (wakes.ts N1). Applying
+ *     batches in order is what the other stores do, so what a call leaves is the same.
+ * R4. A call for one execution writes each batch's events and execution row as it goes (four
+ *     statements for a step). A call for several keeps each execution's state in arrays lined up
+ *     with the call's ids, and writes the events and execution rows of all its accepted batches
+ *     after the loop, in two or three statements whatever their number.
+ * R5. It answers the refused batches only, as JSON `[{n, h, s, f}]`: the batch's place in the call
+ *     and the head, status and lease fence it was checked against, from which the client builds
+ *     the same typed error the other stores raise (append-check.ts checkBatch); `{n, c: true}` is
+ *     a claim that lost the race to create the lease row.
+ * R6. Payloads, metas and snapshot states arrive as JSON strings holding the text the runtime
+ *     made, so the row holds that text byte for byte (a `\u0000` escape in it included).
+ */
+import { TERMINAL_STATUSES } from "../../kernel/events.ts";
+import type { Tables } from "./db.ts";
+import { MAX_PAYLOAD_BYTES } from "./wakes.ts";
+
+/** The routine's name in the schema, with its version (R1). */
+export const APPEND_ROUTINE = "loom_append_1";
+/** What `to_regprocedure` needs to find it. */
+export const APPEND_ROUTINE_ARGS = "(text[], json, bigint)";
+
+const quoted = (values: Iterable<string>) => [...values].map((v) => `'${v}'`).join(", ");
+
+/** S15: timer ids an execution's own end never clears (fold/index-changes.ts isWakeId). */
+const NOT_A_WAKE_ROW = `timer_id NOT LIKE 'child:%' AND timer_id NOT LIKE 'cascade:%'
+        AND timer_id NOT LIKE 'watch:%'`;
+
+/**
+ * The CREATE FUNCTION statement for `schema`. The batch record's fields (append.ts `SentBatch`):
+ * i id, x expected sequence, f fence, s status, fl flow, h last sequence, a0/a1 first and last
+ * event time, e events ({q seq, k kind, t at, p payload, m meta}), co/ce claimed lease owner and
+ * expiry, r released lease owner, ss/sj snapshot sequence and state, nw/nk notice owner (who) and
+ * kind, tc clear all own timer rows, td timer rows deleted ({e, t}), ts timer rows set ({e, t, a}).
+ * `x`, `f` and `h` are numeric: a fence or sequence number no row can hold refuses its batch only
+ * (as a mismatch), and is never cast to BIGINT.
+ */
+export function appendRoutineSql(t: Tables, schema: string, channel: string): string {
+  const terminal = quoted(TERMINAL_STATUSES);
+  // Wakes are built here as JSON; one over PostgreSQL's payload limit is not sent (N2).
+  const notify = (wake: string) =>
+    `PERFORM pg_notify('${channel}', w) FROM (SELECT (${wake})::text AS w) AS wake
+        WHERE octet_length(w) <= ${MAX_PAYLOAD_BYTES}`;
+  return `
+CREATE FUNCTION "${schema}".${APPEND_ROUTINE}(ids text[], batches json, prune_notices_before bigint)
+RETURNS json LANGUAGE plpgsql
+-- Every statement below is a primary-key lookup or a write: a generic plan is the right one, and
+-- replanning "= ANY(ids)" at each call (a custom plan) would cost as much as running it.
+SET plan_cache_mode = force_generic_plan
+AS $routine$
+DECLARE
+  single boolean := cardinality(ids) = 1;
+  b record;
+  k int := -1;
+  j int;
+  p int;
+  -- The batch's execution as the locked rows and the batches before it left it.
+  lease_fence bigint;
+  lease_owner text;
+  log_head bigint;
+  log_status text;
+  checked_fence bigint;
+  -- Several executions (R4): the locked rows, in id order...
+  locked_leases text[];
+  locked_fences bigint[];
+  locked_owners text[];
+  locked_executions text[];
+  locked_heads bigint[];
+  locked_statuses text[];
+  -- ...each execution as the batches so far left it, by its place in ids (a batch's j)...
+  seen boolean[];
+  fences bigint[];
+  owners text[];
+  heads bigint[];
+  statuses text[];
+  fresh boolean[];
+  flows text[];
+  created bigint[];
+  updated bigint[];
+  -- ...and the accepted batches' events.
+  appended_ids text[] := '{}';
+  appended_events json[] := '{}';
+  refused json[] := '{}';
+  pruned boolean := prune_notices_before IS NULL;
+BEGIN
+  IF NOT single THEN
+    -- One element per execution from the start: an element assigned past the end of an empty
+    -- array would make it start there, and unnest would no longer line it up with ids.
+    seen := array_fill(NULL::boolean, ARRAY[cardinality(ids)]);
+    fences := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
+    owners := array_fill(NULL::text, ARRAY[cardinality(ids)]);
+    heads := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
+    statuses := array_fill(NULL::text, ARRAY[cardinality(ids)]);
+    fresh := array_fill(NULL::boolean, ARRAY[cardinality(ids)]);
+    flows := array_fill(NULL::text, ARRAY[cardinality(ids)]);
+    created := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
+    updated := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
+    -- R2
+    SELECT array_agg(l.execution_id), array_agg(l.fence), array_agg(l.owner)
+      INTO locked_leases, locked_fences, locked_owners
+      FROM (SELECT execution_id, fence, owner FROM ${t.leases} WHERE execution_id = ANY(ids)
+            ORDER BY execution_id FOR UPDATE) AS l;
+    SELECT array_agg(x.id), array_agg(x.head), array_agg(x.status)
+      INTO locked_executions, locked_heads, locked_statuses
+      FROM (SELECT id, head, status FROM ${t.executions} WHERE id = ANY(ids)
+            ORDER BY id FOR UPDATE) AS x;
+  END IF;
+  -- R3
+  FOR b IN SELECT * FROM json_to_recordset(batches) AS q(i text, j int, x numeric, f numeric,
+      s text, fl text, h numeric, a0 bigint, a1 bigint, e json, co text, ce bigint, r text,
+      ss bigint, sj text, nw text, nk text, tc boolean, td json, ts json)
+  LOOP
+    k := k + 1;
+    j := b.j;
+    IF single THEN
+      -- R2, for one execution: its rows, locked as they are read; the batches before this one
+      -- in the call wrote theirs already.
+      SELECT l.fence, l.owner INTO lease_fence, lease_owner FROM ${t.leases} l
+        WHERE l.execution_id = b.i FOR UPDATE;
+      SELECT x.head, x.status INTO log_head, log_status FROM ${t.executions} x
+        WHERE x.id = b.i FOR UPDATE;
+      log_head := coalesce(log_head, -1);
+    ELSE
+      IF seen[j] IS NULL THEN
+        seen[j] := true;
+        p := array_position(locked_leases, b.i);
+        fences[j] := locked_fences[p];
+        owners[j] := locked_owners[p];
+        p := array_position(locked_executions, b.i);
+        heads[j] := coalesce(locked_heads[p], -1);
+        statuses[j] := locked_statuses[p];
+        fresh[j] := p IS NULL;
+      END IF;
+      lease_fence := fences[j];
+      lease_owner := owners[j];
+      log_head := heads[j];
+      log_status := statuses[j];
+    END IF;
+    -- append-check.ts effectiveFence and checkBatch, in their order.
+    checked_fence := CASE WHEN b.co IS NULL THEN lease_fence
+      WHEN lease_fence IS NULL AND b.f = 1 THEN 1 END;
+    IF checked_fence IS NULL OR checked_fence IS DISTINCT FROM b.f
+        OR coalesce(log_status IN (${terminal}), false)
+        OR b.x IS DISTINCT FROM log_head + 1 THEN
+      refused := refused || json_build_object('n', k, 'h', log_head, 's', log_status,
+        'f', lease_fence);
+      CONTINUE;
+    END IF;
+    IF b.co IS NOT NULL THEN
+      INSERT INTO ${t.leases} (execution_id, owner, fence, expires_at)
+        VALUES (b.i, b.co, 1, b.ce) ON CONFLICT (execution_id) DO NOTHING;
+      IF NOT FOUND THEN
+        refused := refused || json_build_object('n', k, 'c', true);
+        CONTINUE;
+      END IF;
+      lease_fence := 1;
+      lease_owner := b.co;
+    END IF;
+    IF single THEN
+      INSERT INTO ${t.events} (execution_id, seq, kind, at, payload, meta)
+        SELECT b.i, ev.q, ev.k, ev.t, ev.p, ev.m
+        FROM json_to_recordset(b.e) AS ev(q bigint, k text, t bigint, p text, m text);
+      IF log_status IS NULL THEN
+        INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at)
+          VALUES (b.i, coalesce(b.fl, ''), b.s, b.h, b.a0, b.a1);
+      ELSE
+        UPDATE ${t.executions} SET status = b.s, head = b.h, updated_at = b.a1 WHERE id = b.i;
+      END IF;
+    ELSE
+      appended_ids := appended_ids || b.i;
+      appended_events := appended_events || b.e;
+      IF log_status IS NULL THEN
+        flows[j] := coalesce(b.fl, '');
+        created[j] := b.a0;
+      END IF;
+      heads[j] := b.h;
+      statuses[j] := b.s;
+      updated[j] := b.a1;
+    END IF;
+    IF b.r IS NOT NULL AND b.r = lease_owner THEN
+      UPDATE ${t.leases} SET owner = NULL WHERE execution_id = b.i;
+      lease_owner := NULL;
+    END IF;
+    IF NOT single THEN
+      fences[j] := lease_fence;
+      owners[j] := lease_owner;
+    END IF;
+    IF b.ss IS NOT NULL THEN
+      INSERT INTO ${t.snapshots} AS sn (execution_id, seq, state) VALUES (b.i, b.ss, b.sj)
+        ON CONFLICT (execution_id) DO UPDATE SET seq = excluded.seq, state = excluded.state
+        WHERE excluded.seq >= sn.seq;
+    END IF;
+    IF b.nw IS NOT NULL THEN
+      -- A notice to an owner that never takes it (it died) is dropped after a day.
+      IF NOT pruned THEN
+        DELETE FROM ${t.notices} WHERE at < prune_notices_before;
+        pruned := true;
+      END IF;
+      INSERT INTO ${t.notices} (owner, execution_id, kind, at) VALUES (b.nw, b.i, b.nk, b.a1);
+      ${notify(`json_build_object('kind', 'notice', 'owner', b.nw, 'executionId', b.i)`)};
+    END IF;
+    IF b.tc THEN
+      DELETE FROM ${t.timers} WHERE execution_id = b.i AND ${NOT_A_WAKE_ROW};
+    END IF;
+    IF b.td IS NOT NULL THEN
+      DELETE FROM ${t.timers} AS tm USING json_to_recordset(b.td) AS d(e text, t text)
+        WHERE tm.execution_id = d.e AND tm.timer_id = d.t;
+    END IF;
+    IF b.ts IS NOT NULL THEN
+      -- In the order given: two calls writing one pair of rows in opposite orders may deadlock,
+      -- and PostgreSQL aborts one of them, which runs again (db.ts D2).
+      INSERT INTO ${t.timers} (execution_id, timer_id, wake_at)
+        SELECT st.e, st.t, st.a FROM json_to_recordset(b.ts) AS st(e text, t text, a bigint)
+        ON CONFLICT (execution_id, timer_id) DO UPDATE SET wake_at = excluded.wake_at;
+      PERFORM pg_notify('${channel}', w) FROM (
+          SELECT json_build_object('kind', 'timer', 'executionId', st.e, 'wakeAtMs', st.a)::text
+          FROM json_to_recordset(b.ts) AS st(e text, t text, a bigint)
+        ) AS wake(w)
+        WHERE octet_length(w) <= ${MAX_PAYLOAD_BYTES};
+    END IF;
+    IF b.s IN ('pending', 'running') AND lease_owner IS NULL THEN
+      ${notify(`json_build_object('kind', 'runnable', 'executionId', b.i)`)};
+    END IF;
+  END LOOP;
+  -- R4
+  IF cardinality(appended_ids) > 0 THEN
+    INSERT INTO ${t.events} (execution_id, seq, kind, at, payload, meta)
+      SELECT a.id, ev.q, ev.k, ev.t, ev.p, ev.m
+      FROM unnest(appended_ids, appended_events) AS a(id, e),
+        json_to_recordset(a.e) AS ev(q bigint, k text, t bigint, p text, m text);
+    UPDATE ${t.executions} AS x SET status = w.status, head = w.head, updated_at = w.updated
+      FROM unnest(ids, fresh, statuses, heads, updated) AS w(id, fresh, status, head, updated)
+      WHERE x.id = w.id AND NOT w.fresh AND w.updated IS NOT NULL;
+    IF true = ANY(fresh) THEN
+      INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at)
+        SELECT w.id, w.flow, w.status, w.head, w.created, w.updated
+        FROM unnest(ids, fresh, flows, statuses, heads, created, updated)
+          AS w(id, fresh, flow, status, head, created, updated)
+        WHERE w.fresh AND w.updated IS NOT NULL;
+    END IF;
+  END IF;
+  -- R5
+  RETURN array_to_json(refused);
+END
+$routine$`;
+}
