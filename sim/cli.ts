@@ -1,11 +1,13 @@
 /**
- * `npm run sim -- --seeds N [--from S] [--steps K] [--mutate drop-after-ack] [--stop] [--dump]`:
- * runs N seeds of the simulator from S and prints one summary
- * line (JSON: events, crashes, the generations chains continued into, the messages sent, the
- * forks made, the children spawned, the generations they continued into, the children cascades
- * cancelled); a failing seed prints its violations and the command that reproduces it (`--dump`:
- * and every log), and the exit status is 1. `--mutate` runs a deliberately broken store (the
- * simulator's own test); `--stop` ends at the first failure.
+ * `npm run sim -- --seeds N [--from S] [--steps K] [--fleet | --single] [--mutate drop-after-ack]
+ * [--stop] [--dump]`: runs N seeds of the simulator from S and prints one summary line (JSON:
+ * events, crashes, the generations chains continued into, the messages sent, the forks made, the
+ * children spawned, the generations they continued into, the children cascades cancelled, the
+ * seeds that ran on a fleet's store and the executions its members claimed); a failing seed prints
+ * its violations and the command that reproduces it (`--dump`: and every log), and the exit status
+ * is 1. Each seed draws whether it runs on a fleet's store; `--fleet` runs every seed on one,
+ * `--single` none. `--mutate` runs a deliberately broken store (the simulator's own test);
+ * `--stop` ends at the first failure.
  */
 import { runSeed } from "./simulator.ts";
 
@@ -31,7 +33,14 @@ if (mutation !== undefined && mutation !== "drop-after-ack") {
 }
 const stop = process.argv.includes("--stop");
 const faults = mutation === undefined ? {} : { dropAfterAck: 0.02 };
-const extra = mutation === undefined ? "" : ` --mutate ${mutation}`;
+const forced = process.argv.includes("--fleet")
+  ? true
+  : process.argv.includes("--single")
+    ? false
+    : undefined;
+const extra =
+  (forced === undefined ? "" : forced ? " --fleet" : " --single") +
+  (mutation === undefined ? "" : ` --mutate ${mutation}`);
 const t0 = performance.now();
 let events = 0;
 let crashes = 0;
@@ -41,11 +50,17 @@ let forks = 0;
 let children = 0;
 let childRotations = 0;
 let cascades = 0;
+let fleets = 0;
+let claims = 0;
 const failed: number[] = [];
 let ran = 0;
 for (let seed = from; seed < from + seeds; seed++) {
   ran++;
-  const r = await runSeed(seed, { steps, faults });
+  const r = await runSeed(seed, {
+    steps,
+    faults,
+    ...(forced === undefined ? {} : { fleet: forced }),
+  });
   events += r.events;
   crashes += r.crashes;
   rotations += r.rotations;
@@ -54,6 +69,8 @@ for (let seed = from; seed < from + seeds; seed++) {
   children += r.children;
   childRotations += r.childRotations;
   cascades += r.cascades;
+  if (r.fleet) fleets++;
+  claims += r.claims;
   if (r.violations.length > 0) {
     failed.push(seed);
     process.stderr.write(`seed ${seed} failed:\n  ${r.violations.join("\n  ")}\n`);
@@ -76,6 +93,6 @@ for (let seed = from; seed < from + seeds; seed++) {
 }
 const seconds = (performance.now() - t0) / 1000;
 process.stdout.write(
-  `${JSON.stringify({ name: "sim", seeds: ran, from, passed: ran - failed.length, failed, events, crashes, rotations, messages, forks, children, childRotations, cascades, seconds: Math.round(seconds * 10) / 10 })}\n`,
+  `${JSON.stringify({ name: "sim", seeds: ran, from, passed: ran - failed.length, failed, events, crashes, rotations, messages, forks, children, childRotations, cascades, fleets, claims, seconds: Math.round(seconds * 10) / 10 })}\n`,
 );
 process.exitCode = failed.length > 0 ? 1 : 0;

@@ -1,6 +1,6 @@
 /**
- * The simulated clock: every timer of this process (setTimeout, setInterval, setImmediate) and
- * Date run on @sinonjs/fake-timers while `body` runs, starting at T0. `now` reads the simulated
+ * The simulated clock: every timer of this process (setTimeout, setInterval, setImmediate), Date
+ * and performance.now() run on @sinonjs/fake-timers while `body` runs, starting at T0. `now` reads the simulated
  * time; `tick` advances it, running what falls due and the promises they settle.
  */
 import FakeTimers from "@sinonjs/fake-timers";
@@ -23,6 +23,8 @@ export async function withFakeClock<T>(body: (clock: SimClock) => Promise<T>): P
       "setImmediate",
       "clearImmediate",
       "Date",
+      // The runtime's tick loop times itself with performance.now() (a fleet's wakes read it).
+      "performance",
     ],
   });
   try {

@@ -10,13 +10,25 @@
  * - delay it, or its reply, on the simulated clock, which reorders concurrent calls: each call is
  *   still atomic, which is all the store contract promises.
  *
- * `onCommit` runs after every append that committed, so the invariants are checked after every
- * event the log gains.
+ * A fleet's store (`FleetStore`: the inner store has `claimRunnable` and `listen`, and only then)
+ * is one too: a claim is a call that writes, with the faults of any other (a crash before it or
+ * after it took its leases, a transient failure, a lost reply: its leases then expire unused), and
+ * a subscription hears the inner store's wakes, each dropped at the rate `dropWake` (wakes are
+ * best effort, S18) and all of them once the process is dead, whose subscriptions end with it.
+ *
+ * `onCommit` runs after every append that committed, with what it committed, so the invariants
+ * are checked after every event the log gains.
  *
  * `dropAfterAck` is a deliberately broken store for the simulator's own test: it acknowledges an
  * append without writing it.
  */
-import type { Store } from "../src/store/spi.ts";
+import {
+  isFleetStore,
+  type AppendBatch,
+  type AppendOutcome,
+  type FleetStore,
+  type Store,
+} from "../src/store/spi.ts";
 import type { Prng } from "./prng.ts";
 
 export interface FaultRates {
@@ -26,6 +38,8 @@ export interface FaultRates {
   maxDelayMs: number;
   /** Mutation: acknowledge an append without writing it. */
   dropAfterAck: number;
+  /** A fleet store's wake that never arrives (best effort, S18). */
+  dropWake: number;
 }
 
 export class SimCrash extends Error {
@@ -37,6 +51,8 @@ export interface Incarnation {
   dead: boolean;
   /** The appends (appendMany calls) this incarnation made. */
   appends: number;
+  /** The executions its claims took whose leases it learnt of (a fleet store's: S17). */
+  claimed: number;
   /** Kills the process now, as a crash does. */
   kill(): void;
 }
@@ -53,15 +69,20 @@ export function faultyStore(
   rates: FaultRates,
   onCrash: () => void,
   crashAt?: CrashPoint,
-  onCommit?: () => Promise<void>,
+  onCommit?: (batches: readonly AppendBatch[], outcomes: readonly AppendOutcome[]) => Promise<void>,
 ): Incarnation {
+  /** The inner store's subscriptions of this incarnation, which end when it dies. */
+  const listening = new Set<() => Promise<void>>();
   const self: Incarnation = {
     store: inner,
     dead: false,
     appends: 0,
+    claimed: 0,
     kill() {
       if (self.dead) return;
       self.dead = true;
+      for (const stop of listening) void stop();
+      listening.clear();
       onCrash();
     },
   };
@@ -100,7 +121,7 @@ export function faultyStore(
           if (crashAt?.append === n && !crashAt.after) crash(`before append ${n}`);
           if (prng.chance(rates.dropAfterAck)) return batches.map(() => ({ ok: true as const }));
           const outcomes = await inner.appendMany(batches);
-          if (outcomes.some((o) => o.ok)) await onCommit?.();
+          if (outcomes.some((o) => o.ok)) await onCommit?.(batches, outcomes);
           if (crashAt?.append === n && crashAt.after) crash(`after append ${n} committed`);
           return outcomes;
         },
@@ -136,6 +157,31 @@ export function faultyStore(
     compact: (id, through, keep) => guard("compact", () => inner.compact(id, through, keep), true),
     close: async () => undefined,
   };
-  self.store = store;
+  /** A fleet store's claims and wakes, with their faults. */
+  const fleetCalls = (fleet: FleetStore): FleetStore => ({
+    claimRunnable: async (owner, opts) => {
+      const leases = await guard("claimRunnable", () => fleet.claimRunnable(owner, opts), true);
+      self.claimed += leases.length;
+      return leases;
+    },
+    listen: async (onWake) => {
+      const stop = await guard("listen", () =>
+        fleet.listen((wake) => {
+          if (!self.dead && !prng.chance(rates.dropWake)) onWake(wake);
+        }),
+      );
+      // Subscribed as the process died: the subscription dies with it.
+      if (self.dead) {
+        await stop();
+        throw dead();
+      }
+      listening.add(stop);
+      return async () => {
+        listening.delete(stop);
+        await stop();
+      };
+    },
+  });
+  self.store = isFleetStore(inner) ? { ...store, ...fleetCalls(inner) } : store;
   return self;
 }

@@ -31,6 +31,10 @@
  * cancels a child, or cancels a child's parent (so it cascades), from a PRNG of its own. The
  * drain answers the suspends of every child except an attached one whose parent ended cancelled
  * or continued with its slot open: that one must be ended by the cascade.
+ *
+ * Fleets (issue 9; fleet.ts): about half the seeds run on a fleet's store with 1 to 3 owner
+ * processes at once, which recover by claims and wake each other; one owner per fence (SIM16) is
+ * checked on every seed.
  */
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../src/kernel/json.ts";
@@ -48,6 +52,7 @@ import { cascadesIn, checkQuiesced } from "./child-invariants.ts";
 import { ChildWatch } from "./child-watch.ts";
 import { withFakeClock } from "./fake-clock.ts";
 import { faultyStore, type FaultRates, type Incarnation } from "./faulty-store.ts";
+import { checkFences, FenceOwners, fleetMode, Members, type Member } from "./fleet.ts";
 import {
   CANCEL_GRACE_MS,
   cancelledAt,
@@ -79,6 +84,8 @@ import {
 export interface SimOptions {
   steps?: number;
   faults?: Partial<FaultRates>;
+  /** Run on a fleet's store (true) or with one process (false); by default the seed draws it. */
+  fleet?: boolean;
 }
 
 export interface SimResult {
@@ -101,6 +108,11 @@ export interface SimResult {
   childRotations: number;
   /** Children a cascade cancelled (their parent was cancelled or continued). */
   cascades: number;
+  /** Whether the seed ran on a fleet's store (fleet.ts), and with how many owner processes. */
+  fleet: boolean;
+  members: number;
+  /** Executions the owners' claims took (a fleet's recovery, L1). */
+  claims: number;
   /** A hash of every log: the same seed must give the same logs, byte for byte. */
   logHash: string;
   /** How the executions (every generation of a chain) ended, by status. */
@@ -115,6 +127,7 @@ const DEFAULT_FAULTS: FaultRates = {
   delay: 0.2,
   maxDelayMs: 5,
   dropAfterAck: 0,
+  dropWake: 0.05,
 };
 
 /** A chain that may rotate, read whole (readChain): what the checks learnt of it. */
@@ -155,7 +168,9 @@ async function simulate(
   const childPrng = new Prng(seed ^ 0xc41d);
   const rates = { ...DEFAULT_FAULTS, ...options.faults };
   const violations: string[] = [];
-  const oracle = memoryStore();
+  const mode = fleetMode(seed, options.fleet);
+  const oracle = mode.fleet ? memoryStore({ fleet: true }) : memoryStore();
+  const fences = new FenceOwners();
   const specs = new Map<string, Spec>();
   const conversations = new Map<string, Conversing>();
   const cache: LogCache = new Map();
@@ -213,7 +228,7 @@ async function simulate(
   // Snapshots every few events, so that loading through them is checked too (SIM3).
   const snapshotEvery = prng.int(1, 8);
   let boots = 0;
-  const boot = (): { incarnation: Incarnation; runtime: Runtime } => {
+  const boot = (): Member => {
     const me = boots++;
     const held: { runtime?: Runtime } = {};
     const incarnation = faultyStore(
@@ -227,7 +242,10 @@ async function simulate(
       },
       undefined,
       // After every event the log gains.
-      () => check(),
+      (batches, outcomes) => {
+        fences.record(`process-${me}`, batches, outcomes, violations);
+        return check();
+      },
     );
     const runtime = createRuntime({
       store: incarnation.store,
@@ -245,7 +263,7 @@ async function simulate(
     held.runtime = runtime;
     return { incarnation, runtime };
   };
-  let proc = boot();
+  const members = new Members(mode, boot);
   // An operator's process on the same store, without faults: resumes and cancels from outside.
   const admin = createRuntime({
     store: oracle.reopen(),
@@ -270,7 +288,7 @@ async function simulate(
     if (spec.budgetTokens !== undefined) opts.budget = { tokens: spec.budgetTokens };
     if (spec.deadlineMs !== undefined) opts.deadlineMs = spec.deadlineMs;
     if (spec.chain) converse(id, spec.chain, prng);
-    spawn(proc.runtime.start(flow, spec, opts));
+    spawn(members.any().runtime.start(flow, spec, opts));
     if (forkPrng.chance(0.2))
       planned.push({ id, atMs: now() + forkPrng.int(0, 3000), state: "due" });
   };
@@ -337,6 +355,7 @@ async function simulate(
         if (s.state === "sending" && s.via?.dead) s.state = "due";
         if (!talk || s.state !== "due" || (!all && now() < talk.startedAt + s.send.atMs)) continue;
         const to = s.send.toLater ? address(id) : id;
+        const proc = members.any();
         const owner = prng.chance(0.3) && !proc.incarnation.dead;
         const from = owner ? proc.runtime : admin;
         s.state = "sending";
@@ -432,17 +451,16 @@ async function simulate(
       if (last && isTerminalEvent(last)) settled.set(id, log.length);
       // An unchanged log is checked again (its snapshot, the live state may move), its fold not.
       const memo = folds.get(id);
-      if (memo?.length !== log.length) checkLog(id, log, violations);
+      if (memo?.length !== log.length) {
+        checkLog(id, log, violations);
+        checkFences(id, log, violations);
+      }
       const folded = memo?.length === log.length ? memo.text : canonicalJson(foldAll(log));
       folds.set(id, { length: log.length, text: folded });
-      checkFold(
-        id,
-        log,
-        await loadState(oracle, id),
-        proc.incarnation.dead ? undefined : proc.runtime.heldState(id),
-        violations,
-        folded,
-      );
+      const loaded = await loadState(oracle, id);
+      const [held, ...others] = members.held(id);
+      checkFold(id, log, loaded, held, violations, folded);
+      for (const more of others) checkFold(id, log, undefined, more, violations, folded);
     }
     const at = cancelledAt(log);
     if (at !== undefined && now() - at > CANCEL_GRACE_MS && (running.get(id) ?? 0) > 0) {
@@ -463,20 +481,18 @@ async function simulate(
     if (r < 0.1 && started < 6) start();
     else if (r < 0.25) {
       // From the operator's process, or from the owner's own (its cached, parked run).
-      const from = prng.chance(0.5) ? admin : proc.runtime;
+      const from = prng.chance(0.5) ? admin : members.any().runtime;
       spawn(from.resume(address(prng.pick(ids)), prng.int(1, 9)));
     } else if (r < 0.29) {
-      const from = prng.chance(0.5) ? admin : proc.runtime;
+      const from = prng.chance(0.5) ? admin : members.any().runtime;
       spawn(from.cancel(address(prng.pick(ids)), "simulated operator"));
     }
-    watch.operate(childPrng, [admin, proc.runtime], spawn);
+    watch.operate(childPrng, [admin, members.any().runtime], spawn);
     sendDue(false);
     await forkDue();
     await tick(prng.int(0, 250));
-    if (proc.incarnation.dead) {
-      await tick(prng.int(0, 1200));
-      proc = boot();
-    }
+    // A seed with one process draws its downtime as it always did; a fleet's others, their own.
+    await members.revive((i) => tick((i === 0 ? prng : mode.draw).int(0, 1200)));
     await check();
   }
   // Drain: the world stops failing; answer every suspend and let time pass until all ends.
@@ -484,7 +500,7 @@ async function simulate(
   rates.transient = 0;
   rates.dropAfterAck = 0;
   for (let round = 0; round < 200 && violations.length === 0; round++) {
-    if (proc.incarnation.dead) proc = boot();
+    await members.revive();
     sendDue(true);
     let open = 0;
     for (const id of chainIds()) {
@@ -557,7 +573,7 @@ async function simulate(
     for (let i = 0; i < 10_000 && !done; i++) await tick(10);
     if (!done) violations.push("SIM7 the runtime did not close within 100 simulated seconds");
   };
-  await settle(proc.runtime.close());
+  for (const m of members.all) await settle(m.runtime.close());
   await settle(admin.close());
   await settle(Promise.all(pending));
   const all: Record<string, Envelope[]> = {};
@@ -580,6 +596,9 @@ async function simulate(
     children: children.size,
     childRotations,
     cascades: cascadesIn(logs),
+    fleet: mode.fleet,
+    members: mode.size,
+    claims: members.claims,
     logHash,
     ended,
     ...(violations.length > 0 ? { logs: all } : {}),

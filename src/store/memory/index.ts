@@ -1,1 +1,6 @@
-export { memoryStore, type MemoryStore } from "./memory-store.ts";
+export {
+  memoryStore,
+  type MemoryFleetStore,
+  type MemoryStore,
+  type MemoryStoreOptions,
+} from "./memory-store.ts";

@@ -3,7 +3,12 @@
  *
  * Stored events and snapshots are copies (JSON text for snapshots), so a caller that mutates what
  * it passed in or read back cannot change the log. `reopen()` gives a new store over the same
- * data, as a process restart would see it.
+ * data, as a process restart would see it, or, with the first still open, as another process
+ * sharing the store would.
+ *
+ * `memoryStore({ fleet: true })` is also a `FleetStore` (claims S17, wakes S18, among the handles
+ * over its data: fleet.ts); without it the store is not one (`isFleetStore` is false), so a runtime
+ * on it recovers by listing, as on SQLite.
  */
 import { isWakeId } from "../../fold/index-changes.ts";
 import type { Envelope, EnvelopeMeta, EventKind } from "../../kernel/events.ts";
@@ -22,6 +27,8 @@ import type {
   AppendOutcome,
   DueTimer,
   ExecutionSummary,
+  FleetStore,
+  FleetWake,
   InboxMessage,
   Lease,
   ListQuery,
@@ -30,6 +37,14 @@ import type {
   Store,
   StoreHooks,
 } from "../spi.ts";
+import {
+  batchWakes,
+  claimRunnable,
+  releaseWakes,
+  send,
+  subscribe,
+  type Subscribers,
+} from "./fleet.ts";
 
 interface Data {
   events: Map<string, StoredEvent[]>;
@@ -40,28 +55,65 @@ interface Data {
   notices: (Notice & { owner: string })[];
   schedules: Map<string, Schedule>;
   inbox: Map<string, InboxMessage[]>;
+  /** The wake subscriptions of every handle over the data (a fleet store's only). */
+  subscribers: Subscribers;
 }
 
 export interface MemoryStore extends Store {
-  /** A new store over the same data: what a restarted process would see. */
+  /** A new store over the same data: what a restarted process, or another one, would see. */
   reopen(): MemoryStore;
 }
 
-export function memoryStore(hooks: StoreHooks = {}): MemoryStore {
-  return open(
-    {
-      events: new Map(),
-      executions: new Map(),
-      snapshots: new Map(),
-      leases: new Map(),
-      timers: new Map(),
-      notices: [],
-      schedules: new Map(),
-      inbox: new Map(),
-    },
-    hooks,
-  );
+/** A memory store that is a fleet's shared store: its handles claim work and wake each other. */
+export interface MemoryFleetStore extends MemoryStore, FleetStore {
+  reopen(): MemoryFleetStore;
 }
+
+/** The store's test hooks (`StoreHooks`), and whether it is a fleet's store. */
+export interface MemoryStoreOptions extends StoreHooks {
+  /**
+   * Also implement `FleetStore` (S17, S18) among the handles over this data (`reopen()`), as
+   * PostgreSQL does among processes. Off by default: the store is then no `FleetStore`.
+   */
+  fleet?: boolean;
+}
+
+/**
+ * A new, empty memory store.
+ *
+ * @example
+ * const store = memoryStore(); // one process's store
+ * const shared = memoryStore({ fleet: true }); // a fleet's: `shared.reopen()` is another member's
+ */
+export function memoryStore(options: MemoryStoreOptions & { fleet: true }): MemoryFleetStore;
+export function memoryStore(options?: MemoryStoreOptions): MemoryStore;
+export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
+  const data: Data = {
+    events: new Map(),
+    executions: new Map(),
+    snapshots: new Map(),
+    leases: new Map(),
+    timers: new Map(),
+    notices: [],
+    schedules: new Map(),
+    inbox: new Map(),
+    subscribers: new Set(),
+  };
+  return options.fleet === true ? openFleet(data, options) : open(data, options, handle());
+}
+
+/** One handle over a store's data: closed or not, and, a fleet member's, its subscriptions. */
+interface Handle {
+  closed: boolean;
+  /** A fleet member's subscriptions, which its close ends (fleet.ts F3); undefined otherwise. */
+  own?: Subscribers;
+}
+
+const handle = (own?: Subscribers): Handle => (own ? { closed: false, own } : { closed: false });
+
+const assertOpen = (h: Handle) => {
+  if (h.closed) throw new InvariantViolation("memory store used after close");
+};
 
 const timerKey = (id: string, timerId: string) => `${id}\u0000${timerId}`;
 
@@ -141,10 +193,29 @@ function firstAtOrAfter(log: readonly Envelope[], from: number): number {
   return lo;
 }
 
-function open(data: Data, hooks: StoreHooks): MemoryStore {
-  let closed = false;
-  const live = () => {
-    if (closed) throw new InvariantViolation("memory store used after close");
+/** A handle that is also a fleet member's store (fleet.ts). */
+function openFleet(data: Data, hooks: StoreHooks): MemoryFleetStore {
+  const own: Subscribers = new Set();
+  const h = handle(own);
+  return {
+    ...open(data, hooks, h),
+    async claimRunnable(owner, opts) {
+      assertOpen(h);
+      return claimRunnable(data.executions, data.leases, owner, opts);
+    },
+    async listen(onWake) {
+      assertOpen(h);
+      return subscribe(data.subscribers, own, onWake);
+    },
+    reopen: () => openFleet(data, hooks),
+  };
+}
+
+function open(data: Data, hooks: StoreHooks, h: Handle): MemoryStore {
+  const live = () => assertOpen(h);
+  /** Sends wakes (S18) when this handle is a fleet member's; a plain store tells no one. */
+  const wake = (wakes: () => FleetWake[]) => {
+    if (h.own) send(data.subscribers, wakes());
   };
 
   function applyBatch(b: AppendBatch, undo: (() => void)[]): void {
@@ -275,12 +346,15 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
       live();
       const outcomes: AppendOutcome[] = [];
       const undo: (() => void)[] = [];
+      /** What the appended batches wake (S18), each judged right after it applied. */
+      const wakes: FleetWake[] = [];
       try {
         for (const b of batches) {
           const mark = undo.length;
           try {
             applyBatch(b, undo);
             outcomes.push({ ok: true });
+            if (h.own) wakes.push(...batchWakes(b, data.leases.get(b.executionId)?.owner));
           } catch (e) {
             if (!(e instanceof LoomError)) throw e;
             for (const u of undo.splice(mark).reverse()) u();
@@ -292,6 +366,7 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
         for (const u of undo.reverse()) u();
         throw ensureError(e);
       }
+      wake(() => wakes);
       return outcomes;
     },
 
@@ -396,6 +471,7 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
       const current = data.leases.get(id);
       if (current && current.owner === owner && current.fence === fence) {
         current.owner = undefined;
+        wake(() => releaseWakes(id, data.executions.get(id)?.status));
       }
     },
 
@@ -430,7 +506,9 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     async deferTimer(id, timerId, wakeAtMs) {
       live();
       const row = data.timers.get(timerKey(id, timerId));
-      if (row) row.wakeAtMs = wakeAtMs;
+      if (!row) return;
+      row.wakeAtMs = wakeAtMs;
+      wake(() => [{ kind: "timer", executionId: id, wakeAtMs }]);
     },
 
     async putSchedule(schedule) {
@@ -474,6 +552,7 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
         payload: JSON.parse(jsonText(message.payload)) as Json,
       });
       data.inbox.set(chainId, stream);
+      wake(() => [{ kind: "message", chainId }]);
       return seq;
     },
 
@@ -498,11 +577,13 @@ function open(data: Data, hooks: StoreHooks): MemoryStore {
     },
 
     async close() {
-      closed = true;
+      h.closed = true;
+      for (const subscriber of h.own ?? []) data.subscribers.delete(subscriber);
+      h.own?.clear();
     },
 
     reopen() {
-      return open(data, hooks);
+      return open(data, hooks, handle());
     },
   };
   return store;
