@@ -336,7 +336,10 @@ export class Run {
   // ---- appends -----------------------------------------------------------------------------------
 
   /** Folds and queues events; resolves when they are committed (R1, R4, R5). */
-  enqueue(specs: readonly EventSpec[], extras?: Pick<AppendBatch, "claimLease">): Promise<void> {
+  enqueue(
+    specs: readonly EventSpec[],
+    extras?: Pick<AppendBatch, "claimLease"> & { release?: true },
+  ): Promise<void> {
     if (!this.live) return Promise.reject(this.stopError ?? this.endedError());
     if (isTerminalStatus(this.state.status)) return Promise.reject(this.endedError());
     const at = this.host.clock.now();
@@ -372,7 +375,9 @@ export class Run {
       index: indexChanges(events, this.state),
     };
     if (extras?.claimLease) batch.claimLease = extras.claimLease;
-    if (isTerminalStatus(this.state.status)) batch.releaseLease = this.host.ownerId;
+    if (isTerminalStatus(this.state.status) || extras?.release) {
+      batch.releaseLease = this.host.ownerId;
+    }
     const snapshot = this.snapshotFor();
     if (snapshot) batch.snapshot = snapshot;
     return this.host.journal.append(batch).then(

@@ -355,7 +355,9 @@ export abstract class RuntimeCore implements RunHost {
     this.runs.set(id, run);
     try {
       const specs: EventSpec[] = [{ kind: "EXECUTION_STARTED", payload }, ...extra];
-      await run.enqueue(specs, claimLease ? { claimLease } : {});
+      // Not driven here: the lease goes back in the same transaction (a worker claims it).
+      const release = drive ? {} : { release: true as const };
+      await run.enqueue(specs, claimLease ? { claimLease, ...release } : release);
     } catch (e) {
       this.forget(run);
       if (e instanceof FencedError) return "fenced";
@@ -363,9 +365,8 @@ export abstract class RuntimeCore implements RunHost {
       throw e;
     }
     if (!drive) {
-      // Recorded, not driven: the lease goes back at once, and a worker claims the execution.
+      // Recorded, not driven: its batch released the lease, and a worker claims the execution.
       this.forget(run);
-      await this.leases.release(id, fence);
       return "started";
     }
     this.begin(run, true);

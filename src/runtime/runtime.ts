@@ -39,7 +39,7 @@ import { type ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary, Lease, ListQuery, Schedule } from "../store/spi.ts";
 import { CLAIM_BATCH, type FleetMember } from "./fleet.ts";
 import { checkedBudget, isFlow, type Flow } from "./flow.ts";
-import { loadState, mustLoad } from "./load-state.ts";
+import { loadStart, loadState, mustLoad } from "./load-state.ts";
 import {
   assertCreatable,
   assertSameStart,
@@ -48,7 +48,7 @@ import {
   startPayload,
   withDeadline,
 } from "./runtime-support.ts";
-import { routeToHead } from "./continuation.ts";
+import { routeToHead, startedSuccessor } from "./continuation.ts";
 import { compactLog, type Compaction, type CompactOptions } from "./compaction.ts";
 import { releaseByPolicy, type RetentionPolicy } from "./retention.ts";
 import {
@@ -260,8 +260,13 @@ export class Runtime extends RuntimeCore {
     if (!this.chains) return this.cancelOne(id, why);
     // ADR 0109 D2: a chain member's cancel reaches its live generation. The addressed one is
     // cancelled first (so a successor it starts from now on cancels itself, K4), then every
-    // verified successor forward, which covers one started in the start-to-commit window.
-    let cancelled = await this.cancelOne(id, why);
+    // verified successor forward, which covers one started in the start-to-commit window. One
+    // whose successor has started is not cancelled: it has handed the chain on (its commit, or
+    // recovery's, makes it continued), and the successor may already have ended the chain; the
+    // cancel is for the generations from there on.
+    const start = await loadStart(this.store, id);
+    const handedOn = start && (await startedSuccessor(this.store, start)) !== undefined;
+    let cancelled = handedOn ? false : await this.cancelOne(id, why);
     let at = id;
     for (;;) {
       const head = await routeToHead(this.chainDeps(), at);
@@ -749,7 +754,17 @@ export class Runtime extends RuntimeCore {
   private async driveClaimed(id: string, lease: Lease): Promise<boolean> {
     let driven = false;
     try {
-      if (this.closed || this.stuck.has(id) || this.runs.get(id)?.live) return false;
+      const cached = this.runs.get(id);
+      if (cached?.phase === "parked") {
+        // Parked here, then resumed elsewhere: taken back as recovery does (ownedRun checks what
+        // moved since it parked), under a lease of its own.
+        await this.leases.release(id, lease.fence);
+        driven = true;
+        const run = await this.ownedRun(id);
+        run?.maybePark();
+        return run !== undefined;
+      }
+      if (this.closed || this.stuck.has(id) || cached?.live) return false;
       const state = await loadState(this.store, id);
       driven = state !== undefined && this.drive(state, lease);
       return driven;
