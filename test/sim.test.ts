@@ -40,10 +40,11 @@ import {
  * children (docs/simulation.md): 1 a store failure in awaitChild failing the flow (within 1..40),
  * 57 a fork waiting for good on its origin's child, 24 a settled slot settled again in a
  * successor, 346 a CHILD_DONE appended to a generation in its start-to-commit window, 206 a fork
- * cut between an await of a carried child and its CHILD_DONE. All were found with one process,
+ * cut between an await of a carried child and its CHILD_DONE. 379 caught a cancel of a generation
+ * whose successor had already completed the chain (SIM8). All were found with one process,
  * the mode they run in here (`npm run sim -- --seeds 1 --from S --single`).
  */
-const REGRESSIONS = [1688, 2667, 1313, 198, 1665, 57, 24, 346, 206];
+const REGRESSIONS = [1688, 2667, 1313, 198, 1665, 57, 24, 346, 206, 379];
 /**
  * 40 seeds, not 120 as before children: a seed now spawns 8 children on average and takes about
  * twice as long, and the suite stays within its time. `npm run sim -- --seeds 1000` runs more.
