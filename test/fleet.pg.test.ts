@@ -26,6 +26,8 @@ const TTL_MS = 1500;
 interface Member {
   child: ChildProcess;
   out: string;
+  /** Its runtime's owner id, as it printed it when ready. */
+  owner: string;
 }
 
 const members: Member[] = [];
@@ -49,15 +51,17 @@ function startMember(url: string, schema: string): Promise<Member> {
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
-  const member: Member = { child, out: "" };
+  const member: Member = { child, out: "", owner: "" };
   members.push(member);
   child.stdout?.on("data", (d: Buffer) => (member.out += d.toString()));
   child.stderr?.on("data", (d: Buffer) => process.stderr.write(d));
   return new Promise((resolve, reject) => {
     child.once("exit", (code) => reject(new Error(`a fleet member exited early (${code})`)));
     const ready = setInterval(() => {
-      if (!member.out.includes("ready")) return;
+      const owner = /ready (\S+)/.exec(member.out)?.[1];
+      if (owner === undefined) return;
       clearInterval(ready);
+      member.owner = owner;
       resolve(member);
     }, 20);
   });
@@ -89,16 +93,18 @@ async function completed(runtime: Runtime): Promise<number> {
   }
 }
 
-/** Live leases of running executions, by owner. */
-async function owners(store: Store): Promise<Record<string, number>> {
-  const out: Record<string, number> = {};
-  for (const x of await store.list({ status: ["running", "pending"], limit: 2000 })) {
+/** Unexpired leases on running executions, by owner. */
+async function owners(store: Store): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const x of await store.list({ status: ["running"], limit: 2000 })) {
     const l = await store.getLease(x.executionId);
-    const k = `${x.status}:${l?.owner?.slice(-6) ?? "-"}:${(l?.expiresAtMs ?? 0) > Date.now()}`;
-    out[k] = (out[k] ?? 0) + 1;
+    if (l?.owner === undefined || l.expiresAtMs <= Date.now()) continue;
+    out.set(l.owner, (out.get(l.owner) ?? 0) + 1);
   }
   return out;
 }
+
+const counts = (held: Map<string, number>) => JSON.stringify(Object.fromEntries(held));
 
 /** What one log breaks of the fleet's invariants (empty when none). */
 function problems(id: string, log: readonly Envelope[]): string[] {
@@ -142,8 +148,8 @@ describe("a fleet of worker processes on PostgreSQL (issue 9)", () => {
       progress("recorded");
       const fleet = await Promise.all([0, 1, 2].map(() => startMember(url, schema)));
       progress("3 members ready");
-      const [first, second, third] = fleet;
-      if (!first || !second || !third) throw new Error("three members");
+      const [first, ...rest] = fleet;
+      if (!first) throw new Error("three members");
 
       await until(async () => (await completed(client)) >= 200, 60_000);
       first.child.kill("SIGKILL");
@@ -151,22 +157,36 @@ describe("a fleet of worker processes on PostgreSQL (issue 9)", () => {
       const fourth = await startMember(url, schema);
 
       await until(async () => (await completed(client)) >= 400, 60_000);
-      // A zombie: paused past its leases (taken over meanwhile), then resumed (L2).
-      progress(`before the pause: ${JSON.stringify(await owners(shared))}`);
+      // A zombie: the live member driving the most, paused past its leases (taken over
+      // meanwhile), then resumed (L2).
+      const live = [...rest, fourth];
+      let held = await owners(shared);
+      await until(async () => {
+        held = await owners(shared);
+        return live.some((m) => (held.get(m.owner) ?? 0) > 0);
+      }, 60_000);
+      const most = (m: Member) => held.get(m.owner) ?? 0;
+      const second = live.reduce((a, b) => (most(b) > most(a) ? b : a));
+      progress(`before the pause: ${counts(held)}; the zombie drives ${most(second)}`);
       second.child.kill("SIGSTOP");
       await new Promise((resolve) => setTimeout(resolve, TTL_MS * 2));
-      progress(`before the wake: ${JSON.stringify(await owners(shared))}`);
+      progress(`before the wake: ${counts(await owners(shared))}`);
       second.child.kill("SIGCONT");
       progress("the zombie woke");
 
       await until(async () => (await completed(client)) >= 750, 60_000);
+      const third = live.find((m) => m !== second);
+      if (!third) throw new Error("another live member");
       third.child.kill("SIGKILL");
-      progress("killed the third");
+      progress("killed another");
       const fifth = await startMember(url, schema);
 
       await until(async () => (await completed(client)) === EXECUTIONS, 120_000);
       const zombie = await stopMember(second);
-      const others = [await stopMember(fourth), await stopMember(fifth)];
+      const others: { appends: number; runs: number }[] = [];
+      for (const m of [...live, fifth]) {
+        if (m !== second && m !== third) others.push(await stopMember(m));
+      }
 
       const found: string[] = [];
       for (let i = 0; i < EXECUTIONS; i++) {
