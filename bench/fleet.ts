@@ -9,7 +9,8 @@
  *   more workers cannot add throughput.
  * - perStepUs: one sequential durable step (a flow of S steps driven in this process, per step).
  * - startP50Ms / startP99Ms: a one-step flow started and awaited in this process.
- * - baselinePerInsertUs: one INSERT per transaction on the same server, through `pg`.
+ * - baselinePerInsertUs: one INSERT per transaction on the same server, through `pg`: the mean
+ *   of a sequential loop, as perStepUs is (stderr also gives its median).
  *
  * Targets: a sequential step costs at most 2 raw inserts; a one-step flow is started and awaited
  * in at most 2 ms at p50; 3 workers give at least 1.5x the steps per second of one.
@@ -48,8 +49,11 @@ async function withSchema<T>(url: string, fn: (schema: string) => Promise<T>): P
   }
 }
 
-/** Median µs of one INSERT in its own transaction (autocommit), after a warm-up. */
-async function rawInsertUs(url: string, n: number): Promise<number> {
+/**
+ * µs of one INSERT in its own transaction (autocommit), after a warm-up: the mean of a sequential
+ * loop (its time over its count, as a sequential step is measured) and the median.
+ */
+async function rawInsertUs(url: string, n: number): Promise<{ meanUs: number; p50Us: number }> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   const table = `loom_bench_raw_${randomBytes(4).toString("hex")}`;
@@ -61,7 +65,8 @@ async function rawInsertUs(url: string, n: number): Promise<number> {
       await client.query(`INSERT INTO ${table} (k, v) VALUES ($1, $2)`, [`k${i}`, '{"v":1}']);
       if (i >= 50) samples.push(nowMs() - t0);
     }
-    return latencyStats(samples).p50Us;
+    const total = samples.reduce((a, b) => a + b, 0);
+    return { meanUs: (total * 1000) / samples.length, p50Us: latencyStats(samples).p50Us };
   } finally {
     await client.query(`DROP TABLE IF EXISTS ${table}`);
     await client.end();
@@ -171,8 +176,9 @@ export async function fleetBench(argv: readonly string[]): Promise<void> {
   const steps = intFlag(flags, "steps", 500);
   const starts = intFlag(flags, "starts", 300);
 
-  const baselinePerInsertUs = await rawInsertUs(url, 1000);
-  note(`fleet: raw insert p50 ${baselinePerInsertUs} us`);
+  const raw = await rawInsertUs(url, 1000);
+  const baselinePerInsertUs = round(raw.meanUs, 1);
+  note(`fleet: raw insert mean ${baselinePerInsertUs} us, p50 ${raw.p50Us} us`);
   const single = await withSchema(url, async (schema) => {
     const store = await postgresStore({ connectionString: url, schema });
     try {
