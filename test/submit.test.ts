@@ -45,4 +45,25 @@ describe("start with drive: false", () => {
       expect((await client.waitForCompletion(`m${i}`)).output).toBe(i * 3);
     }
   });
+
+  it("L1: a fleet member with room for one claims past an execution it cannot drive (a version it does not accept) and drives the next, without claiming in a loop", async () => {
+    const store = memoryStore({ fleet: true });
+    const v1 = flow$("versioned", async (ctx, n: number) => ctx.run("v", () => n), {
+      version: "1",
+    });
+    const v2 = flow$("versioned", async (ctx, n: number) => ctx.run("v", () => n * 10), {
+      version: "2",
+    });
+    const old = rt(store, { background: false }).registerFlow(v1);
+    await old.start(v1, 1, { id: "a-old", drive: false });
+    const client = rt(store, { background: false }).registerFlow(v2);
+    await client.start(v2, 2, { id: "b-new", drive: false });
+    const errors: Error[] = [];
+    rt(store.reopen(), { maxActive: 1, onError: (e) => errors.push(e) }).registerFlow(v2);
+    expect((await client.waitForCompletion("b-new")).output).toBe(20);
+    expect((await client.getState("a-old")).status).not.toBe("completed");
+    expect(errors.some((e) => isLoomError(e, "LOOM_FLOW_VERSION"))).toBe(true);
+    // Not a claim loop: a-old's fence moved a few times, not thousands.
+    expect((await store.getLease("a-old"))?.fence ?? 0).toBeLessThan(100);
+  });
 });

@@ -32,6 +32,8 @@ export interface FleetDeps {
 
 /** The most executions one claim takes (L1); a member claims again while they keep coming. */
 export const CLAIM_BATCH = 50;
+/** How many executions it cannot drive a member claims past, at most, to reach ones it can. */
+export const MAX_CLAIM_SKIP = 1000;
 
 export class FleetMember {
   private unlisten: (() => Promise<void>) | undefined;

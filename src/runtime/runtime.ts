@@ -37,7 +37,7 @@ import { boundedJson, type Json } from "../kernel/json.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import { type ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary, Lease, ListQuery, Schedule } from "../store/spi.ts";
-import { CLAIM_BATCH, type FleetMember } from "./fleet.ts";
+import { CLAIM_BATCH, MAX_CLAIM_SKIP, type FleetMember } from "./fleet.ts";
 import { checkedBudget, isFlow, type Flow } from "./flow.ts";
 import { loadStart, loadState, mustLoad } from "./load-state.ts";
 import {
@@ -731,22 +731,34 @@ export class Runtime extends RuntimeCore {
   /** L1: recovery in a fleet, by claims; drives each claimed execution it has room for. */
   private async claimRunnable(fleet: FleetMember): Promise<string[]> {
     const recovered: string[] = [];
+    // Executions this member claims but cannot drive (stuck here, a version it does not accept)
+    // come back first at every claim (claims go in id order): it claims past them, a bounded
+    // number, and stops when a claim drives nothing new.
+    let skip = 0;
     for (;;) {
-      const limit = Math.min(CLAIM_BATCH, this.maxActive - this.activeRuns());
+      const room = this.maxActive - this.activeRuns();
       // No room (maxActive), or nothing to drive: the rest is other members' (L1).
-      if (limit <= 0 || this.flows.size === 0) return recovered;
+      if (room <= 0 || this.flows.size === 0) return recovered;
+      const limit = Math.min(CLAIM_BATCH, room) + skip;
       const leases = await fleet.claim([...this.flows.keys()], limit);
+      let driven = 0;
       for (const lease of leases) {
         const id = lease.executionId;
-        const driven = await this.tasks
+        const ok = await this.tasks
           .exclusive(id, () => this.driveClaimed(id, lease))
           .catch((e: unknown) => {
             this.report(e);
             return false;
           });
-        if (driven) recovered.push(id);
+        if (ok) {
+          driven++;
+          recovered.push(id);
+        }
       }
       if (this.closed || leases.length < limit) return recovered;
+      const undriven = leases.length - driven;
+      if ((driven === 0 && undriven <= skip) || undriven > MAX_CLAIM_SKIP) return recovered;
+      skip = undriven;
     }
   }
 
