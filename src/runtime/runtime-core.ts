@@ -104,6 +104,8 @@ export abstract class RuntimeCore implements RunHost {
   protected noticeLoop: NodeJS.Timeout | undefined;
   protected takingNotices = false;
   protected ticking = false;
+  /** The background duties running now, if they are: close() lets them finish first. */
+  protected tickRun: Promise<void> | undefined;
   protected tickAgain = false;
   /** Runs this runtime stopped because another owner took their lease over (fleet L2). */
   fencedRuns = 0;
@@ -613,15 +615,20 @@ export abstract class RuntimeCore implements RunHost {
     }
   }
 
-  protected async tick(): Promise<void> {
-    if (this.closed) return;
+  protected tick(): Promise<void> {
+    if (this.closed) return Promise.resolve();
     if (this.ticking) {
       // A wake or a nudge while the duties run: they run again right after.
       this.tickAgain = true;
-      return;
+      return Promise.resolve();
     }
     this.ticking = true;
     this.tickAgain = false;
+    this.tickRun = this.runDuties();
+    return this.tickRun;
+  }
+
+  private async runDuties(): Promise<void> {
     // Each duty on its own: one that fails (a store error) does not keep the others from running.
     const duties = [
       () => this.fireDueTimers(),
@@ -635,7 +642,9 @@ export abstract class RuntimeCore implements RunHost {
       }
     } finally {
       this.ticking = false;
-      this.scheduleTick(this.tickAgain ? 0 : this.pollIntervalMs);
+      // A wake that asked for a tick sooner than the poll while these ran keeps its time (L3).
+      const asked = this.nextTickAt - performance.now();
+      this.scheduleTick(this.tickAgain ? 0 : Math.max(0, Math.min(this.pollIntervalMs, asked)));
     }
   }
 

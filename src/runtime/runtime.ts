@@ -76,6 +76,9 @@ export type {
 } from "./runtime-options.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
 import { delay } from "./system.ts";
+
+/** The longest close() waits for background duties in flight. */
+const CLOSE_WAIT_MS = 5000;
 import { checkedReason } from "./cancel.ts";
 import { subscribeDeltas, type LiveDelta } from "../providers/deltas.ts";
 import { checkedDuration } from "./deadline.ts";
@@ -796,6 +799,14 @@ export class Runtime extends RuntimeCore {
     for (const run of [...this.runs.values()]) run.stop(error);
     await this.journal.drain();
     await this.tasks.drain();
+    // Duties in flight (a claim whose leases come back after the close) finish, and give back
+    // what they took, before the store goes; bounded, since a duty stops at its next check.
+    if (this.tickRun) {
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)));
+      await Promise.race([this.tickRun, bound]);
+      clearTimeout(timer);
+    }
     if (this.options.closeStore !== false) await this.store.close();
   }
 }
