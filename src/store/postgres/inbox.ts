@@ -6,18 +6,11 @@
  */
 import type pg from "pg";
 import { InvariantViolation } from "../../kernel/errors.ts";
-import { jsonText, type Json } from "../../kernel/json.ts";
+import { jsonText } from "../../kernel/json.ts";
 import type { InboxStore } from "../spi.ts";
 import { run, statement, type Tables } from "./db.ts";
 import { wakeText } from "./wakes.ts";
-
-interface MessageRow {
-  seq: number;
-  topic: string;
-  key: string;
-  payload: string;
-  at: number;
-}
+import { messageOf, type MessageRow } from "../rows.ts";
 
 export function postgresInbox(pool: pg.Pool, t: Tables, channel: string): InboxStore {
   const s = {
@@ -60,14 +53,7 @@ export function postgresInbox(pool: pg.Pool, t: Tables, channel: string): InboxS
         pool,
         s.read([chainId, topic, afterSeq, Math.max(0, Math.floor(limit))]),
       );
-      return rows.map((r) => ({
-        chainId,
-        seq: r.seq,
-        topic: r.topic,
-        key: r.key,
-        payload: JSON.parse(r.payload) as Json,
-        atMs: r.at,
-      }));
+      return rows.map((r) => messageOf(chainId, r));
     },
   };
 }

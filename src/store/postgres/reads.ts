@@ -4,27 +4,9 @@
  * parses from exactly the bytes appended.
  */
 import type pg from "pg";
-import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../../kernel/events.ts";
-import type { Json } from "../../kernel/json.ts";
-import type { EventStore, ExecutionSummary } from "../spi.ts";
+import type { EventStore } from "../spi.ts";
 import { run, statement, type Tables } from "./db.ts";
-
-interface EventRow {
-  seq: number;
-  kind: string;
-  at: number;
-  payload: string;
-  meta: string | null;
-}
-
-interface ExecutionRow {
-  id: string;
-  flow: string;
-  status: ExecutionStatus;
-  head: number;
-  created_at: number;
-  updated_at: number;
-}
+import { envelopeOf, summaryOf, type EventRow, type ExecutionRow } from "../rows.ts";
 
 export function postgresReads(pool: pg.Pool, t: Tables): Omit<EventStore, "appendMany"> {
   const s = {
@@ -44,17 +26,7 @@ export function postgresReads(pool: pg.Pool, t: Tables): Omit<EventStore, "appen
         pool,
         s.read([id, Math.max(0, Math.ceil(fromSeq)), max]),
       );
-      return rows.map((r) => {
-        const e: Envelope = {
-          executionId: id,
-          seq: r.seq,
-          kind: r.kind as EventKind,
-          at: r.at,
-          payload: JSON.parse(r.payload) as Json,
-        };
-        if (r.meta !== null) e.meta = JSON.parse(r.meta) as EnvelopeMeta;
-        return e;
-      });
+      return rows.map((r) => envelopeOf(id, r));
     },
 
     async head(id) {
@@ -81,14 +53,7 @@ export function postgresReads(pool: pg.Pool, t: Tables): Omit<EventStore, "appen
         (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
         ` ORDER BY id LIMIT ${param(limit)}`;
       const { rows } = await run<ExecutionRow>(pool, { text: sql, values });
-      return rows.map((r): ExecutionSummary => ({
-        executionId: r.id,
-        flow: r.flow,
-        status: r.status,
-        head: r.head,
-        createdAtMs: r.created_at,
-        updatedAtMs: r.updated_at,
-      }));
+      return rows.map(summaryOf);
     },
   };
 }

@@ -3,20 +3,10 @@
  * loop reads.
  */
 import type pg from "pg";
-import type { Json } from "../../kernel/json.ts";
 import { jsonText } from "../../kernel/json.ts";
-import type { NoticeKind, NoticeStore, Schedule, ScheduleStore } from "../spi.ts";
+import type { NoticeKind, NoticeStore, ScheduleStore } from "../spi.ts";
 import { run, statement, type Tables } from "./db.ts";
-
-interface ScheduleRow {
-  name: string;
-  flow: string;
-  cron: string;
-  timezone: string;
-  input: string | null;
-  from_ms: number;
-  cursor_ms: number;
-}
+import { scheduleOf, type ScheduleRow } from "../rows.ts";
 
 export function postgresSchedules(pool: pg.Pool, t: Tables): ScheduleStore & NoticeStore {
   const s = {
@@ -54,18 +44,7 @@ export function postgresSchedules(pool: pg.Pool, t: Tables): ScheduleStore & Not
 
     async listSchedules() {
       const { rows } = await run<ScheduleRow>(pool, s.list([]));
-      return rows.map((r): Schedule => {
-        const schedule: Schedule = {
-          name: r.name,
-          flow: r.flow,
-          cron: r.cron,
-          timezone: r.timezone,
-          fromMs: r.from_ms,
-          cursorMs: r.cursor_ms,
-        };
-        if (r.input !== null) schedule.input = JSON.parse(r.input) as Json;
-        return schedule;
-      });
+      return rows.map(scheduleOf);
     },
 
     async advanceSchedule(name, cursorMs) {

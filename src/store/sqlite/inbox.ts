@@ -4,16 +4,9 @@
  * processes appending to one chain get distinct, dense numbers.
  */
 import type Database from "better-sqlite3";
-import { jsonText, type Json } from "../../kernel/json.ts";
+import { jsonText } from "../../kernel/json.ts";
 import type { InboxMessage, InboxStore } from "../spi.ts";
-
-interface MessageRow {
-  seq: number;
-  topic: string;
-  key: string;
-  payload: string;
-  at: number;
-}
+import { messageOf, type MessageRow } from "../rows.ts";
 
 export function sqliteInbox(db: Database.Database): InboxStore {
   const next = db
@@ -36,14 +29,7 @@ export function sqliteInbox(db: Database.Database): InboxStore {
       return append.immediate(chainId, message);
     },
     async readMessages(chainId, topic, afterSeq, limit) {
-      return read.all(chainId, topic, afterSeq, limit).map((r) => ({
-        chainId,
-        seq: r.seq,
-        topic: r.topic,
-        key: r.key,
-        payload: JSON.parse(r.payload) as Json,
-        atMs: r.at,
-      }));
+      return read.all(chainId, topic, afterSeq, limit).map((r) => messageOf(chainId, r));
     },
   };
 }

@@ -8,48 +8,37 @@
  * the process. NORMAL survives `kill -9` and is faster; choose it knowingly.
  */
 import Database from "better-sqlite3";
-import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../../kernel/events.ts";
+import type { Envelope, EnvelopeMeta, ExecutionStatus } from "../../kernel/events.ts";
 import { LoomError, ensureError } from "../../kernel/errors.ts";
-import { jsonText, type Json } from "../../kernel/json.ts";
+import { jsonText } from "../../kernel/json.ts";
 import type { Snapshot } from "../../fold/state.ts";
 import { checkBatch, effectiveFence, leaseAvailable } from "../append-check.ts";
 import type {
   AppendBatch,
   AppendOutcome,
   DueTimer,
-  ExecutionSummary,
   Lease,
   ListQuery,
   NoticeKind,
-  Schedule,
   Store,
   StoreHooks,
 } from "../spi.ts";
 import { sqliteInbox } from "./inbox.ts";
 import { sqliteRetention } from "./retention.ts";
 import { MIGRATIONS } from "./migrations.ts";
+import {
+  envelopeOf,
+  scheduleOf,
+  summaryOf,
+  type EventRow,
+  type ExecutionRow,
+  type ScheduleRow,
+} from "../rows.ts";
 
 export interface SqliteStoreOptions {
   synchronous?: "FULL" | "NORMAL";
   busyTimeoutMs?: number;
   hooks?: StoreHooks;
-}
-
-interface EventRow {
-  seq: number;
-  kind: string;
-  at: number;
-  payload: string;
-  meta: string | null;
-}
-
-interface ExecutionRow {
-  id: string;
-  flow: string;
-  status: string;
-  head: number;
-  created_at: number;
-  updated_at: number;
 }
 
 interface LeaseRow {
@@ -60,16 +49,6 @@ interface LeaseRow {
 
 const SETTLE_AT_ROWS = 4000;
 const NOTICE_TTL_MS = 24 * 60 * 60 * 1000;
-
-interface ScheduleRow {
-  name: string;
-  flow: string;
-  cron: string;
-  timezone: string;
-  input: string | null;
-  from_ms: number;
-  cursor_ms: number;
-}
 
 /** The meta of nearly every envelope is `{ fence }` or `{ kernel, fence }`: no serialiser needed. */
 function metaText(meta: EnvelopeMeta): string {
@@ -343,17 +322,9 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
 
     async read(id, fromSeq = 0, limit?: number) {
       const max = limit === undefined ? -1 : Math.max(0, limit);
-      return q.read.all({ id, from: Math.max(0, fromSeq), limit: max }).map((r) => {
-        const e: Envelope = {
-          executionId: id,
-          seq: r.seq,
-          kind: r.kind as EventKind,
-          at: r.at,
-          payload: JSON.parse(r.payload) as Json,
-        };
-        if (r.meta !== null) e.meta = JSON.parse(r.meta) as EnvelopeMeta;
-        return e;
-      });
+      return q.read
+        .all({ id, from: Math.max(0, fromSeq), limit: max })
+        .map((r) => envelopeOf(id, r));
     },
 
     async head(id) {
@@ -390,14 +361,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
       return db
         .prepare<(string | number)[], ExecutionRow>(sql)
         .all(...args)
-        .map((r): ExecutionSummary => ({
-          executionId: r.id,
-          flow: r.flow,
-          status: r.status as ExecutionStatus,
-          head: r.head,
-          createdAtMs: r.created_at,
-          updatedAtMs: r.updated_at,
-        }));
+        .map(summaryOf);
     },
 
     async saveSnapshot(id, snapshot) {
@@ -464,18 +428,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     },
 
     async listSchedules() {
-      return q.schedules.all().map((r): Schedule => {
-        const s: Schedule = {
-          name: r.name,
-          flow: r.flow,
-          cron: r.cron,
-          timezone: r.timezone,
-          fromMs: r.from_ms,
-          cursorMs: r.cursor_ms,
-        };
-        if (r.input !== null) s.input = JSON.parse(r.input) as Json;
-        return s;
-      });
+      return q.schedules.all().map(scheduleOf);
     },
 
     async advanceSchedule(name, cursorMs) {

@@ -1,0 +1,90 @@
+/**
+ * The rows the SQL stores (SQLite, PostgreSQL) keep, and what they read back as: one shape, one
+ * mapping, whichever engine holds them. Payloads, metas and inputs are kept as the JSON text the
+ * runtime made, so what is read is what was appended.
+ */
+import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../kernel/events.ts";
+import type { Json } from "../kernel/json.ts";
+import type { ExecutionSummary, InboxMessage, Schedule } from "./spi.ts";
+
+export interface EventRow {
+  seq: number;
+  kind: string;
+  at: number;
+  payload: string;
+  meta: string | null;
+}
+
+export interface ExecutionRow {
+  id: string;
+  flow: string;
+  status: string;
+  head: number;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface ScheduleRow {
+  name: string;
+  flow: string;
+  cron: string;
+  timezone: string;
+  input: string | null;
+  from_ms: number;
+  cursor_ms: number;
+}
+
+export interface MessageRow {
+  seq: number;
+  topic: string;
+  key: string;
+  payload: string;
+  at: number;
+}
+
+export function envelopeOf(executionId: string, r: EventRow): Envelope {
+  const e: Envelope = {
+    executionId,
+    seq: r.seq,
+    kind: r.kind as EventKind,
+    at: r.at,
+    payload: JSON.parse(r.payload) as Json,
+  };
+  if (r.meta !== null) e.meta = JSON.parse(r.meta) as EnvelopeMeta;
+  return e;
+}
+
+export function summaryOf(r: ExecutionRow): ExecutionSummary {
+  return {
+    executionId: r.id,
+    flow: r.flow,
+    status: r.status as ExecutionStatus,
+    head: r.head,
+    createdAtMs: r.created_at,
+    updatedAtMs: r.updated_at,
+  };
+}
+
+export function scheduleOf(r: ScheduleRow): Schedule {
+  const schedule: Schedule = {
+    name: r.name,
+    flow: r.flow,
+    cron: r.cron,
+    timezone: r.timezone,
+    fromMs: r.from_ms,
+    cursorMs: r.cursor_ms,
+  };
+  if (r.input !== null) schedule.input = JSON.parse(r.input) as Json;
+  return schedule;
+}
+
+export function messageOf(chainId: string, r: MessageRow): InboxMessage {
+  return {
+    chainId,
+    seq: r.seq,
+    topic: r.topic,
+    key: r.key,
+    payload: JSON.parse(r.payload) as Json,
+    atMs: r.at,
+  };
+}
