@@ -9,7 +9,6 @@
  * option checks run, which need no database.
  */
 import { spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, describe, expect, it, vi } from "vitest";
@@ -20,6 +19,7 @@ import { runFleetConformance, runStoreConformance } from "../src/store/conforman
 import { postgresStore, type PostgresStore } from "../src/store/postgres/index.ts";
 import { APPEND_ROUTINE, APPEND_ROUTINE_ARGS } from "../src/store/postgres/append-routine.ts";
 import { mulberry32, until } from "./helpers.ts";
+import { dropSchema, schemaName } from "./support/postgres.ts";
 
 const PG_URL = process.env.LOOM_PG_URL;
 
@@ -63,19 +63,11 @@ if (PG_URL === undefined || PG_URL === "") {
 function postgresSuites(url: string): void {
   const schemas = new Set<string>();
   const freshSchema = () => {
-    const schema = `loom_t_${randomBytes(6).toString("hex")}`;
+    const schema = schemaName("t");
     schemas.add(schema);
     return schema;
   };
-  afterAll(async () => {
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    try {
-      for (const schema of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    } finally {
-      await admin.end();
-    }
-  });
+  afterAll(() => dropSchema(url, ...schemas));
   const open = (schema: string, hooks?: StoreHooks) =>
     postgresStore({ connectionString: url, schema, pool: { max: 4 }, ...(hooks ? { hooks } : {}) });
 
@@ -400,7 +392,7 @@ function postgresSuites(url: string): void {
 
   describe("postgres: S1 under SIGKILL", () => {
     const BATCH = 2000;
-    const worker = join(import.meta.dirname, "fixtures", "postgres", "append-forever.ts");
+    const worker = join(import.meta.dirname, "fixtures", "store", "append-forever.ts");
 
     async function runAndKill(schema: string, afterReadyMs: number): Promise<void> {
       const child = spawn(process.execPath, ["--import", "tsx", worker, url, schema], {

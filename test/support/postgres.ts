@@ -17,12 +17,12 @@ export function schemaName(what: string): string {
   return `loom_${what}_${randomBytes(5).toString("hex")}`;
 }
 
-/** Drops `schema` and everything in it. */
-export async function dropSchema(url: string, schema: string): Promise<void> {
+/** Drops each of `schemas` and everything in it. */
+export async function dropSchema(url: string, ...schemas: string[]): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   } finally {
     await client.end();
   }
