@@ -16,7 +16,8 @@ import type { Command } from "../args.ts";
 import { CliError, errorLine } from "../cli-error.ts";
 import type { Io } from "../io.ts";
 import { loadFlows } from "../load-module.ts";
-import { describeDatabase, openRuntime } from "../open-runtime.ts";
+import { describeDatabase } from "../open-runtime.ts";
+import { openWorkerRuntime, recoverNow } from "./worker.ts";
 import { watchSignals } from "../signals.ts";
 
 type ServeCommand = Extract<Command, { name: "serve" }>;
@@ -30,15 +31,9 @@ export async function serveCommand(
   delete env[cmd.secretEnv];
   const { path, flows } = await loadFlows(cmd.module, io.cwd);
   const signals = watchSignals();
-  const runtime = await openRuntime(cmd, io.cwd, {
-    background: true,
-    mustExist: false,
-    onError: (e) => io.err(`loom: ${errorLine(e)}`),
-    ...(cmd.maxActive !== undefined ? { maxActive: cmd.maxActive } : {}),
-  });
+  const runtime = await openWorkerRuntime(cmd, flows, io);
   let server: WorkerServer | undefined;
   try {
-    for (const flow of flows) runtime.registerFlow(flow);
     server = createWorkerServer({ runtime, secret });
     const url = await server.listen(cmd.port, cmd.host).catch((e: unknown) => {
       throw new CliError(`cannot listen on ${cmd.host}:${cmd.port}: ${errorLine(e)}`);
@@ -48,10 +43,7 @@ export async function serveCommand(
     io.err(
       `loom: worker ${runtime.ownerId} serves ${names} at ${url} (from ${path}, ${describeDatabase(cmd)})`,
     );
-    const recovered = await runtime.recoverAbandoned();
-    if (recovered.length > 0) {
-      io.err(`loom: recovered ${recovered.length} abandoned execution(s): ${recovered.join(", ")}`);
-    }
+    await recoverNow(runtime, io);
     io.err("loom: running; stop with Ctrl-C (SIGINT) or SIGTERM");
     const signal = await signals.received;
     io.err(`loom: ${signal} received; closing the server and the runtime`);
