@@ -10,9 +10,10 @@
  *     `toJson`, the text check before `JSON.parse`.
  */
 import { InvalidInputError } from "../kernel/errors.ts";
+import { MAX_DEPTH } from "../kernel/json.ts";
 
-/** How deep arrays and objects may nest in an input or a reason: `[[1]]` is 2 deep. */
-export const MAX_JSON_DEPTH = 256;
+/** How deep arrays and objects may nest in an input or a reason: the log's own bound. */
+export const MAX_JSON_DEPTH = MAX_DEPTH;
 
 /**
  * Throws InvalidInputError when `value` nests arrays and objects more than `maxDepth` deep (J1).

@@ -88,21 +88,12 @@ export function reasonText(reason: Json | undefined): string | undefined {
 }
 
 /**
- * `toJson` of a value known not to nest too deep (S4). The depth is checked again on the result,
- * since a `toJSON` may return a deeper value than the one it was called on; and should one be deep
- * enough to overflow `toJson` itself, that too is the request's error, not a crash.
+ * `toJson` of a value known not to nest too deep (S4), said in the seam's words. `toJson` bounds
+ * the depth itself too, of what a `toJSON` returns as well (kernel/json.ts MAX_DEPTH).
  */
 function checkedJson(value: unknown, what: string): Json | undefined {
   assertValueDepth(value, what);
-  let json: Json | undefined;
-  try {
-    json = toJson(value, what);
-  } catch (e) {
-    if (!(e instanceof RangeError)) throw e;
-    throw new InvalidInputError(`${what} could not be read as JSON: ${e.message}`, { what });
-  }
-  assertValueDepth(json, what);
-  return json;
+  return toJson(value, what);
 }
 
 function requestObject(
