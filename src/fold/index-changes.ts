@@ -43,9 +43,12 @@ export const cascadeWakeId = (parentId: string) => `cascade:${parentId}`;
  */
 export const watchWakeId = (childId: string) => `watch:${childId}`;
 
+/** How the ids of the supervisor's rows begin (W1..W3): an execution's own end never clears them. */
+export const WAKE_ID_PREFIXES = ["child:", "cascade:", "watch:"] as const;
+
 /** Whether a timer row is a supervisor's wake row, which an execution's own end never clears. */
 export const isWakeId = (timerId: string): boolean =>
-  timerId.startsWith("child:") || timerId.startsWith("cascade:") || timerId.startsWith("watch:");
+  WAKE_ID_PREFIXES.some((prefix) => timerId.startsWith(prefix));
 
 /**
  * The index changes of a batch, or undefined when it changes none (most batches). `state` is the

@@ -6,6 +6,12 @@
 import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
 import type { ExecutionSummary, InboxMessage, Schedule } from "./spi.ts";
+import { WAKE_ID_PREFIXES } from "../fold/index-changes.ts";
+
+/** SQL: a timer row an execution's own end clears, not a wake row (S15; isWakeId). */
+export const NOT_A_WAKE_ROW = WAKE_ID_PREFIXES.map((p) => `timer_id NOT LIKE '${p}%'`).join(
+  " AND ",
+);
 
 export interface EventRow {
   seq: number;

@@ -36,6 +36,7 @@
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import type { Tables } from "./db.ts";
 import { MAX_PAYLOAD_BYTES } from "./wakes.ts";
+import { NOT_A_WAKE_ROW } from "../rows.ts";
 
 /** The routine's name in the schema, with its version (R1). */
 export const APPEND_ROUTINE = "loom_append_1";
@@ -43,10 +44,6 @@ export const APPEND_ROUTINE = "loom_append_1";
 export const APPEND_ROUTINE_ARGS = "(text[], json, bigint)";
 
 const quoted = (values: Iterable<string>) => [...values].map((v) => `'${v}'`).join(", ");
-
-/** S15: timer ids an execution's own end never clears (fold/index-changes.ts isWakeId). */
-const NOT_A_WAKE_ROW = `timer_id NOT LIKE 'child:%' AND timer_id NOT LIKE 'cascade:%'
-        AND timer_id NOT LIKE 'watch:%'`;
 
 /**
  * The CREATE FUNCTION statement for `schema`. The batch record's fields (append.ts `SentBatch`):

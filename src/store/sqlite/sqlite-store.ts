@@ -28,6 +28,7 @@ import { sqliteRetention } from "./retention.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import {
   envelopeOf,
+  NOT_A_WAKE_ROW,
   scheduleOf,
   summaryOf,
   type EventRow,
@@ -105,9 +106,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     deferTimer: db.prepare("UPDATE timers SET wake_at = ? WHERE execution_id = ? AND timer_id = ?"),
     // An execution's end clears its own waits' rows, never the wake rows others wrote for it
     // (S15: `child:`, `cascade:` and `watch:` ids, fold/index-changes.ts isWakeId).
-    clearTimers: db.prepare(
-      "DELETE FROM timers WHERE execution_id = ? AND timer_id NOT LIKE 'child:%' AND timer_id NOT LIKE 'cascade:%' AND timer_id NOT LIKE 'watch:%'",
-    ),
+    clearTimers: db.prepare(`DELETE FROM timers WHERE execution_id = ? AND ${NOT_A_WAKE_ROW}`),
     read: db.prepare<{ id: string; from: number; limit: number }, EventRow>(
       `SELECT seq, kind, at, payload, meta FROM events WHERE execution_id = @id AND seq >= @from
        UNION ALL
