@@ -44,6 +44,7 @@ import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
 import { FleetMember } from "./fleet.ts";
+import { BackgroundLoop } from "./background-loop.ts";
 import { cancelExecution, cancelSpecs } from "./cancel.ts";
 import {
   childOutcome,
@@ -96,17 +97,12 @@ export abstract class RuntimeCore implements RunHost {
   protected readonly chain: (ctx: MiddlewareContext) => Promise<unknown>;
   protected readonly leases: Leases;
   protected readonly timers: TimerService;
-  protected loop: NodeJS.Timeout | undefined;
-  /** When the background loop's next tick is due (performance.now()), while one is scheduled. */
-  protected nextTickAt = Infinity;
+  /** Due timers, schedules and recovery, when the background loop runs (background-loop.ts). */
+  protected readonly loop: BackgroundLoop | undefined;
   /** A fleet member's claims and wakes, when the store is shared by a fleet (fleet.ts). */
   protected readonly fleet: FleetMember | undefined;
   protected noticeLoop: NodeJS.Timeout | undefined;
   protected takingNotices = false;
-  protected ticking = false;
-  /** The background duties running now, if they are: close() lets them finish first. */
-  protected tickRun: Promise<void> | undefined;
-  protected tickAgain = false;
   /** Runs this runtime stopped because another owner took their lease over (fleet L2). */
   fencedRuns = 0;
   protected closed = false;
@@ -141,14 +137,22 @@ export abstract class RuntimeCore implements RunHost {
           ownerId: this.ownerId,
           leaseTtlMs: this.leaseTtlMs,
           now: () => this.clock.now(),
-          tick: (afterMs) => this.tickWithin(afterMs),
+          tick: (afterMs) => this.loop?.within(afterMs),
           takeNotices: () => void this.takeNotices(),
           report: (e) => this.report(e),
         })
       : undefined;
-    if (options.background !== false) {
+    this.loop =
+      options.background === false
+        ? undefined
+        : new BackgroundLoop(
+            this.pollIntervalMs,
+            [() => this.fireDueTimers(), () => this.fireSchedules(), () => this.recoverAbandoned()],
+            (e) => this.report(e),
+          );
+    if (this.loop) {
       this.fleet?.listen();
-      this.scheduleTick(0);
+      this.loop.nudge();
       const every = positive(options.noticePollMs, 50, "noticePollMs");
       this.noticeLoop = setInterval(() => void this.takeNotices(), every);
       this.noticeLoop.unref();
@@ -615,39 +619,6 @@ export abstract class RuntimeCore implements RunHost {
     }
   }
 
-  protected tick(): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    if (this.ticking) {
-      // A wake or a nudge while the duties run: they run again right after.
-      this.tickAgain = true;
-      return Promise.resolve();
-    }
-    this.ticking = true;
-    this.tickAgain = false;
-    this.tickRun = this.runDuties();
-    return this.tickRun;
-  }
-
-  private async runDuties(): Promise<void> {
-    // Each duty on its own: one that fails (a store error) does not keep the others from running.
-    const duties = [
-      () => this.fireDueTimers(),
-      () => this.fireSchedules(),
-      () => this.recoverAbandoned(),
-    ];
-    try {
-      for (const duty of duties) {
-        if (this.closed) return;
-        await duty().catch((e: unknown) => this.report(e));
-      }
-    } finally {
-      this.ticking = false;
-      // A wake that asked for a tick sooner than the poll while these ran keeps its time (L3).
-      const asked = this.nextTickAt - performance.now();
-      this.scheduleTick(this.tickAgain ? 0 : Math.max(0, Math.min(this.pollIntervalMs, asked)));
-    }
-  }
-
   protected async fireDueTimers(): Promise<void> {
     const due = await this.store.dueTimers(this.clock.now(), 200);
     for (const t of due) {
@@ -681,24 +652,7 @@ export abstract class RuntimeCore implements RunHost {
 
   /** Runs the background duties now (wake rows just written), where they run at all. */
   protected nudge(): void {
-    if (this.options.background !== false) this.scheduleTick(0);
-  }
-
-  protected scheduleTick(afterMs: number): void {
-    if (this.closed) return;
-    if (this.loop) clearTimeout(this.loop);
-    this.nextTickAt = performance.now() + afterMs;
-    this.loop = setTimeout(() => {
-      this.nextTickAt = Infinity;
-      void this.tick();
-    }, afterMs);
-    this.loop.unref();
-  }
-
-  /** Ticks within `afterMs` (a fleet's wake, L3): sooner than scheduled, never later. */
-  protected tickWithin(afterMs: number): void {
-    if (this.options.background === false) return;
-    if (performance.now() + afterMs < this.nextTickAt) this.scheduleTick(afterMs);
+    this.loop?.nudge();
   }
 
   /**

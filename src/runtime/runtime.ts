@@ -104,7 +104,7 @@ export class Runtime extends RuntimeCore {
       checkedDuration(flow.deadlineMs, `flow "${flow.name}" deadlineMs`);
     }
     this.flows.set(flow.name, flow);
-    if (this.options.background !== false && !this.closed) this.scheduleTick(0);
+    this.nudge();
     return this;
   }
 
@@ -217,7 +217,7 @@ export class Runtime extends RuntimeCore {
     };
     if (input !== undefined) schedule.input = input;
     await this.store.putSchedule(schedule);
-    if (this.options.background !== false && !this.closed) this.scheduleTick(0);
+    this.nudge();
     const stored = (await this.store.listSchedules()).find((s) => s.name === name);
     if (!stored) throw new InvariantViolation(`schedule "${name}" was not stored`);
     return stored;
@@ -791,7 +791,7 @@ export class Runtime extends RuntimeCore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.loop) clearTimeout(this.loop);
+    this.loop?.stop();
     if (this.noticeLoop) clearInterval(this.noticeLoop);
     this.timers.clear();
     await this.fleet?.close().catch((e: unknown) => this.report(e));
@@ -801,12 +801,7 @@ export class Runtime extends RuntimeCore {
     await this.tasks.drain();
     // Duties in flight (a claim whose leases come back after the close) finish, and give back
     // what they took, before the store goes; bounded, since a duty stops at its next check.
-    if (this.tickRun) {
-      let timer: NodeJS.Timeout | undefined;
-      const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)));
-      await Promise.race([this.tickRun, bound]);
-      clearTimeout(timer);
-    }
+    await this.loop?.settled(CLOSE_WAIT_MS);
     if (this.options.closeStore !== false) await this.store.close();
   }
 }
