@@ -155,6 +155,10 @@ export function faultyStore(
       guard("readMessages", () => inner.readMessages(c, t, after, limit)),
     deleteExecution: (id) => guard("deleteExecution", () => inner.deleteExecution(id), true),
     compact: (id, through, keep) => guard("compact", () => inner.compact(id, through, keep), true),
+    putKey: (id, material) => guard("putKey", () => inner.putKey(id, material), true),
+    getKey: (id) => guard("getKey", () => inner.getKey(id)),
+    listKeys: (prefix) => guard("listKeys", () => inner.listKeys(prefix)),
+    destroyKey: (id) => guard("destroyKey", () => inner.destroyKey(id), true),
     close: async () => undefined,
   };
   /** A fleet store's claims and wakes, with their faults. */

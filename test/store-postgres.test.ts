@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL store: the whole store conformance suite (S1..S16) and the fleet suite (S17,
+ * The PostgreSQL store: the whole store conformance suite (S1..S16, S19, S20) and the fleet suite (S17,
  * S18), each store in a fresh schema dropped afterwards; then what only PostgreSQL has: schemas
  * migrated by many processes at once, a listener that reconnects, values it cannot store refused
  * as bad input, appends that are one statement (the append routine, append-routine.ts) on schemas
@@ -18,6 +18,7 @@ import type { AppendBatch, FleetWake, StoreHooks } from "../src/store/spi.ts";
 import { runFleetConformance, runStoreConformance } from "../src/store/conformance/index.ts";
 import { postgresStore, type PostgresStore } from "../src/store/postgres/index.ts";
 import { APPEND_ROUTINE, APPEND_ROUTINE_ARGS } from "../src/store/postgres/append-routine.ts";
+import { MIGRATIONS } from "../src/store/postgres/migrations.ts";
 import { mulberry32, until } from "./helpers.ts";
 import { dropSchema, schemaName } from "./support/postgres.ts";
 
@@ -97,7 +98,7 @@ function postgresSuites(url: string): void {
           `SELECT version FROM "${schema}".migrations ORDER BY version`,
         );
         await admin.end();
-        expect(rows.map((r) => r.version)).toEqual([1]);
+        expect(rows.map((r) => r.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
         const [a, b] = stores as [PostgresStore, PostgresStore];
         const lease = await a.acquireLease("x", "w", { ttlMs: 1000, nowMs: 0 });
         const events: Envelope[] = [
@@ -334,7 +335,7 @@ function postgresSuites(url: string): void {
         const { rows } = await admin.query<{ version: number }>(
           `SELECT version FROM "${schema}".migrations ORDER BY version`,
         );
-        expect(rows.map((r) => r.version)).toEqual([1]);
+        expect(rows.map((r) => r.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
       } finally {
         await admin.end();
       }

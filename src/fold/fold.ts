@@ -5,7 +5,8 @@
  * F1. Deterministic: the same log gives the same state, byte for byte; no clock, no randomness.
  * F2. Never throws: a malformed envelope or payload is ignored, the same way every time.
  * F3. Terminal kinds fold only from kernel-stamped envelopes (`meta.kernel: true`).
- * F4. Nothing folds after a terminal event.
+ * F4. Nothing folds after a terminal event but a kernel-stamped SUBJECT_ERASED (schema 1.8.0),
+ *     which records an erasure in `_erased` and changes nothing else.
  * F5. foldAll(log) equals foldAll(tail, snapshot) for any snapshot of a prefix of log.
  * F6. Sequence 0 must be EXECUTION_STARTED, and only sequence 0 may be: a log whose first event
  *     is not is ignored whole, and a later EXECUTION_STARTED is ignored.
@@ -42,14 +43,15 @@ export function fold(state: ExecutionState, envelope: Envelope): ExecutionState 
   if (typeof at !== "number" || !Number.isFinite(at)) return state;
   if (seq === 0 && kind !== "EXECUTION_STARTED") return state;
   if (state.seq >= 0 && (e as unknown as Envelope).executionId !== state.executionId) return state;
-  if (state.seq >= 0 && isTerminal(state)) return state;
+  const erasure = kind === "SUBJECT_ERASED" && (e as unknown as Envelope).meta?.kernel === true;
+  if (state.seq >= 0 && isTerminal(state) && !erasure) return state;
   const p: Payload = isPlainObject(payload) ? payload : {};
   const restart = seq > 0 && kind === "EXECUTION_STARTED";
   const handler = !restart && Object.hasOwn(HANDLERS, kind) ? HANDLERS[kind] : undefined;
   state.seq = seq;
   state.updatedAt = at;
   if (handler) handler(state, p, e as unknown as Envelope);
-  if (!isTerminal(state) && kind !== "EXECUTION_STARTED") {
+  if (!isTerminal(state) && kind !== "EXECUTION_STARTED" && !erasure) {
     state.status = state.openWaits > 0 && state.inFlight === 0 ? "parked" : "running";
   }
   return state;
@@ -272,6 +274,7 @@ const HANDLERS: Partial<Record<string, Handler>> = {
     s.startedAt = e.at;
     s.status = "pending";
     if (str(p.principal) && p.principal !== "") s._principal = p.principal;
+    if (str(p.subject) && p.subject !== "") s._subject = p.subject;
     const parent = readParent(p.parent);
     if (parent) s._parent = parent;
     // A child's deadline is an absolute time (schema 1.7.0): its parent's end caps it (O5).
@@ -473,6 +476,10 @@ const HANDLERS: Partial<Record<string, Handler>> = {
   },
   CHILD_DONE(s, p) {
     childDone(s, p);
+  },
+  SUBJECT_ERASED(s, p, e) {
+    if (e.meta?.kernel !== true || !str(p.subject) || p.subject === "") return;
+    (s._erased ??= []).push(p.subject);
   },
   STATE_RESTORED(s, p, e) {
     // Kernel-stamped only (schema 1.6.0): an app event that borrows the name is inert.

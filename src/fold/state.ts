@@ -94,6 +94,14 @@ export interface ExecutionState {
   _inbox?: InboxState;
   /** Who owns the execution (ADR 0111): recorded at its start, inherited along its chain. */
   _principal?: string;
+  /**
+   * The data subject whose data the execution holds (schema 1.8.0): its payloads are sealed with
+   * the subject's key (trust/), which `eraseSubject` destroys. Inherited by successors, children
+   * and forks.
+   */
+  _subject?: string;
+  /** The subjects erased from this log (SUBJECT_ERASED, schema 1.8.0), in order. */
+  _erased?: string[];
   /** The execution that spawned this one (schema 1.7.0), inherited along its chain. */
   _parent?: ParentLink;
   /** The children this execution spawned, by id, and how each ended once it has. */

@@ -138,6 +138,17 @@ export class WorkerRefusedError extends defineError("LOOM_WORKER_REFUSED") {}
 export class WorkerFailedError extends defineError("LOOM_WORKER_FAILED") {}
 /** A dispatcher found no worker that took the request (each refused or was unreachable). */
 export class NoWorkerAvailableError extends defineError("LOOM_NO_WORKER_AVAILABLE") {}
+/**
+ * An effect that refuses tainted input (`refusesTainted: true`, a shell tool say) was called with
+ * a value that holds a taint mark anywhere in it (kernel/taint.ts). Raised before the step starts.
+ */
+export class TaintedInputError extends defineError("LOOM_TAINTED_INPUT") {}
+/** A stored payload names a codec key the runtime's codec does not hold. */
+export class CodecKeyError extends defineError("LOOM_CODEC_KEY") {}
+/** A stored payload did not decode: wrong key, or its bytes were changed (the GCM tag failed). */
+export class CodecError extends defineError("LOOM_CODEC") {}
+/** eraseSubject could not end every live execution of the subject, so it destroyed nothing. */
+export class SubjectLiveError extends defineError("LOOM_SUBJECT_LIVE") {}
 
 /**
  * Thrown by user code: the attempt may be retried, no sooner than `retryAfterMs`. Recorded with
@@ -185,6 +196,10 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_SEQUENCE_CONFLICT: SequenceConflictError,
   LOOM_LEASE_HELD: LeaseHeldError,
   LOOM_EXECUTION_ENDED: ExecutionEndedError,
+  LOOM_TAINTED_INPUT: TaintedInputError,
+  LOOM_CODEC_KEY: CodecKeyError,
+  LOOM_CODEC: CodecError,
+  LOOM_SUBJECT_LIVE: SubjectLiveError,
   LOOM_NOT_RESUMABLE: NotResumableError,
   LOOM_SUSPEND_TIMEOUT: SuspendTimeoutError,
   LOOM_WAIT_TIMEOUT: WaitTimeoutError,

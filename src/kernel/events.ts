@@ -7,7 +7,8 @@
  * E2. Sequence 0 is always EXECUTION_STARTED.
  * E3. Terminal kinds take effect only from a kernel-stamped envelope (`meta.kernel: true`);
  *     an app event that borrows the name is inert.
- * E4. Nothing follows a terminal event in a log.
+ * E4. Nothing follows a terminal event in a log but SUBJECT_ERASED facts (an erasure of a data
+ *     subject, runtime/erase-subject.ts, is recorded in the logs it made unreadable, ended or not).
  */
 import type { Json } from "./json.ts";
 
@@ -37,8 +38,11 @@ import type { Json } from "./json.ts";
  *        successor carries it) and its `deadlineAtMs` caps `deadlineMs`; CHILD_STARTED records a spawn (a `spawn` frame and `_children`),
  *        CHILD_DONE settles a child's slot once (adding what its chain spent to `_resources`),
  *        and a SUSPENDED named "awaitChild" is a wait on a child (fold/children.ts).
+ * 1.8.0: trust. EXECUTION_STARTED's `subject` folds into `_subject`; a kernel SUBJECT_ERASED folds
+ *        its `subject` into `_erased`, also after a terminal event (E4, fold F4), and changes
+ *        nothing else.
  */
-export const EVENT_SCHEMA_VERSION = "1.7.0";
+export const EVENT_SCHEMA_VERSION = "1.8.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",
@@ -61,6 +65,7 @@ export const EVENT_KINDS = [
   "EXECUTION_CANCELLED",
   "EXECUTION_CONTINUED",
   "STATE_RESTORED",
+  "SUBJECT_ERASED",
 ] as const;
 
 export type EventKind = (typeof EVENT_KINDS)[number];

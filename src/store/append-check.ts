@@ -1,8 +1,9 @@
 /**
- * The per-batch checks every store makes inside its append transaction (S2, S3), kept in one
- * place so the stores cannot drift apart.
+ * The per-batch checks every store makes inside its append transaction (S2, S3, S20), kept in one
+ * place so the stores cannot drift apart. The PostgreSQL append routine makes the same checks in
+ * SQL (append-routine.ts R3) and builds its errors here.
  */
-import { isTerminalStatus, type ExecutionStatus } from "../kernel/events.ts";
+import { isTerminalStatus, type EventKind, type ExecutionStatus } from "../kernel/events.ts";
 import {
   ExecutionEndedError,
   FencedError,
@@ -11,7 +12,11 @@ import {
 } from "../kernel/errors.ts";
 import type { AppendBatch } from "./spi.ts";
 
-/** Throws the error that refuses `batch`, given the stored head, status and lease fence. */
+/**
+ * Throws the error that refuses `batch`, given the stored head, status and lease fence: in this
+ * order, a malformed batch, a stale fence (S3), an ended log (E4, but S20), a sequence conflict
+ * (S2).
+ */
 export function checkBatch(
   batch: AppendBatch,
   head: number,
@@ -35,9 +40,11 @@ export function checkBatch(
       { executionId, fence, leaseFence: leaseFence ?? null },
     );
   }
-  if (status !== undefined && isTerminalStatus(status)) {
+  if (status !== undefined && isTerminalStatus(status) && !erasureOf(batch, status)) {
+    // Only SUBJECT_ERASED events follow an end, and they leave its status (S20).
     throw new ExecutionEndedError(
-      `append to ${executionId} refused: its log ended (${status}) at sequence ${head}`,
+      `append to ${executionId} refused: its log ended (${status}) at sequence ${head}` +
+        (batch.status === status ? "" : `, and a batch may not move it to ${batch.status}`),
       { executionId, status },
     );
   }
@@ -47,6 +54,18 @@ export function checkBatch(
       { executionId, expectedSeq, next: head + 1 },
     );
   }
+}
+
+/** The one event kind an ended log takes (S20, E4). */
+export const ERASURE_KIND = "SUBJECT_ERASED" satisfies EventKind;
+
+/**
+ * S20: whether `batch` may follow the end of a log whose stored status is `status`: it holds
+ * SUBJECT_ERASED events only (E4) and leaves the status as it is, so an ended execution never
+ * looks live again (claimable, recoverable) because of what its erasure recorded.
+ */
+export function erasureOf(batch: AppendBatch, status: ExecutionStatus): boolean {
+  return batch.status === status && batch.events.every((e) => e.kind === ERASURE_KIND);
 }
 
 /**

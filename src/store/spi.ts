@@ -2,7 +2,7 @@
  * The store SPIs. Every store (memory, SQLite, PostgreSQL) implements `Store` and passes the one
  * conformance suite, `runStoreConformance`.
  *
- * Contract (the suite checks S1..S14):
+ * Contract (the suite checks S1..S20):
  * S1. A batch is atomic: all of its events are appended, or none (also across a crash).
  * S2. A batch is appended only if `expectedSeq` is the execution's next sequence number, so of
  *     concurrent appends at one sequence number exactly one wins; the others get
@@ -47,6 +47,14 @@
  *     `cascade:` and `watch:` ids: fold/index-changes.ts isWakeId).
  * S16. `deferTimer(id, timerId, at)` moves that one row's wake time to `at` (later or earlier) if
  *     the row exists, and writes nothing if it does not: a row deleted meanwhile is not revived.
+ * S19. Keys (`KeyStore`): `putKey(id, material)` stores `material` under `id` unless a key is stored
+ *     there already, and returns the stored one either way (two concurrent puts agree on one);
+ *     `getKey` reads it; `listKeys(prefix)` returns the ids that start with `prefix`, in order;
+ *     `destroyKey(id)` deletes it so that its bytes are not left in the store's files (SQLite:
+ *     `secure_delete` and a WAL checkpoint; PostgreSQL: the row is deleted and the table vacuumed),
+ *     and returns whether it existed. Keys survive a reopen (S5).
+ * S20. A batch whose events are all SUBJECT_ERASED is appended to an ended log too (E4): the
+ *     terminal status check (append-check.ts) does not refuse it; the fence and sequence checks do.
  *
  * A store shared by a fleet of processes also implements `FleetStore` (S17, S18, below), checked by
  * `runFleetConformance`.
@@ -82,6 +90,12 @@ export interface AppendBatch {
    * fenced out to stop its in-flight work.
    */
   notice?: { owner: string; kind: NoticeKind };
+  /**
+   * The data subject whose data the execution holds (its folded `_subject`): the sealing store
+   * (trust/sealed-store.ts) seals the batch with the subject's key and removes this field, so a
+   * store never sees it.
+   */
+  subject?: string;
 }
 
 export type NoticeKind = "cancel";
@@ -221,7 +235,10 @@ export interface InboxMessage {
 
 export interface InboxStore {
   /** Appends to the chain's stream and returns the message's sequence number (S12). */
-  appendMessage(chainId: string, message: Omit<InboxMessage, "chainId" | "seq">): Promise<number>;
+  appendMessage(
+    chainId: string,
+    message: Omit<InboxMessage, "chainId" | "seq"> & { subject?: string },
+  ): Promise<number>;
   /** `topic`'s messages with `seq > afterSeq`, oldest first, at most `limit` (S12). */
   readMessages(
     chainId: string,
@@ -246,9 +263,21 @@ export interface RetentionStore {
   ): Promise<number>;
 }
 
+/**
+ * Key material the payload codec keeps beside the log (trust/): a data subject's key, and the
+ * index of which executions hold the subject's data (S19). Material is opaque text.
+ */
+export interface KeyStore {
+  putKey(keyId: string, material: string): Promise<string>;
+  getKey(keyId: string): Promise<string | undefined>;
+  listKeys(prefix: string): Promise<string[]>;
+  destroyKey(keyId: string): Promise<boolean>;
+}
+
 export interface Store
   extends
     EventStore,
+    KeyStore,
     RetentionStore,
     SnapshotStore,
     LeaseStore,

@@ -1,6 +1,7 @@
 /**
  * The one store conformance suite (STYLE 3): every store's test file calls
- * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S14 in `../spi.ts`.
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S20 in `../spi.ts`
+ * (S17 and S18, a fleet's, are `runFleetConformance`'s: fleet.ts).
  *
  * @example
  * runStoreConformance({
@@ -18,6 +19,7 @@ import { appendSuite } from "./appends.ts";
 import { batchExtrasSuite } from "./batch-extras.ts";
 import { crashAndListSuite } from "./crash-and-list.ts";
 import { inboxSuite } from "./inbox.ts";
+import { keysSuite } from "./keys.ts";
 import type { Harness } from "./helpers.ts";
 import { leaseSuite } from "./leases.ts";
 import { retentionSuite } from "./retention.ts";
@@ -72,5 +74,6 @@ export function runStoreConformance<S extends Store>(opts: StoreConformanceOptio
     scheduleSuite(h);
     inboxSuite(h);
     retentionSuite(h);
+    keysSuite(h);
   });
 }

@@ -6,6 +6,9 @@
  * data, as a process restart would see it, or, with the first still open, as another process
  * sharing the store would.
  *
+ * Key material (S19) lives beside the logs in the same data, so a reopen keeps it; `listKeys`
+ * orders ids by their UTF-8 bytes, as the SQL stores do (../key-range.ts K1).
+ *
  * `memoryStore({ fleet: true })` is also a `FleetStore` (claims S17, wakes S18, among the handles
  * over its data: fleet.ts); without it the store is not one (`isFleetStore` is false), so a runtime
  * on it recovers by listing, as on SQLite.
@@ -21,6 +24,7 @@ import {
 } from "../../kernel/errors.ts";
 import type { Snapshot } from "../../fold/state.ts";
 import { checkBatch, effectiveFence, leaseAvailable } from "../append-check.ts";
+import { compareKeyIds } from "../key-range.ts";
 import type {
   AcquireOptions,
   AppendBatch,
@@ -55,6 +59,8 @@ interface Data {
   notices: (Notice & { owner: string })[];
   schedules: Map<string, Schedule>;
   inbox: Map<string, InboxMessage[]>;
+  /** Key material by id (S19): part of the data, so `reopen()` keeps it (S5). */
+  keys: Map<string, string>;
   /** The wake subscriptions of every handle over the data (a fleet store's only). */
   subscribers: Subscribers;
 }
@@ -97,6 +103,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     notices: [],
     schedules: new Map(),
     inbox: new Map(),
+    keys: new Map(),
     subscribers: new Set(),
   };
   return options.fleet === true ? openFleet(data, options) : open(data, options, handle());
@@ -566,6 +573,30 @@ function open(data: Data, hooks: StoreHooks, h: Handle): MemoryStore {
           out.push({ ...m, payload: JSON.parse(jsonText(m.payload)) as Json });
       }
       return out;
+    },
+
+    async putKey(keyId, material) {
+      live();
+      const stored = data.keys.get(keyId);
+      if (stored !== undefined) return stored;
+      data.keys.set(keyId, material);
+      return material;
+    },
+
+    async getKey(keyId) {
+      live();
+      return data.keys.get(keyId);
+    },
+
+    async listKeys(prefix) {
+      live();
+      return [...data.keys.keys()].filter((id) => id.startsWith(prefix)).sort(compareKeyIds);
+    },
+
+    async destroyKey(keyId) {
+      live();
+      // A JavaScript string cannot be wiped: dropping the last reference is all a heap allows.
+      return data.keys.delete(keyId);
     },
 
     async takeNotices(owner) {

@@ -4,7 +4,7 @@
  * append.ts says what it is sent and reads what it answers; this file is the SQL.
  *
  * R1. It is installed beside the migrations, under their lock (migrations.ts M3), and named with
- *     its version (`loom_append_1`). A changed routine is a new name, never a replaced body: a
+ *     its version (`loom_append_2`). A changed routine is a new name, never a replaced body: a
  *     process of the previous release, still running during a rolling upgrade, keeps the routine
  *     it was written for (or its own two-round-trip transaction, which takes the same locks in the
  *     same order).
@@ -17,7 +17,8 @@
  * R3. It then takes the batches in order, each on its own, against what the locked rows held and
  *     what the batches before it in the call did: it refuses a batch, which then writes nothing,
  *     when the fence, a terminal status or the expected sequence number says so (append-check.ts,
- *     in its order); otherwise it applies it whole, in its turn: a claimed lease (created only if
+ *     in its order; an ended log takes a batch of SUBJECT_ERASED events only that keeps its
+ *     status, S20); otherwise it applies it whole, in its turn: a claimed lease (created only if
  *     no row exists, else the batch is fenced), its events and execution row (R4), a released
  *     lease, a snapshot never over a newer one, a notice, its timer rows (its net effect, computed
  *     by the client: timer-plan.ts), and its wakes with `pg_notify` (wakes.ts N1). Applying
@@ -34,12 +35,17 @@
  *     made, so the row holds that text byte for byte (a `\u0000` escape in it included).
  */
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
+import { ERASURE_KIND } from "../append-check.ts";
 import type { Tables } from "./db.ts";
 import { MAX_PAYLOAD_BYTES } from "./wakes.ts";
 import { NOT_A_WAKE_ROW } from "../rows.ts";
 
-/** The routine's name in the schema, with its version (R1). */
-export const APPEND_ROUTINE = "loom_append_1";
+/**
+ * The routine's name in the schema, with its version (R1). Version 2 lets an erasure follow the end
+ * of a log (S20); a schema upgraded from version 1 keeps `loom_append_1` for the processes of the
+ * release before, which refuse such a batch, as that release did.
+ */
+export const APPEND_ROUTINE = "loom_append_2";
 /** What `to_regprocedure` needs to find it. */
 export const APPEND_ROUTINE_ARGS = "(text[], json, bigint)";
 
@@ -155,11 +161,16 @@ BEGIN
       log_head := heads[j];
       log_status := statuses[j];
     END IF;
-    -- append-check.ts effectiveFence and checkBatch, in their order.
+    -- append-check.ts effectiveFence and checkBatch, in their order. An ended log takes a batch
+    -- of erasures that keeps its status (erasureOf, S20); CASE reads the events only then. (In
+    -- parentheses: PL/pgSQL ends an IF's condition at the first THEN outside them.)
     checked_fence := CASE WHEN b.co IS NULL THEN lease_fence
       WHEN lease_fence IS NULL AND b.f = 1 THEN 1 END;
     IF checked_fence IS NULL OR checked_fence IS DISTINCT FROM b.f
-        OR coalesce(log_status IN (${terminal}), false)
+        OR (CASE WHEN coalesce(log_status IN (${terminal}), false)
+          THEN b.s IS DISTINCT FROM log_status OR EXISTS (SELECT FROM json_array_elements(b.e) AS ev
+            WHERE (ev ->> 'k') IS DISTINCT FROM '${ERASURE_KIND}')
+          ELSE false END)
         OR b.x IS DISTINCT FROM log_head + 1 THEN
       refused := refused || json_build_object('n', k, 'h', log_head, 's', log_status,
         'f', lease_fence);

@@ -69,6 +69,8 @@ export interface Tables {
   schedules: string;
   inbox: string;
   inboxHeads: string;
+  /** Key material (keys.ts, S19). */
+  keys: string;
   /** The append routine (append-routine.ts). */
   appendRoutine: string;
 }
@@ -86,6 +88,7 @@ export function tables(schema: string): Tables {
     schedules: t("schedules"),
     inbox: t("inbox"),
     inboxHeads: t("inbox_heads"),
+    keys: t("keys"),
     appendRoutine: t(APPEND_ROUTINE),
   };
 }

@@ -97,6 +97,13 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
     next_seq BIGINT NOT NULL
   );
   `,
+  // S19 (keys.ts): never updated, so no row version but the live one holds a key's material.
+  (t) => `
+  CREATE TABLE ${t.keys} (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    material TEXT NOT NULL
+  );
+  `,
 ];
 
 /** Brings `schema` to the latest version (M1..M3); returns the versions it applied. */

@@ -21,6 +21,7 @@ import type { FleetStore, Store, StoreHooks } from "../spi.ts";
 import { postgresAppend } from "./append.ts";
 import { newPool, tables } from "./db.ts";
 import { postgresInbox } from "./inbox.ts";
+import { postgresKeys } from "./keys.ts";
 import { postgresLeases } from "./leases.ts";
 import { migrate } from "./migrations.ts";
 import { postgresReads } from "./reads.ts";
@@ -81,6 +82,7 @@ export async function postgresStore(options: PostgresStoreOptions): Promise<Post
     ...postgresSchedules(pool, t),
     ...postgresInbox(pool, t, channel),
     ...postgresRetention(pool, t),
+    ...postgresKeys(pool, t),
     listen: (onWake) => listener.subscribe(onWake),
     close() {
       closing ??= listener.close().then(() => pool.end());

@@ -86,4 +86,9 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX inbox_by_topic ON inbox (chain_id, topic, seq);
   `,
+  // Key material (S19, keys.ts): no rowid, so a row's bytes live in one b-tree, the one
+  // secure_delete scrubs.
+  `
+  CREATE TABLE keys (id TEXT PRIMARY KEY, material TEXT NOT NULL) WITHOUT ROWID;
+  `,
 ];

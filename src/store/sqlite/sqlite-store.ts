@@ -24,6 +24,7 @@ import type {
   StoreHooks,
 } from "../spi.ts";
 import { sqliteInbox } from "./inbox.ts";
+import { sqliteKeys } from "./keys.ts";
 import { sqliteRetention } from "./retention.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import {
@@ -439,6 +440,8 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     },
 
     ...sqliteInbox(db),
+
+    ...sqliteKeys(db),
 
     ...sqliteRetention(db, headOf, (id) => known.delete(id)),
 
