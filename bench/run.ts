@@ -6,6 +6,7 @@
  */
 import { UsageError } from "./lib.ts";
 import { cancelBench } from "./cancel.ts";
+import { codecBench } from "./codec.ts";
 import { conversationBench } from "./conversation.ts";
 import { fanoutBench } from "./fanout.ts";
 import { fleetBench } from "./fleet.ts";
@@ -24,6 +25,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   middleware: middlewareBench,
   cancel: cancelBench,
   sim: simBench,
+  codec: codecBench,
   "stream-budget": streamBudgetBench,
 };
 
@@ -54,6 +56,8 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           events per second the simulator explores with faults, beside the same seeds without
   stream-budget [--streams 100]
           streams severed by streamTokenBudget: overshoot in deltas, breach-to-close latency
+  codec   [--events 20000] [--rounds 5] [--bytes 300]
+          per-event cost of the audit chain (hashUs) and AES-256-GCM (encryptUs) beside neither
 `;
 
 async function main(argv: readonly string[]): Promise<number> {

@@ -2,7 +2,10 @@
  * Writes test/fixtures/logs/<EVENT_SCHEMA_VERSION>-golden.json: the log of a flow that uses every
  * syscall and effect feature, and the state the current fold gives it; since 1.5.0 also the
  * logs of the chain generations it continued as (`chain`); since 1.6.0 its suspend is answered by
- * `resumeAs`, so the log holds a STATE_RESTORED; since 1.7.0 it spawns and awaits a child. Run it
+ * `resumeAs`, so the log holds a STATE_RESTORED; since 1.7.0 it spawns and awaits a child; since
+ * 1.8.0 it holds a data subject's data and its logs end with the SUBJECT_ERASED that erasing the
+ * subject appends (the logs are read before the erasure, so their payloads are the plain ones a
+ * reader with the subject's key saw, and the erasure's fact is added from after it). Run it
  * once when the schema version is bumped (`npx tsx scripts/make-golden.ts`); it never overwrites
  * a file, since a golden log of an earlier version must replay forever (STYLE 6).
  */
@@ -71,7 +74,7 @@ const golden = flow$(
 const store = memoryStore();
 const runtime = createRuntime({ store, clock, features: { continueAsNew: true } });
 runtime.registerFlow(helper).registerFlow(golden);
-await runtime.start(golden, { topic: "tides" }, { id: "golden-1" });
+await runtime.start(golden, { topic: "tides" }, { id: "golden-1", subject: "golden-subject" });
 for (let i = 0; i < 500; i++) {
   if ((await runtime.getState("golden-1")).status === "parked") break;
   await new Promise((r) => setTimeout(r, 10));
@@ -97,6 +100,16 @@ const last = await runtime.waitForCompletion("golden-1~1");
 if (last.status !== "completed") throw new Error(`golden successor ended ${last.status}`);
 const events = await runtime.readLog("golden-1");
 const successor = await runtime.readLog("golden-1~1");
+// Schema 1.8.0: the erasure's fact, after each log's end.
+await runtime.eraseSubject("golden-subject");
+for (const [id, log] of [
+  ["golden-1", events],
+  ["golden-1~1", successor],
+] as const) {
+  const after = await runtime.readLog(id);
+  log.push(...after.slice(log.length));
+  if (log[log.length - 1]?.kind !== "SUBJECT_ERASED") throw new Error(`${id}: no erasure`);
+}
 await runtime.close();
 const chain = [{ id: "golden-1~1", events: successor, state: foldAll(successor) }];
 writeFileSync(

@@ -14,6 +14,14 @@
 export * from "./kernel/index.ts";
 export * from "./fold/index.ts";
 export {
+  taint,
+  untaint,
+  isTainted,
+  findTaint,
+  type Tainted,
+  type TaintFinding,
+} from "./kernel/taint.ts";
+export {
   flow$,
   step$,
   isFlow,
@@ -21,8 +29,10 @@ export {
   type FlowOptions,
   type Effect,
   type EffectContext,
+  type StepDefinitionOptions,
+  type TaintingEffect,
 } from "./runtime/flow.ts";
-export type { FlowContext, SuspendOptions } from "./runtime/context.ts";
+export type { FlowContext, RunOptions, SuspendOptions } from "./runtime/context.ts";
 export { DEFAULT_TOPIC, type ReceiveOptions, type SendOptions } from "./runtime/inbox.ts";
 export { DEDUPE_WINDOW, successorIdOf, type ChainIdentity } from "./kernel/chain.ts";
 export type { Outcome } from "./runtime/outcome.ts";
@@ -91,3 +101,7 @@ export {
   type CircuitState,
 } from "./effects/circuit-breaker.ts";
 export * from "./remote/index.ts";
+export { aesGcmCodec, type AesGcmCodecOptions, type PayloadCodec } from "./trust/codec.ts";
+export type { AuditSetting } from "./trust/audit.ts";
+export type { VerifyProblem, VerifyReport } from "./trust/verify.ts";
+export type { Erasure } from "./runtime/erase-subject.ts";

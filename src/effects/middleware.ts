@@ -38,6 +38,12 @@ export interface ExecuteOptions {
    * by `retryMiddleware`, so it needs one in the chain, as the default chain has).
    */
   retry?: RetryPolicy | false;
+  /**
+   * Marks this call's output as tainted from this source (kernel/taint.ts): the step records
+   * the wrapper `{ $tainted, value }`, so a replay returns it too. Over the effect's
+   * `taintsOutput`; there is no option that removes a taint.
+   */
+  taint?: string;
 }
 
 /** What middleware sees: the effect's context, its name, the budgets, and kernel facts. */

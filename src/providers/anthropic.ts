@@ -47,6 +47,7 @@ export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInpu
   return {
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
+    ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: (input, ectx) =>
       options.stream === false
         ? once(client, options, input, ectx)

@@ -3,14 +3,21 @@
  * Completions and Responses, MCP tools, A2A agents.
  */
 import { InvalidInputError } from "../kernel/errors.ts";
-import type { Effect } from "../runtime/flow.ts";
+import type { Effect, TaintingEffect } from "../runtime/flow.ts";
 import { anthropicEffect, type AnthropicEffectOptions } from "./anthropic.ts";
 import { openAiEffect, type OpenAiEffectOptions } from "./openai.ts";
 import type { LlmInput, LlmResult } from "./llm-core.ts";
 
 export type LlmEffectOptions = AnthropicEffectOptions | OpenAiEffectOptions;
 
-/** An LLM call as an effect: `ctx.execute(llm, { messages })`. */
+/**
+ * An LLM call as an effect: `ctx.execute(llm, { messages })`. With `taint`, every answer is a
+ * taint wrapper (`Tainted<LlmResult>`).
+ */
+export function createLlmEffect(
+  options: LlmEffectOptions & { taint: string },
+): TaintingEffect<LlmInput, LlmResult>;
+export function createLlmEffect(options: LlmEffectOptions): Effect<LlmInput, LlmResult>;
 export function createLlmEffect(options: LlmEffectOptions): Effect<LlmInput, LlmResult> {
   if (options.provider === "openai") return openAiEffect(options);
   if (options.provider === "anthropic") return anthropicEffect(options);

@@ -2,6 +2,7 @@
 import { calcPrice } from "@pydantic/genai-prices";
 import { InvalidInputError, QuotaExceededError, TerminalError } from "../kernel/errors.ts";
 import type { ResourceDelta, TokenCounts } from "../kernel/resources.ts";
+import { checkedTaintSource } from "../kernel/taint.ts";
 import type { EffectContext } from "../runtime/flow.ts";
 import { publishDelta } from "./deltas.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
@@ -68,6 +69,8 @@ export interface LlmEffectBase {
   apiKey?: string;
   /** Called after every delta; throw to sever (streamTokenBudget). */
   guard?: StreamGuard;
+  /** Marks every answer as tainted from this source (the effect's `taintsOutput`). */
+  taint?: string;
 }
 
 /**
@@ -83,6 +86,7 @@ export function checkEffectOptions(options: LlmEffectBase): void {
       "createLlmEffect: a guard checks each delta of a stream; it cannot bound a call with stream: false",
     );
   }
+  if (options.taint !== undefined) checkedTaintSource(options.taint, "createLlmEffect taint");
 }
 
 /** Refuses a malformed LLM input before anything is recorded (every LLM effect's checkInput). */

@@ -16,6 +16,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { InvalidInputError, defineError, registerErrorClass } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
+import { checkedTaintSource } from "../kernel/taint.ts";
 import type { Effect } from "../runtime/flow.ts";
 
 /** An MCP tool call ran past the effect's `timeoutMs` (not a cancel). */
@@ -34,6 +35,8 @@ export interface ToolEffectOptions {
   name?: string;
   /** How long one call may take (the SDK's default is 60 s). */
   timeoutMs?: number;
+  /** Marks every result as tainted from this source (the effect's `taintsOutput`). */
+  taint?: string;
 }
 
 export interface ToolResult {
@@ -44,12 +47,20 @@ export interface ToolResult {
 
 export type ToolEffect<I> = Effect<I, ToolResult> & { close(): Promise<void> };
 
+/** With `taint`, every result is a taint wrapper (`Tainted<ToolResult>`). */
+export function createToolEffect<I extends Record<string, unknown>>(
+  options: ToolEffectOptions & { taint: string },
+): ToolEffect<I> & { readonly taintsOutput: string };
+export function createToolEffect<I extends Record<string, unknown>>(
+  options: ToolEffectOptions,
+): ToolEffect<I>;
 export function createToolEffect<I extends Record<string, unknown>>(
   options: ToolEffectOptions,
 ): ToolEffect<I> {
   if (typeof options.tool !== "string" || options.tool === "") {
     throw new InvalidInputError("createToolEffect needs the tool's name");
   }
+  if (options.taint !== undefined) checkedTaintSource(options.taint, "createToolEffect taint");
   let connecting: Promise<Client> | undefined;
   let made: Promise<Client> | undefined;
   const connect = () =>
@@ -80,6 +91,7 @@ export function createToolEffect<I extends Record<string, unknown>>(
       }));
   return {
     name: options.name ?? options.tool,
+    ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     async run(input, ectx) {
       const client = await connect();
       try {

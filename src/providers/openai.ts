@@ -57,6 +57,7 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
   return {
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
+    ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: (input, ectx) =>
       options.stream === false
         ? (responses ? responsesOnce : chatOnce)(client, options, input, ectx)

@@ -288,5 +288,6 @@ export function childStartPayload(
     detached: record.detached,
   };
   if (parent._principal !== undefined) payload.principal = parent._principal;
+  if (parent._subject !== undefined) payload.subject = parent._subject;
   return payload;
 }

@@ -34,6 +34,8 @@ export const PINNED_KINDS: readonly EventKind[] = [
   "QUOTA_EXCEEDED",
   // Who restored what, and onto which flow, stays auditable (the snapshot holds its effect).
   "STATE_RESTORED",
+  // An erasure is a fact about the log that must outlive any compaction (issue 10).
+  "SUBJECT_ERASED",
 ];
 
 export interface CompactOptions extends CallerOptions {

@@ -11,6 +11,7 @@ import {
 import { successorIdOf } from "../kernel/chain.ts";
 import { MAX_ID_LENGTH } from "../kernel/ids.ts";
 import { boundedJson, type Json } from "../kernel/json.ts";
+import { checkedTaintSource, taint } from "../kernel/taint.ts";
 import { RECEIVE } from "../fold/fold.ts";
 import { chainOf } from "../fold/state.ts";
 import type { InboxMessage } from "../store/spi.ts";
@@ -37,6 +38,10 @@ export function chainSyscalls(
         throw new InvalidInputError("receive options must be an object");
       }
       const topic = checkedName(options.topic, "receive topic", DEFAULT_TOPIC);
+      const source =
+        options.taint === undefined
+          ? undefined
+          : checkedTaintSource(options.taint, "receive taint");
       const timeout = options.timeout;
       if (
         timeout !== undefined &&
@@ -78,7 +83,8 @@ export function chainSyscalls(
             `receive ${callId} of execution "${run.id}" got no message within ${timeout} ms`,
           );
         }
-        return own(frame?.output) as T;
+        const message = own(frame?.output);
+        return (source === undefined ? message : taint(message, source)) as T;
       });
     },
 

@@ -13,19 +13,23 @@ import {
   NonDeterminismError,
   StepTimeoutError,
   SuspendTimeoutError,
+  TaintedInputError,
   errorFromData,
   errorToData,
 } from "../kernel/errors.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import { boundedJson, copyJson, type Json } from "../kernel/json.ts";
 import type { Limits } from "../kernel/limits.ts";
+import { checkedTaintSource, findTaint, taint, type Tainted } from "../kernel/taint.ts";
 import {
   assertName,
   checkedBudget,
   checkedExecuteOptions,
   checkedOptions,
+  checkedRefusesTainted,
   type Effect,
   type EffectContext,
+  type TaintingEffect,
 } from "./flow.ts";
 import { halted, merged, type EventSpec, type Run } from "./run.ts";
 import { chainSyscalls } from "./context-chain.ts";
@@ -63,6 +67,11 @@ export interface RunOptions {
    * not followed by a re-run: the flow gets InDoubtError instead. Default: at least once.
    */
   atMostOnce?: boolean;
+  /**
+   * Marks the step's output as tainted from this source (`"tool:search"`): what is recorded,
+   * and so what a replay returns, is the wrapper `{ $tainted, value }` (kernel/taint.ts).
+   */
+  taint?: string;
 }
 
 /** What `step` needs to know of a call beyond its name and input. */
@@ -73,7 +82,15 @@ interface StepOptions extends RunOptions {
 
 export interface FlowContext {
   readonly executionId: string;
-  /** Runs `fn` once as a durable step; a re-run returns its recorded result. */
+  /**
+   * Runs `fn` once as a durable step; a re-run returns its recorded result. With `taint`, the
+   * result is the taint wrapper of what `fn` returned.
+   */
+  run<T>(
+    name: string,
+    fn: (ectx: EffectContext) => Promise<T> | T,
+    options: RunOptions & { taint: string },
+  ): Promise<Tainted<T>>;
   run<T>(
     name: string,
     fn: (ectx: EffectContext) => Promise<T> | T,
@@ -81,8 +98,20 @@ export interface FlowContext {
   ): Promise<T>;
   /**
    * Runs an effect (or a `step$`) with a recorded input through the middleware chain; `options`
-   * (a retry policy, say) override the effect's own for this call.
+   * (a retry policy, say) override the effect's own for this call. An effect that declares
+   * `refusesTainted` throws TaintedInputError, before anything is recorded, for an input that
+   * holds a tainted value; one that `taintsOutput` (or a call with `taint`) resolves to a wrapper.
    */
+  execute<I, O>(
+    effect: TaintingEffect<I, O>,
+    input: I,
+    options?: ExecuteOptions,
+  ): Promise<Tainted<O>>;
+  execute<I, O>(
+    effect: Effect<I, O>,
+    input: I,
+    options: ExecuteOptions & { taint: string },
+  ): Promise<Tainted<O>>;
   execute<I, O>(effect: Effect<I, O>, input: I, options?: ExecuteOptions): Promise<O>;
   /** Records the value of a synchronous, non-deterministic choice; a re-run gets the same value. */
   decide<T>(name: string, fn: () => T): Promise<T>;
@@ -114,8 +143,10 @@ export interface FlowContext {
   nestedBudget<T>(name: string, budget: Budget, fn: (ctx: FlowContext) => Promise<T>): Promise<T>;
   /**
    * Takes the next message of the chain's inbox (`runtime.send`), in order, each once; parks
-   * until one comes. With `timeout`, throws SuspendTimeoutError when none came in time.
+   * until one comes. With `timeout`, throws SuspendTimeoutError when none came in time. With
+   * `taint`, the message comes wrapped as tainted from that source.
    */
+  receive<T = Json>(options: ReceiveOptions & { taint: string }): Promise<Tainted<T>>;
   receive<T = Json>(options?: ReceiveOptions): Promise<T>;
   /**
    * Ends this generation and continues the chain as a new one (ADR 0109): the successor
@@ -289,7 +320,9 @@ export function makeContext(
       const value = await (opts.meterable
         ? fn(ectx, attempt)
         : attempt.invoke(() => fn(ectx, attempt)));
-      outcome = { output: stepBound(value, `output of step "${callId}"`) };
+      // Wrapped before it is recorded: the log, and so every replay, holds the mark.
+      const marked = opts.taint === undefined ? value : taint(value, opts.taint);
+      outcome = { output: stepBound(marked, `output of step "${callId}"`) };
     } catch (e) {
       outcome = { error: e };
     } finally {
@@ -367,7 +400,11 @@ export function makeContext(
   const ctx: FlowContext = {
     executionId: run.id,
 
-    run(name, fn, options) {
+    run<T>(
+      name: string,
+      fn: (ectx: EffectContext) => Promise<T> | T,
+      options?: RunOptions,
+    ): Promise<T> {
       // Not async: `call` turns a throw into a rejection, and step's own promise is returned.
       return call(`step "${String(name)}"`, () => {
         assertName(name, "step name");
@@ -384,6 +421,8 @@ export function makeContext(
       assertName(effect.name, "effect name");
       effect.checkInput?.(input);
       const json = stepBound(input, `input of step "${effect.name}"`);
+      // Before the call claims an id or records anything, so a replay refuses the same way.
+      if (effect.refusesTainted !== undefined) refuseTainted(effect, json);
       const callOptions =
         options === undefined
           ? (effect.options ?? NO_OPTIONS)
@@ -391,6 +430,11 @@ export function makeContext(
               ...effect.options,
               ...checkedExecuteOptions(options, `ctx.execute of "${effect.name}"`),
             };
+      const source = callOptions.taint ?? effect.taintsOutput;
+      const runOptions: StepOptions = { ...runOptionsOf(callOptions), meterable: true };
+      if (source !== undefined) {
+        runOptions.taint = checkedTaintSource(source, `effect "${effect.name}" taintsOutput`);
+      }
       return call(`step "${effect.name}"`, () =>
         step(
           effect.name,
@@ -398,7 +442,7 @@ export function makeContext(
           true,
           (ectx, attempt) =>
             deps.chain(middlewareContext(effect, input, callOptions, ectx, attempt)) as Promise<O>,
-          { ...runOptionsOf(callOptions), meterable: true },
+          runOptions,
         ),
       );
     },
@@ -620,7 +664,22 @@ function stepTimeout(
 /** `ctx.run` options, checked before anything is recorded. */
 function checkedRunOptions(value: unknown, name: string): RunOptions {
   if (value === undefined) return NO_RUN_OPTIONS;
-  return checkedOptions(value, `step "${name}"`, ["timeoutMs", "atMostOnce"]);
+  return checkedOptions(value, `step "${name}"`, ["timeoutMs", "atMostOnce", "taint"]);
+}
+
+/**
+ * Throws TaintedInputError when an effect that refuses tainted input gets some: the recorded
+ * (JSON) form of the input is what is searched, so live run and replay decide alike (T5).
+ */
+function refuseTainted(effect: Effect<unknown, unknown>, input: Json | undefined): void {
+  const owner = `effect "${effect.name}"`;
+  if (!checkedRefusesTainted(effect.refusesTainted, owner)) return;
+  const found = findTaint(input);
+  if (found === undefined) return;
+  throw new TaintedInputError(
+    `${owner} refuses tainted input: ${found.path} is tainted from ${JSON.stringify(found.source)} (untaint it once it is cleared)`,
+    { effect: effect.name, path: found.path, source: found.source },
+  );
 }
 
 const NO_RUN_OPTIONS: RunOptions = Object.freeze({});

@@ -88,6 +88,7 @@ export function successorStart(
   if (state._budget) payload.budget = state._budget as unknown as Json;
   if (flow.deadlineMs !== undefined) payload.deadlineMs = flow.deadlineMs;
   if (state._principal !== undefined) payload.principal = state._principal;
+  if (state._subject !== undefined) payload.subject = state._subject;
   // A child's successor is still its parent's child (D6): the head's end settles the slot.
   if (state._parent) payload.parent = state._parent as unknown as Json;
   return { id: successorIdOf(chain.chainId, generation), payload };

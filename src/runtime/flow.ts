@@ -17,6 +17,7 @@ import type { FlowContext } from "./context.ts";
 import type { ExecuteOptions } from "../effects/middleware.ts";
 import { checkedRetryPolicy } from "../effects/retry.ts";
 import { checkedDuration } from "./deadline.ts";
+import { checkedTaintSource } from "../kernel/taint.ts";
 
 export interface EffectContext {
   executionId: string;
@@ -50,6 +51,28 @@ export interface Effect<I, O> {
   checkInput?(input: I): void;
   /** Options for every call of this effect (a retry policy, say); a call's own override them. */
   readonly options?: ExecuteOptions;
+  /**
+   * Marks every output of this effect as tainted from this source (a web fetch, a tool): the
+   * step's recorded output is the wrapper `{ $tainted, value }` (kernel/taint.ts). A call's own
+   * `taint` option names another source instead.
+   */
+  readonly taintsOutput?: string;
+  /**
+   * Refuses an input that holds a tainted value anywhere in it with TaintedInputError, before
+   * anything is recorded (a shell, a payment): `untaint` what a person or a check has cleared.
+   */
+  readonly refusesTainted?: boolean;
+}
+
+/** An effect whose output is always tainted: `ctx.execute` of it resolves to a `Tainted<O>`. */
+export type TaintingEffect<I, O> = Effect<I, O> & { readonly taintsOutput: string };
+
+/** What `step$` takes: the call options every call gets, and the effect's taint declarations. */
+export interface StepDefinitionOptions extends Omit<ExecuteOptions, "taint"> {
+  /** As `Effect.taintsOutput`: the step's output is tainted from this source. */
+  taintsOutput?: string;
+  /** As `Effect.refusesTainted`: a tainted input is refused with TaintedInputError. */
+  refusesTainted?: boolean;
 }
 
 export interface FlowOptions {
@@ -162,19 +185,46 @@ export function isFlow(value: unknown): value is Flow {
 export function step$<I, O>(
   name: string,
   run: (input: I, ectx: EffectContext) => Promise<O> | O,
-  options?: ExecuteOptions,
+  options: StepDefinitionOptions & { taintsOutput: string },
+): TaintingEffect<I, O>;
+export function step$<I, O>(
+  name: string,
+  run: (input: I, ectx: EffectContext) => Promise<O> | O,
+  options?: StepDefinitionOptions,
+): Effect<I, O>;
+export function step$<I, O>(
+  name: string,
+  run: (input: I, ectx: EffectContext) => Promise<O> | O,
+  options?: StepDefinitionOptions,
 ): Effect<I, O> {
   assertName(name, "step name");
   if (typeof run !== "function") throw new InvalidInputError(`step "${name}" needs a function`);
   if (options === undefined) return { name, run };
-  return { name, run, options: checkedExecuteOptions(options, `step "${name}"`) };
+  const { taintsOutput, refusesTainted, ...callOptions } = checkedOptions(
+    options,
+    `step "${name}"`,
+    ["retry", "timeoutMs", "atMostOnce", "taintsOutput", "refusesTainted"],
+  );
+  return {
+    name,
+    run,
+    options: callOptions,
+    ...(taintsOutput === undefined ? {} : { taintsOutput }),
+    ...(refusesTainted === undefined ? {} : { refusesTainted }),
+  };
 }
 
-type OptionKey = "retry" | "timeoutMs" | "atMostOnce";
+type OptionKey = "retry" | "timeoutMs" | "atMostOnce" | "taint" | "taintsOutput" | "refusesTainted";
 
-/** Per-call options of `ctx.execute` and `step$`, checked before anything is recorded. */
+/** What `checkedOptions` gives: call options, and an effect's taint declarations. */
+export interface CheckedOptions extends ExecuteOptions {
+  taintsOutput?: string;
+  refusesTainted?: boolean;
+}
+
+/** Per-call options of `ctx.execute`, checked before anything is recorded. */
 export function checkedExecuteOptions(value: unknown, owner: string): ExecuteOptions {
-  return checkedOptions(value, owner, ["retry", "timeoutMs", "atMostOnce"]);
+  return checkedOptions(value, owner, ["retry", "timeoutMs", "atMostOnce", "taint"]);
 }
 
 /** Options of a step call, of the `known` kinds only; a refusal names the owner and the key. */
@@ -182,7 +232,7 @@ export function checkedOptions(
   value: unknown,
   owner: string,
   known: readonly OptionKey[],
-): ExecuteOptions {
+): CheckedOptions {
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new InvalidInputError(`the options of ${owner} must be an object`);
   }
@@ -193,8 +243,8 @@ export function checkedOptions(
       `the options of ${owner} have unknown keys: ${unknown.join(", ")} (known: ${known.join(", ")})`,
     );
   }
-  const { retry, timeoutMs, atMostOnce } = given;
-  const out: ExecuteOptions = {};
+  const { retry, timeoutMs, atMostOnce, taint, taintsOutput, refusesTainted } = given;
+  const out: CheckedOptions = {};
   if (retry !== undefined) out.retry = checkedRetryPolicy(retry, owner);
   if (timeoutMs !== undefined) out.timeoutMs = checkedDuration(timeoutMs, `${owner} timeoutMs`);
   if (atMostOnce !== undefined) {
@@ -203,5 +253,19 @@ export function checkedOptions(
     }
     out.atMostOnce = atMostOnce;
   }
+  if (taint !== undefined) out.taint = checkedTaintSource(taint, `${owner} taint`);
+  if (taintsOutput !== undefined) {
+    out.taintsOutput = checkedTaintSource(taintsOutput, `${owner} taintsOutput`);
+  }
+  if (refusesTainted !== undefined)
+    out.refusesTainted = checkedRefusesTainted(refusesTainted, owner);
   return out;
+}
+
+/** An effect's `refusesTainted`, which must be a boolean: a guard that is not one is refused. */
+export function checkedRefusesTainted(value: unknown, owner: string): boolean {
+  if (typeof value !== "boolean") {
+    throw new InvalidInputError(`${owner} refusesTainted must be true or false`);
+  }
+  return value;
 }

@@ -115,6 +115,7 @@ export async function writeFork(
       flow: state.flow,
       index: withWatches(indexChanges(events), state, deps.clock.now()),
       claimLease: { owner: deps.ownerId, expiresAtMs: deps.clock.now() + deps.leaseTtlMs },
+      ...(state._subject === undefined ? {} : { subject: state._subject }),
     });
   } catch (e) {
     if (e instanceof SequenceConflictError || (e instanceof Error && /fence/i.test(e.message))) {

@@ -44,6 +44,12 @@ export interface ReceiveOptions {
   topic?: string;
   /** Milliseconds to wait for a message before the receive throws SuspendTimeoutError. */
   timeout?: number;
+  /**
+   * Hands the message over tainted from this source (`"inbox:user"`): the body gets the wrapper
+   * `{ $tainted, value }` (kernel/taint.ts). The MESSAGE_CONSUMED fact keeps the message as it
+   * was sent (a sender may write it, N3); the mark is made as the body reads it, on every run.
+   */
+  taint?: string;
 }
 
 /** A topic or key: 1..200 characters, not `__proto__`. */

@@ -4,7 +4,7 @@
  * does not hold).
  */
 import type { Clock } from "../kernel/clock.ts";
-import type { Envelope } from "../kernel/events.ts";
+import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
 import { ExecutionNotFoundError } from "../kernel/errors.ts";
 import { fold, foldAll } from "../fold/fold.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
@@ -25,6 +25,25 @@ export async function mustLoad(store: Store, id: string): Promise<ExecutionState
   if (!state) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
   return state;
 }
+
+/**
+ * The terminal event `id`'s log ended with, if it has ended: its last event, or the last before
+ * the SUBJECT_ERASED facts an erasure appends after the end (E4). Two point reads, three when the
+ * log records an erasure.
+ */
+export async function endEvent(store: Store, id: string): Promise<Envelope | undefined> {
+  const head = await store.head(id);
+  if (head < 0) return undefined;
+  const last = (await store.read(id, head, 1))[0];
+  if (!last) return undefined;
+  if (isTerminalEvent(last)) return last;
+  if (last.kind !== "SUBJECT_ERASED") return undefined;
+  const tail = await store.read(id, Math.max(0, head - MAX_ERASURES), MAX_ERASURES + 1);
+  return tail.reverse().find(isTerminalEvent);
+}
+
+/** The most SUBJECT_ERASED facts endEvent looks past (one per subject; an execution has one). */
+const MAX_ERASURES = 8;
 
 /** Sequence 0 folded alone: what an idempotent start compares with (flow, input, chain). */
 export async function loadStart(store: Store, id: string): Promise<ExecutionState | undefined> {
@@ -72,5 +91,6 @@ export async function appendSpecs(
     status: state.status,
     index: indexChanges(events, state),
     ...extras,
+    ...(state._subject === undefined ? {} : { subject: state._subject }),
   });
 }

@@ -21,13 +21,13 @@
  */
 import { InvalidInputError } from "../kernel/errors.ts";
 import {
-  isTerminalEvent,
   isTerminalStatus,
   TERMINAL_STATUSES,
   type EventKind,
   type ExecutionStatus,
 } from "../kernel/events.ts";
 import type { Clock } from "../kernel/clock.ts";
+import { endEvent } from "./load-state.ts";
 import {
   liveKeepSet,
   memberOf,
@@ -82,10 +82,7 @@ function checkedPolicy(policy: unknown): { olderThanMs: number; statuses: Execut
 
 /** The kind of `id`'s terminal event when its log ends in one (two point reads). */
 async function endOf(deps: RoutingDeps, id: string): Promise<EventKind | undefined> {
-  const head = await deps.store.head(id);
-  if (head < 0) return undefined;
-  const last = (await deps.store.read(id, head, 1))[0];
-  return last && isTerminalEvent(last) ? last.kind : undefined;
+  return (await endEvent(deps.store, id))?.kind;
 }
 
 /**

@@ -375,6 +375,7 @@ export class Run {
       index: indexChanges(events, this.state),
     };
     if (extras?.claimLease) batch.claimLease = extras.claimLease;
+    if (this.state._subject !== undefined) batch.subject = this.state._subject;
     if (isTerminalStatus(this.state.status) || extras?.release) {
       batch.releaseLease = this.host.ownerId;
     }

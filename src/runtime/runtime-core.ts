@@ -3,7 +3,8 @@
  * state, the RunHost a Run calls back, and the internals that start, deliver to, drive, route and
  * recover executions.
  */
-import { isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
+import { sealStore } from "../trust/sealed-store.ts";
+import { isTerminalStatus } from "../kernel/events.ts";
 import type { Envelope } from "../kernel/events.ts";
 import {
   CancelledError,
@@ -30,7 +31,7 @@ import { type Flow } from "./flow.ts";
 import { Journal } from "./journal.ts";
 import { newOwnerId } from "./owner.ts";
 import { Leases } from "./leases.ts";
-import { appendSpecs, loadStart, loadState, mustLoad } from "./load-state.ts";
+import { appendSpecs, endEvent, loadStart, loadState, mustLoad } from "./load-state.ts";
 import { Tasks, positive } from "./runtime-support.ts";
 import { rotate, startedSuccessor, type ChainDeps } from "./continuation.ts";
 import { cursorOf, deliverySpecs, READ_BATCH } from "./inbox.ts";
@@ -108,8 +109,12 @@ export abstract class RuntimeCore implements RunHost {
   protected closed = false;
 
   constructor(protected readonly options: RuntimeOptions) {
-    this.store = options.store;
     this.clock = options.clock ?? systemClock;
+    this.store = sealStore(options.store, {
+      codec: options.codec,
+      audit: options.audit,
+      clock: this.clock,
+    });
     this.ids = options.ids ?? randomIds;
     this.ownerId = options.ownerId ?? newOwnerId();
     this.leaseTtlMs = positive(options.leaseTtlMs, 30_000, "leaseTtlMs");
@@ -506,10 +511,7 @@ export abstract class RuntimeCore implements RunHost {
 
   /** The last event of `id`'s log when it is a terminal one (two point reads). */
   protected async lastEvent(id: string): Promise<Envelope | undefined> {
-    const head = await this.store.head(id);
-    if (head < 0) return undefined;
-    const last = (await this.store.read(id, head, 1))[0];
-    return last && isTerminalEvent(last) ? last : undefined;
+    return endEvent(this.store, id);
   }
 
   /**

@@ -6,6 +6,8 @@ import type { Budget } from "../kernel/resources.ts";
 import type { EffectMiddleware } from "../effects/middleware.ts";
 import type { Outcome } from "./outcome.ts";
 import type { LiveDelta } from "../providers/deltas.ts";
+import type { PayloadCodec } from "../trust/codec.ts";
+import type { AuditSetting } from "../trust/audit.ts";
 
 export interface RuntimeOptions {
   store: Store;
@@ -63,6 +65,18 @@ export interface RuntimeOptions {
   maxCarryBytes?: number;
   /** How many verified links routing steps beyond where it landed (default 8; ADR 0109). */
   maxChainHops?: number;
+  /**
+   * Seals every payload before the store writes it (events, snapshots, inbox messages, schedule
+   * inputs), and opens it on read: `aesGcmCodec({ keys, currentKeyId })` or your own (docs/trust.md).
+   * Every process sharing the store needs the same keys. Default: none (payloads in the clear).
+   */
+  codec?: PayloadCodec;
+  /**
+   * Stamps the audit chain on every event this runtime appends (`meta.prev`, `meta.hash`), which
+   * `runtime.verifyLog` and `loom verify` check: `true` for SHA-256, `{ key }` for HMAC-SHA-256.
+   * Default off (G2).
+   */
+  audit?: AuditSetting;
 }
 
 export interface StartOptions {
@@ -77,6 +91,12 @@ export interface StartOptions {
    * send, cancel, fork and reads then need `{ as: principal }`.
    */
   principal?: string;
+  /**
+   * The data subject (a person or customer, by an opaque id) whose data the execution holds:
+   * its payloads are sealed with the subject's own key, inherited by its successors, children and
+   * forks, and `runtime.eraseSubject(subject)` makes them unrecoverable (docs/trust.md).
+   */
+  subject?: string;
   /**
    * Drive the execution in this process (default true). `false` only records its start, with its
    * lease free: a worker sharing the store (`loom worker`, a fleet member) claims it and drives

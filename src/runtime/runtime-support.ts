@@ -71,6 +71,15 @@ export function checkedPrincipal(value: unknown): string | undefined {
   return value;
 }
 
+/** A data subject: an opaque id of 1..200 characters, or none (docs/trust.md). */
+export function checkedSubject(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "string" || value === "" || value.length > 200) {
+    throw new InvalidInputError("subject must be a string of 1 to 200 characters");
+  }
+  return value;
+}
+
 export function positive(value: number | undefined, fallback: number, name: string): number {
   if (value === undefined) return fallback;
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {

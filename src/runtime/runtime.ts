@@ -16,7 +16,7 @@
  * W6. recoverAbandoned re-drives every pending or running execution whose owner is gone (its
  *     lease released, expired, or held by a dead process on this host); it is the only repair.
  */
-import { isTerminalEvent, isTerminalStatus } from "../kernel/events.ts";
+import { isTerminalStatus } from "../kernel/events.ts";
 import type { Envelope } from "../kernel/events.ts";
 import {
   ChainHopLimitError,
@@ -39,11 +39,12 @@ import { type ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary, Lease, ListQuery, Schedule } from "../store/spi.ts";
 import { CLAIM_BATCH, MAX_CLAIM_SKIP, type FleetMember } from "./fleet.ts";
 import { checkedBudget, isFlow, type Flow } from "./flow.ts";
-import { loadStart, loadState, mustLoad } from "./load-state.ts";
+import { endEvent, loadStart, loadState, mustLoad } from "./load-state.ts";
 import {
   assertCreatable,
   assertSameStart,
   checkedPrincipal,
+  checkedSubject,
   positive,
   startPayload,
   withDeadline,
@@ -92,6 +93,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
 }
 
 import { RuntimeCore } from "./runtime-core.ts";
+import { eraseSubject, type Erasure } from "./erase-subject.ts";
+import { sealerOf } from "../trust/sealed-store.ts";
+import { verifyLog, type RawLog, type VerifyReport } from "../trust/verify.ts";
+import { AuditHasher } from "../trust/audit.ts";
 
 export class Runtime extends RuntimeCore {
   registerFlow(flow: Flow): this {
@@ -136,8 +141,10 @@ export class Runtime extends RuntimeCore {
         ? registered.deadlineMs
         : checkedDuration(options.deadlineMs, `execution "${id}" deadlineMs`);
     const principal = checkedPrincipal(options.principal);
+    const subject = checkedSubject(options.subject);
     const payload = startPayload(registered, json, { budget, deadlineMs });
     if (principal !== undefined) payload.principal = principal;
+    if (subject !== undefined) payload.subject = subject;
     if (options.drive !== undefined && typeof options.drive !== "boolean") {
       throw new InvalidInputError("start option drive must be true or false");
     }
@@ -524,6 +531,7 @@ export class Runtime extends RuntimeCore {
       key,
       payload,
       atMs: this.clock.now(),
+      ...(state._subject === undefined ? {} : { subject: state._subject }),
     });
     // Waking is best effort (N2): the message is durable, and a receive re-reads before parking.
     // A head that continued meanwhile (the start-to-commit window) hands the wake on to its
@@ -634,8 +642,7 @@ export class Runtime extends RuntimeCore {
       this.assertOpen();
       const head = await this.store.head(id);
       if (head < 0) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
-      const last = (await this.store.read(id, head))[0];
-      if (last && isTerminalEvent(last)) return outcomeOf(await mustLoad(this.store, id));
+      if (await endEvent(this.store, id)) return outcomeOf(await mustLoad(this.store, id));
       if (remaining() <= 0) {
         throw new WaitTimeoutError(`execution "${id}" did not end within ${options.timeoutMs} ms`);
       }
@@ -668,6 +675,46 @@ export class Runtime extends RuntimeCore {
     assertValidId(id);
     await this.authorize(id, options);
     return this.store.read(id);
+  }
+
+  /**
+   * Checks the audit chain of `id` as stored (trust/verify.ts K1..K5): every hash, every link,
+   * density, and a successor's link to its predecessor. `ok: false` names the first bad sequence
+   * number. Needs a log written with `audit` on (and the same key, for a keyed audit).
+   */
+  async verifyLog(id: string, options: CallerOptions = {}): Promise<VerifyReport> {
+    assertValidId(id);
+    await this.authorize(id, options);
+    const sealer = sealerOf(this.store);
+    if (!sealer) throw new InvariantViolation("the runtime's store is not a sealing store");
+    const raw: RawLog = {
+      readRaw: (i, from, limit) => sealer.readRaw(i, from, limit),
+      head: (i) => this.store.head(i),
+      snapshotSeq: async (i) => (await sealer.inner.loadSnapshot(i))?.seq,
+      readStart: async (i) => (await this.store.read(i, 0, 1))[0],
+    };
+    return verifyLog(raw, sealer.auditHasher ?? new AuditHasher(true), id);
+  }
+
+  /**
+   * Makes every payload of data subject `subject` unrecoverable (docs/trust.md): cancels its live
+   * executions, records SUBJECT_ERASED in each of its logs, then destroys its key
+   * (erase-subject.ts X1..X4). Logs keep their shape, still fold, and still verify.
+   */
+  async eraseSubject(subject: string): Promise<Erasure> {
+    this.assertOpen();
+    const checked = checkedSubject(subject) as string;
+    return eraseSubject(
+      {
+        store: this.store,
+        journal: this.journal,
+        clock: this.clock,
+        leases: this.leases,
+        ownerId: this.ownerId,
+        cancelOne: (id, why) => this.cancelOne(id, why),
+      },
+      checked,
+    );
   }
 
   list(query?: ListQuery): Promise<ExecutionSummary[]> {

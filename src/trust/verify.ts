@@ -1,0 +1,145 @@
+/**
+ * verifyLog: checks an execution's audit chain (audit.ts) as stored, and names the first bad
+ * sequence number.
+ *
+ * Invariants (tests cite K1..K5):
+ * K1. Each event's hash is recomputed from the event as stored; a mismatch is "changed" at that
+ *     event (a flipped byte, a swapped payload, a swapped sequence number).
+ * K2. Each event's `prev` must be the hash of the event before it: otherwise "broken link" at it.
+ * K3. Sequence numbers must be dense from 0, except below the compaction point (the saved
+ *     snapshot's sequence number, store S14): a gap above it is "missing" at the first absent
+ *     number, and a log whose stored head is past its last event is "missing" after it.
+ * K4. An event that cannot be read (its stored text no longer parses) is "unreadable" at it; an
+ *     event with no hash is "unhashed" (a log, or a part of one, written without the audit).
+ * K5. A successor's sequence 0 names a hash its predecessor's log holds (A2); when that log is
+ *     gone (retention), the link is reported `released`, not bad.
+ */
+import type { Envelope } from "../kernel/events.ts";
+import { isPlainObject } from "../kernel/json.ts";
+import { AuditHasher, hashOf, prevOf } from "./audit.ts";
+
+export type VerifyProblem = "changed" | "broken link" | "missing" | "unreadable" | "unhashed";
+
+export interface VerifyReport {
+  executionId: string;
+  ok: boolean;
+  /** Events checked. */
+  events: number;
+  /** The last event's hash. */
+  headHash?: string;
+  /** The first sequence number that fails, and why (K1..K4). */
+  firstBadSeq?: number;
+  problem?: VerifyProblem;
+  /** The log has compacted gaps (K3) up to this sequence number. */
+  compactedThrough?: number;
+  /** A successor's link to its predecessor's log (K5). */
+  predecessor?: { executionId: string; link: "verified" | "released" | "broken" };
+}
+
+/** What verifyLog reads: the log as stored (sealed payloads, meta.prev and meta.hash). */
+export interface RawLog {
+  readRaw(id: string, from?: number, limit?: number): Promise<Envelope[]>;
+  head(id: string): Promise<number>;
+  /** The saved snapshot's sequence number, or undefined. */
+  snapshotSeq(id: string): Promise<number | undefined>;
+  /** Sequence 0 as the runtime reads it (opened), for the predecessor's id. */
+  readStart(id: string): Promise<Envelope | undefined>;
+}
+
+const PAGE = 500;
+
+export async function verifyLog(
+  log: RawLog,
+  hasher: AuditHasher,
+  executionId: string,
+): Promise<VerifyReport> {
+  const report: VerifyReport = { executionId, ok: true, events: 0 };
+  const compacted = await log.snapshotSeq(executionId);
+  const bad = (seq: number, problem: VerifyProblem): VerifyReport => {
+    report.ok = false;
+    report.firstBadSeq = seq;
+    report.problem = problem;
+    return report;
+  };
+  let expected = 0;
+  let prevHash: string | undefined;
+  let first: Envelope | undefined;
+  for (;;) {
+    const page = await readPage(log, executionId, expected);
+    if (page === "unreadable") return bad(expected, "unreadable");
+    for (const e of page) {
+      let linked = true;
+      if (e.seq !== expected) {
+        if (e.seq < expected || e.seq - 1 > (compacted ?? -1)) return bad(expected, "missing");
+        linked = false; // K3: a compacted gap; this event's prev cannot be checked.
+        report.compactedThrough = e.seq - 1;
+      }
+      const hash = hashOf(e);
+      if (hash === undefined) return bad(e.seq, "unhashed");
+      if (hasher.digest(e) !== hash) return bad(e.seq, "changed");
+      if (e.seq > 0 && linked && prevOf(e) !== prevHash) return bad(e.seq, "broken link");
+      if (e.seq === 0) first = e;
+      prevHash = hash;
+      expected = e.seq + 1;
+      report.events++;
+    }
+    if (page.length < PAGE) break;
+  }
+  if (report.events === 0) return bad(0, "missing");
+  const head = await log.head(executionId);
+  if (head >= expected) return bad(expected, "missing");
+  if (prevHash !== undefined) report.headHash = prevHash;
+  if (first && prevOf(first) !== undefined) {
+    const link = await checkPredecessor(log, executionId, prevOf(first) as string);
+    if (link) {
+      report.predecessor = link;
+      if (link.link === "broken") return bad(0, "broken link");
+    }
+  }
+  return report;
+}
+
+/** A page of the log from `from`; if a row in it cannot be read, "unreadable" (K4). */
+async function readPage(log: RawLog, id: string, from: number): Promise<Envelope[] | "unreadable"> {
+  try {
+    return await log.readRaw(id, from, PAGE);
+  } catch {
+    // Read one by one up to the row that fails: everything before it is checked first.
+    const rows: Envelope[] = [];
+    let at = from;
+    for (let i = 0; i < PAGE; i++) {
+      let one: Envelope[];
+      try {
+        one = await log.readRaw(id, at, 1);
+      } catch {
+        return rows.length === 0 ? "unreadable" : rows;
+      }
+      const e = one[0];
+      if (!e) break;
+      rows.push(e);
+      at = e.seq + 1;
+    }
+    return rows;
+  }
+}
+
+async function checkPredecessor(
+  log: RawLog,
+  id: string,
+  prev: string,
+): Promise<VerifyReport["predecessor"]> {
+  const start = await log.readStart(id);
+  const p = start?.payload;
+  const from =
+    isPlainObject(p) && isPlainObject(p.continuedFrom) ? p.continuedFrom.executionId : undefined;
+  if (typeof from !== "string") return undefined;
+  const head = await log.head(from);
+  if (head < 0) return { executionId: from, link: "released" };
+  for (let at = 0; ;) {
+    const page = await log.readRaw(from, at, PAGE);
+    if (page.some((e) => hashOf(e) === prev)) return { executionId: from, link: "verified" };
+    const last = page[page.length - 1];
+    if (!last || page.length < PAGE) return { executionId: from, link: "broken" };
+    at = last.seq + 1;
+  }
+}
