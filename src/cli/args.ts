@@ -15,8 +15,9 @@ export const DEFAULT_PG_SCHEMA = "loom";
 export const USAGE = `usage: loom <command> [arguments] [--db PATH | --pg URL [--pg-schema NAME]]
 
 commands:
-  run <module> <flow> [--input JSON] [--id ID]
-                         start a flow of <module> and wait for its outcome (printed as JSON)
+  run <module> <flow> [--input JSON] [--id ID] [--subject ID]
+                         start a flow of <module> and wait for its outcome (printed as JSON);
+                         --subject names the data subject whose data it holds
   worker <module> [--max-active N]
                          drive the module's flows and recover abandoned executions
                          (at most N at once) until SIGINT or SIGTERM
@@ -31,6 +32,10 @@ commands:
   cancel <id> [--reason TEXT]
                          cancel an execution; its owner aborts what is in flight
   schedules [--json]     the cron schedules, with each one's next occurrence
+  verify <id> [--json]   check an execution's audit chain (exit 1 when it was tampered with)
+  erase-subject <subject> --yes [--json]
+                         make a data subject's payloads unrecoverable: cancel its live
+                         executions, record the erasure, destroy its key (irreversible)
 
 options:
   --db PATH              the SQLite database (default ${DEFAULT_DB})
@@ -38,6 +43,14 @@ options:
                          given the same URL and schema sees and drives the same executions)
   --pg-schema NAME       the schema Loom's tables live in (default ${DEFAULT_PG_SCHEMA})
   -h, --help             print this help
+
+environment (every command, and every process sharing the database, needs the same):
+  LOOM_CODEC_KEYS        seal payloads: comma-separated id:key pairs, each key 32 bytes as
+                         64 hex characters or base64 (e.g. k1:<hex>,k2:<hex>)
+  LOOM_CODEC_KEY_ID      the key new payloads are sealed with (default: the last pair's)
+  LOOM_AUDIT=1           stamp the audit chain on every event (SHA-256)
+  LOOM_AUDIT_KEY         stamp a keyed audit chain (HMAC-SHA-256 with this text)
+  LOOM_FEATURES          fleet-wide feature flags (continueAsNew)
 
 statuses: ${EXECUTION_STATUSES.join(", ")}
 exit codes: 0 success, 1 error or failed flow, 2 usage error
@@ -52,7 +65,14 @@ interface Common {
 
 export type Command =
   | { name: "help" }
-  | (Common & { name: "run"; module: string; flow: string; input: unknown; id?: string })
+  | (Common & {
+      name: "run";
+      module: string;
+      flow: string;
+      input: unknown;
+      id?: string;
+      subject?: string;
+    })
   | (Common & { name: "worker"; module: string; maxActive?: number })
   | (Common & {
       name: "serve";
@@ -66,7 +86,9 @@ export type Command =
   | (Common & { name: "show"; id: string; json: boolean })
   | (Common & { name: "resume"; id: string; payload: unknown })
   | (Common & { name: "cancel"; id: string; reason?: string })
-  | (Common & { name: "schedules"; json: boolean });
+  | (Common & { name: "schedules"; json: boolean })
+  | (Common & { name: "verify"; id: string; json: boolean })
+  | (Common & { name: "erase-subject"; subject: string; json: boolean });
 
 type OptionName =
   | "db"
@@ -80,10 +102,12 @@ type OptionName =
   | "reason"
   | "port"
   | "host"
-  | "secret-env";
+  | "secret-env"
+  | "subject"
+  | "yes";
 
 const ALLOWED: Record<string, { positionals: [number, number]; options: OptionName[] }> = {
-  run: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "input", "id"] },
+  run: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "input", "id", "subject"] },
   worker: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "max-active"] },
   serve: {
     positionals: [1, 1],
@@ -94,10 +118,12 @@ const ALLOWED: Record<string, { positionals: [number, number]; options: OptionNa
   resume: { positionals: [1, 2], options: ["db", "pg", "pg-schema"] },
   cancel: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "reason"] },
   schedules: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "json"] },
+  verify: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "json"] },
+  "erase-subject": { positionals: [1, 1], options: ["db", "pg", "pg-schema", "yes", "json"] },
 };
 
 const SIGNATURES: Record<string, string> = {
-  run: "loom run <module> <flow> [--input JSON] [--id ID]",
+  run: "loom run <module> <flow> [--input JSON] [--id ID] [--subject ID]",
   worker: "loom worker <module> [--max-active N]",
   serve: "loom serve <module> --port N --secret-env NAME [--host H] [--max-active N]",
   ls: "loom ls [--status S[,S]] [--json]",
@@ -105,6 +131,8 @@ const SIGNATURES: Record<string, string> = {
   resume: "loom resume <id> [JSON]",
   cancel: "loom cancel <id> [--reason TEXT]",
   schedules: "loom schedules [--json]",
+  verify: "loom verify <id> [--json]",
+  "erase-subject": "loom erase-subject <subject> --yes [--json]",
 };
 
 export function parseCommand(argv: readonly string[]): Command {
@@ -127,6 +155,8 @@ export function parseCommand(argv: readonly string[]): Command {
         port: { type: "string" },
         host: { type: "string" },
         "secret-env": { type: "string" },
+        subject: { type: "string" },
+        yes: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -151,6 +181,8 @@ export function parseCommand(argv: readonly string[]): Command {
     "host",
     "secret-env",
     "reason",
+    "subject",
+    "yes",
   ] as const;
   for (const option of checked) {
     if (values[option] !== undefined && !spec.options.includes(option)) {
@@ -170,8 +202,15 @@ export function parseCommand(argv: readonly string[]): Command {
   switch (name) {
     case "run": {
       const input = values.input === undefined ? undefined : parseJson(values.input, "--input");
-      const command: Command = { name, ...where, module: arg(0), flow: arg(1), input };
-      return values.id === undefined ? command : { ...command, id: values.id };
+      return {
+        name,
+        ...where,
+        module: arg(0),
+        flow: arg(1),
+        input,
+        ...(values.id === undefined ? {} : { id: values.id }),
+        ...(values.subject === undefined ? {} : { subject: parseSubject(values.subject) }),
+      };
     }
     case "worker": {
       const maxActive = parseMaxActive(values["max-active"]);
@@ -198,6 +237,20 @@ export function parseCommand(argv: readonly string[]): Command {
       return { name, ...where, id: arg(0), json: values.json ?? false };
     case "schedules":
       return { name, ...where, json: values.json ?? false };
+    case "verify":
+      return { name, ...where, id: arg(0), json: values.json ?? false };
+    case "erase-subject": {
+      const subject = parseSubject(arg(0));
+      if (values.yes !== true) {
+        throw new UsageError(
+          `loom erase-subject refuses without --yes: it would cancel every live execution holding ` +
+            `data of subject ${JSON.stringify(subject)}, record SUBJECT_ERASED in each of their logs ` +
+            `and destroy the subject's key, so its payloads can never be read again. This is ` +
+            `irreversible: pass --yes to do it (${SIGNATURES["erase-subject"]})`,
+        );
+      }
+      return { name, ...where, subject, json: values.json ?? false };
+    }
     case "cancel":
       return values.reason === undefined
         ? { name, ...where, id: arg(0) }
@@ -207,6 +260,16 @@ export function parseCommand(argv: readonly string[]): Command {
       return { name: "resume", ...where, id: arg(0), payload };
     }
   }
+}
+
+/** A data subject id, as the runtime takes it (1 to 200 characters). */
+function parseSubject(text: string): string {
+  if (text === "" || text.length > 200) {
+    throw new UsageError(
+      `a subject must be 1 to 200 characters, got ${brief(JSON.stringify(text))}`,
+    );
+  }
+  return text;
 }
 
 function parseMaxActive(text: string | undefined): number | undefined {

@@ -8,6 +8,8 @@ import type { ChainLineage } from "../analytics/chain-lineage.ts";
 import type { ChildNode, ChildTree } from "../analytics/child-tree.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { Outcome } from "../runtime/outcome.ts";
+import type { Erasure } from "../runtime/erase-subject.ts";
+import type { VerifyReport } from "../trust/verify.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
 import { timeline } from "../analytics/timeline.ts";
 
@@ -51,9 +53,15 @@ export function formatShow(
   lineage?: ChainLineage,
   tree?: ChildTree,
 ): string {
+  const erased = state._erased ?? [];
   const summary: [string, string][] = [
     ["id", state.executionId],
-    ["flow", `${state.flow} (version ${state.flowVersion}, code ${state.fingerprint})`],
+    [
+      "flow",
+      state.flow === "" && erased.length > 0
+        ? "(erased)"
+        : `${state.flow} (version ${state.flowVersion}, code ${state.fingerprint})`,
+    ],
     ["status", state.status],
     ["started", iso(state.startedAt)],
     ["updated", iso(state.updatedAt)],
@@ -81,7 +89,16 @@ export function formatShow(
     ]);
   }
   if (tree?.parent !== undefined) summary.push(["parent", tree.parent]);
-  const rows = timeline(events).map((r) => [String(r.seq), `+${r.offsetMs}ms`, r.kind, r.text]);
+  if (erased.length > 0) {
+    summary.push(["erased", `subject ${erased.join(", ")} (payloads unrecoverable)`]);
+  }
+  const erasedAt = new Map(events.flatMap((e) => erasedPayloadOf(e)));
+  const rows = timeline(events).map((r) => [
+    String(r.seq),
+    `+${r.offsetMs}ms`,
+    r.kind,
+    erasedAt.get(r.seq) ?? r.text,
+  ]);
   const children = tree && tree.children.length > 0 ? ["", ...childLines(tree.children)] : [];
   return [
     columns(summary),
@@ -90,6 +107,14 @@ export function formatShow(
     `timeline (${events.length} events${compactedNote(events)})`,
     columns([["SEQ", "AT", "KIND", "WHAT"], ...rows], "  "),
   ].join("\n");
+}
+
+/** `[seq, text]` for an event whose payload an erasure made unrecoverable (`{ $erased }`). */
+function erasedPayloadOf(e: Envelope): [number, string][] {
+  const p = e.payload as { $erased?: unknown } | null;
+  return p !== null && typeof p === "object" && typeof p.$erased === "string"
+    ? [[e.seq, `(payload erased: subject ${p.$erased})`]]
+    : [];
 }
 
 /** The children tree, one child a line, indented by depth (issue 8). */
@@ -102,6 +127,35 @@ function childLines(nodes: readonly ChildNode[], depth = 0): string[] {
     lines.push(line, ...childLines(n.children, depth + 1));
   }
   return lines;
+}
+
+/** `loom verify`: one line, `ok ...` or `TAMPERED ...`. */
+export function formatVerify(report: VerifyReport): string {
+  const { executionId: id, predecessor: p } = report;
+  const link = p ? `, predecessor ${p.executionId} (${p.link})` : "";
+  if (!report.ok) {
+    return `TAMPERED ${id}: first bad sequence ${report.firstBadSeq ?? "?"} (${report.problem ?? "?"})${link}`;
+  }
+  const compacted =
+    report.compactedThrough === undefined ? "" : `, compacted through ${report.compactedThrough}`;
+  return `ok ${id}: ${report.events} events, head ${report.headHash ?? "-"}${compacted}${link}`;
+}
+
+/** `loom erase-subject`: what was erased, cancelled and destroyed. */
+export function formatErasure(erasure: Erasure): string {
+  const list = (ids: readonly string[]): string =>
+    ids.length === 0 ? "none" : `${ids.length}: ${ids.join(", ")}`;
+  return columns([
+    ["erased", `subject ${erasure.subject}`],
+    ["executions", list(erasure.executions)],
+    ["cancelled", list(erasure.cancelled)],
+    [
+      "key",
+      erasure.keyDestroyed
+        ? "destroyed"
+        : "none left to destroy (destroyed by an earlier erasure, or never stored)",
+    ],
+  ]);
 }
 
 export function errorText(error: ErrorData): string {

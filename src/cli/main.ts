@@ -7,13 +7,16 @@
  */
 import { parseCommand, USAGE, type Command } from "./args.ts";
 import { UsageError, errorLine, exitCodeOf } from "./cli-error.ts";
+import { isLoomError } from "../kernel/errors.ts";
 import { cancelCommand } from "./commands/cancel.ts";
+import { eraseSubjectCommand } from "./commands/erase-subject.ts";
 import { lsCommand } from "./commands/ls.ts";
 import { resumeCommand } from "./commands/resume.ts";
 import { runCommand } from "./commands/run.ts";
 import { schedulesCommand } from "./commands/schedules.ts";
 import { serveCommand } from "./commands/serve.ts";
 import { showCommand } from "./commands/show.ts";
+import { verifyCommand } from "./commands/verify.ts";
 import { workerCommand } from "./commands/worker.ts";
 import { processIo, type Io } from "./io.ts";
 
@@ -22,7 +25,7 @@ export async function main(argv: readonly string[], io: Io = processIo()): Promi
   try {
     return await dispatch(parseCommand(argv), io);
   } catch (e) {
-    io.err(`loom: ${errorLine(e)}`);
+    io.err(`loom: ${errorLine(e)}${hintFor(e)}`);
     if (e instanceof UsageError && e.showUsage) io.err(`\n${USAGE}`);
     else if (io.debug && e instanceof Error && e.stack) io.err(e.stack);
     return exitCodeOf(e);
@@ -50,5 +53,16 @@ function dispatch(cmd: Command, io: Io): Promise<number> {
       return cancelCommand(cmd, io);
     case "schedules":
       return schedulesCommand(cmd, io);
+    case "verify":
+      return verifyCommand(cmd, io);
+    case "erase-subject":
+      return eraseSubjectCommand(cmd, io);
   }
+}
+
+/** A sealed database read without its keys: say where the keys go (docs/cli.md). */
+function hintFor(e: unknown): string {
+  return isLoomError(e, "LOOM_CODEC_KEY") || isLoomError(e, "LOOM_CODEC")
+    ? " (give every loom command the database's codec keys in LOOM_CODEC_KEYS)"
+    : "";
 }

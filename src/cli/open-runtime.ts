@@ -1,6 +1,10 @@
 /**
  * Opens the runtime a command works with: on the SQLite database named by `--db`, or on the
- * PostgreSQL one named by `--pg` (and `--pg-schema`).
+ * PostgreSQL one named by `--pg` (and `--pg-schema`), with the payload codec and the audit chain
+ * the environment configures (`LOOM_CODEC_KEYS`, `LOOM_CODEC_KEY_ID`, `LOOM_AUDIT`,
+ * `LOOM_AUDIT_KEY`): like `LOOM_FEATURES`, the deployment's setting, shared by every process on
+ * the database, not a command's option. A malformed value is a usage error raised before the
+ * store is opened; no message ever contains a key.
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
@@ -8,7 +12,9 @@ import { createRuntime, type Runtime } from "../runtime/runtime.ts";
 import { sqliteStore } from "../store/sqlite/index.ts";
 import { postgresStore } from "../store/postgres/index.ts";
 import type { Store } from "../store/spi.ts";
-import { CliError } from "./cli-error.ts";
+import type { AuditSetting } from "../trust/audit.ts";
+import { aesGcmCodec, type PayloadCodec } from "../trust/codec.ts";
+import { CliError, UsageError } from "./cli-error.ts";
 
 export interface OpenOptions {
   /** Run the background loop (timers, recovery). Read-only commands turn it off. */
@@ -56,8 +62,10 @@ export async function openRuntime(
   cwd: string,
   options: OpenOptions,
 ): Promise<Runtime> {
+  const trust = trustFromEnv(process.env);
   return createRuntime({
     store: await openStore(where, cwd, options.mustExist),
+    ...trust,
     background: options.background,
     features: featuresFromEnv(process.env.LOOM_FEATURES),
     ...(options.onError ? { onError: options.onError } : {}),
@@ -84,4 +92,110 @@ export function featuresFromEnv(value: string | undefined): { continueAsNew?: bo
     }
   }
   return names.includes("continueAsNew") ? { continueAsNew: true } : {};
+}
+
+/** What the environment turns on: a payload codec, the audit chain. */
+export interface TrustSettings {
+  codec?: PayloadCodec;
+  audit?: AuditSetting;
+}
+
+/**
+ * The codec and the audit from the environment (docs/cli.md):
+ * - `LOOM_CODEC_KEYS`: comma-separated `id:key` pairs, each key 32 bytes as 64 hex characters or
+ *   base64; `LOOM_CODEC_KEY_ID`: the id new payloads are sealed with (default: the last pair's).
+ * - `LOOM_AUDIT`: `1` or `true` turns the audit chain on (`0`, `false` or empty: off);
+ *   `LOOM_AUDIT_KEY` (any non-empty text) turns on a keyed audit (HMAC-SHA-256).
+ * Throws a UsageError naming the variable and, for a pair, its position: a message never quotes
+ * these variables' values (a key id given in the wrong place could be a key).
+ */
+export function trustFromEnv(env: NodeJS.ProcessEnv): TrustSettings {
+  const codec = codecFromEnv(env.LOOM_CODEC_KEYS, env.LOOM_CODEC_KEY_ID);
+  const audit = auditFromEnv(env.LOOM_AUDIT, env.LOOM_AUDIT_KEY);
+  return { ...(codec ? { codec } : {}), ...(audit ? { audit } : {}) };
+}
+
+const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
+const HEX_KEY = /^[0-9a-fA-F]{64}$/;
+const BASE64_KEY = /^[A-Za-z0-9+/_-]{43}=?$/;
+
+function codecFromEnv(
+  keysText: string | undefined,
+  currentText: string | undefined,
+): PayloadCodec | undefined {
+  if (keysText === undefined) {
+    if (currentText !== undefined) {
+      throw new UsageError(
+        "LOOM_CODEC_KEY_ID is set but LOOM_CODEC_KEYS is not: set both, or neither",
+      );
+    }
+    return undefined;
+  }
+  const pairs = keysText.split(",");
+  const keys: Record<string, Buffer> = {};
+  const at = new Map<string, number>();
+  pairs.forEach((pair, i) => {
+    const n = i + 1;
+    const where = `LOOM_CODEC_KEYS: pair ${n} of ${pairs.length}`;
+    const colon = pair.indexOf(":");
+    if (pair.trim() === "") {
+      throw new UsageError(`${where} is empty (the value is comma-separated id:key pairs)`);
+    }
+    if (colon < 0) throw new UsageError(`${where} is not id:key (no ':' in it)`);
+    const id = pair.slice(0, colon).trim();
+    const key = pair.slice(colon + 1).trim();
+    if (!KEY_ID.test(id)) {
+      throw new UsageError(
+        `${where}: its id must be 1 to 64 letters, digits, '.', '_' or '-' (the value is comma-separated id:key pairs)`,
+      );
+    }
+    const bytes = HEX_KEY.test(key)
+      ? Buffer.from(key, "hex")
+      : BASE64_KEY.test(key)
+        ? Buffer.from(key, "base64")
+        : undefined;
+    if (!bytes || bytes.length !== 32) {
+      throw new UsageError(`${where}: its key must be 32 bytes, as 64 hex characters or as base64`);
+    }
+    const earlier = at.get(id);
+    if (earlier !== undefined) {
+      throw new UsageError(`LOOM_CODEC_KEYS: pairs ${earlier} and ${n} have the same id`);
+    }
+    at.set(id, n);
+    keys[id] = bytes;
+  });
+  const ids = [...at.keys()];
+  const currentKeyId = currentText ?? ids[ids.length - 1] ?? "";
+  if (!at.has(currentKeyId)) {
+    throw new UsageError(
+      `LOOM_CODEC_KEY_ID is not the id of any of the ${ids.length} pair(s) in LOOM_CODEC_KEYS`,
+    );
+  }
+  try {
+    return aesGcmCodec({ keys, currentKeyId });
+  } catch {
+    // Checked above. The codec's message is not repeated: it could quote what was given.
+    throw new UsageError("LOOM_CODEC_KEYS is not a valid codec configuration");
+  }
+}
+
+function auditFromEnv(flag: string | undefined, key: string | undefined): AuditSetting | undefined {
+  const text = flag?.trim().toLowerCase();
+  let on: boolean | undefined;
+  if (text === undefined) on = undefined;
+  else if (text === "1" || text === "true") on = true;
+  else if (text === "0" || text === "false" || text === "") on = false;
+  else {
+    throw new UsageError(
+      "LOOM_AUDIT must be 1 or true (on), or 0, false or empty (off); a keyed audit takes its key in LOOM_AUDIT_KEY",
+    );
+  }
+  if (key !== undefined) {
+    if (key === "") throw new UsageError("LOOM_AUDIT_KEY is set but empty: give it the audit key");
+    if (on === false) {
+      throw new UsageError("LOOM_AUDIT_KEY is set but LOOM_AUDIT turns the audit off: unset one");
+    }
+    return { key };
+  }
+  return on ? true : undefined;
 }

@@ -1,5 +1,7 @@
 /**
- * `loom run <module> <flow> [--input JSON] [--id ID]`: starts a flow and waits for its outcome.
+ * `loom run <module> <flow> [--input JSON] [--id ID] [--subject ID]`: starts a flow and waits for
+ * its outcome. `--subject` names the data subject whose data the execution holds (its payloads
+ * are sealed with the subject's key, which `loom erase-subject` destroys).
  *
  * The runtime runs its background loop, so when the execution parks on a suspend and another
  * process appends the resume, this process picks the execution up again (within a poll
@@ -46,7 +48,10 @@ export async function runCommand(cmd: RunCommand, io: Io): Promise<number> {
   });
   try {
     for (const flow of flows) runtime.registerFlow(flow);
-    const options = cmd.id === undefined ? {} : { id: cmd.id };
+    const options = {
+      ...(cmd.id === undefined ? {} : { id: cmd.id }),
+      ...(cmd.subject === undefined ? {} : { subject: cmd.subject }),
+    };
     const handle = await runtime.start(cmd.flow, cmd.input, options);
     const id = handle.id;
     own = id;

@@ -1,0 +1,34 @@
+/**
+ * `loom verify <id> [--json]`: checks an execution's audit chain as stored (trust/verify.ts
+ * K1..K5): every event's hash, every link, no missing sequence number, and a successor's link to
+ * its predecessor. Prints `ok <id>: N events, head <hash>` and exits 0, or
+ * `TAMPERED <id>: first bad sequence S (problem)` and exits 1; `--json` prints the report, with
+ * the same exit code. A keyed audit (`LOOM_AUDIT_KEY`) verifies only with the same key.
+ */
+import type { Command } from "../args.ts";
+import { formatVerify } from "../format.ts";
+import type { Io } from "../io.ts";
+import { openRuntime } from "../open-runtime.ts";
+import { ExecutionNotFoundError } from "../../kernel/errors.ts";
+
+type VerifyCommand = Extract<Command, { name: "verify" }>;
+
+export async function verifyCommand(cmd: VerifyCommand, io: Io): Promise<number> {
+  const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
+  try {
+    const report = await runtime.verifyLog(cmd.id);
+    if (!report.ok && report.events === 0 && (await runtime.store.head(cmd.id)) < 0) {
+      throw new ExecutionNotFoundError(`no execution has the id "${cmd.id}"`);
+    }
+    io.out(cmd.json ? JSON.stringify(report, null, 2) : formatVerify(report));
+    if (!cmd.json && report.problem === "unhashed") {
+      io.err(
+        "loom: events without a hash were written with the audit off: set LOOM_AUDIT=1 " +
+          "(or LOOM_AUDIT_KEY) for every command and worker that writes to the database",
+      );
+    }
+    return report.ok ? 0 : 1;
+  } finally {
+    await runtime.close();
+  }
+}
