@@ -310,7 +310,14 @@ describe("loom erase-subject", () => {
       "EXECUTION_COMPLETED",
       "SUBJECT_ERASED",
     ]);
-    for (const e of after.events.slice(0, 4)) expect(e.payload).toEqual({ $erased: "cust-7" });
+    // The start keeps what is not the subject's data (sealed-store.ts V7): flow and subject.
+    expect(after.events[0]?.payload).toEqual({
+      $erased: "cust-7",
+      subject: "cust-7",
+      flow: "two-steps",
+      flowVersion: "1",
+    });
+    for (const e of after.events.slice(1, 4)) expect(e.payload).toEqual({ $erased: "cust-7" });
     expect(after.events[4]?.payload).toEqual({ subject: "cust-7" });
 
     const [verified, untouched, again, text] = await Promise.all([

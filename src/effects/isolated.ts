@@ -83,12 +83,18 @@ export function isolated<I, O>(
     if (options.export !== undefined) r.export = options.export;
     return r;
   };
+  // What the kernel checks before a call (input shape, taint) is the wrapped effect's too: an
+  // isolated shell tool must refuse tainted input exactly as the bare one does.
   const wrapped: IsolatedEffect<I, O> = {
     name: effect.name,
     [INNER]: effect,
     run: (input, ectx) => runInChild<O>(request(input, ectx), ectx, grace, execArgv),
+    ...(effect.options ? { options: effect.options } : {}),
+    ...(effect.checkInput ? { checkInput: effect.checkInput } : {}),
+    ...(effect.refusesTainted !== undefined ? { refusesTainted: effect.refusesTainted } : {}),
+    ...(effect.taintsOutput !== undefined ? { taintsOutput: effect.taintsOutput } : {}),
   };
-  return effect.options ? { ...wrapped, options: effect.options } : wrapped;
+  return wrapped;
 }
 
 function moduleHref(module: unknown): string {

@@ -15,7 +15,14 @@
  *     after a complete one destroys nothing more and reports the same executions.
  * X4. The executions are found through the subject index written before each one's first event
  *     (sealed-store V6): successors, children and forks carry the subject, so they are indexed
- *     too.
+ *     too. An index entry counts only when the log's sequence 0 is sealed with the subject's key
+ *     (an entry whose first batch failed names someone else's log, or none). The index is read
+ *     again after the cancels, until no new execution appears (one started meanwhile).
+ * X5. After its fact, each log gets a redacted snapshot: the folded state without the flow
+ *     body's record (frames, input, output, error, decisions, queued payloads, inbox, child
+ *     outcomes), sealed with the codec's key (or none), not the subject's. A log that was
+ *     compacted then still folds to its status, owner, chain and spending, which its remaining
+ *     events, whose payloads are gone, could not give.
  */
 import { isTerminalStatus } from "../kernel/events.ts";
 import { SubjectLiveError } from "../kernel/errors.ts";
@@ -26,6 +33,8 @@ import { sealerOf, subjectIndexPrefix, subjectKeyId } from "../trust/sealed-stor
 import type { Journal } from "./journal.ts";
 import type { Leases } from "./leases.ts";
 import { appendSpecs, loadState } from "./load-state.ts";
+import type { ExecutionState } from "../fold/state.ts";
+import type { ChildRecord } from "../kernel/children.ts";
 
 export interface EraseDeps {
   store: Store;
@@ -47,16 +56,18 @@ export interface Erasure {
 }
 
 export async function eraseSubject(deps: EraseDeps, subject: string): Promise<Erasure> {
-  const prefix = subjectIndexPrefix(subject);
-  const indexed = (await deps.store.listKeys(prefix)).map((k) => k.slice(prefix.length));
   const executions: string[] = [];
-  for (const id of indexed) if ((await deps.store.head(id)) >= 0) executions.push(id);
   const cancelled: string[] = [];
-  // X1.
-  for (const id of executions) {
-    const state = await loadState(deps.store, id);
-    if (!state || isTerminalStatus(state.status)) continue;
-    if (await deps.cancelOne(id, { kind: "subject-erased", subject })) cancelled.push(id);
+  // X1, X4: until a reading of the index finds nothing new.
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    const fresh = (await holdersOf(deps.store, subject)).filter((id) => !executions.includes(id));
+    if (fresh.length === 0) break;
+    executions.push(...fresh);
+    for (const id of fresh) {
+      const state = await loadState(deps.store, id);
+      if (!state || isTerminalStatus(state.status)) continue;
+      if (await deps.cancelOne(id, { kind: "subject-erased", subject })) cancelled.push(id);
+    }
   }
   for (const id of executions) {
     const state = await loadState(deps.store, id);
@@ -74,22 +85,71 @@ export async function eraseSubject(deps: EraseDeps, subject: string): Promise<Er
   return { subject, executions, cancelled, keyDestroyed };
 }
 
+/** How many times the index is read while new executions keep appearing in it. */
+const MAX_ROUNDS = 5;
+
+/** X4: the indexed executions whose sequence 0 is sealed with the subject's key. */
+async function holdersOf(store: Store, subject: string): Promise<string[]> {
+  const prefix = subjectIndexPrefix(subject);
+  const sealer = sealerOf(store);
+  const out: string[] = [];
+  for (const key of await store.listKeys(prefix)) {
+    const id = key.slice(prefix.length);
+    const first = sealer ? (await sealer.readRaw(id, 0, 1))[0] : undefined;
+    if (first?.seq === 0 && first.meta?.keyId === subjectKeyId(subject)) out.push(id);
+  }
+  return out;
+}
+
 async function recordErasure(deps: EraseDeps, id: string, subject: string): Promise<void> {
   const lease = await deps.leases.acquireWaiting(id);
   let appended = false;
   try {
     const state = await loadState(deps.store, id);
-    if (!state || state._erased?.includes(subject)) return;
-    await appendSpecs(
-      deps.journal,
-      deps.clock,
-      state,
-      lease.fence,
-      [{ kind: "SUBJECT_ERASED", payload: { subject }, kernel: true }],
-      { releaseLease: deps.ownerId },
-    );
-    appended = true;
+    if (!state) return;
+    if (!state._erased?.includes(subject)) {
+      await appendSpecs(
+        deps.journal,
+        deps.clock,
+        state,
+        lease.fence,
+        [{ kind: "SUBJECT_ERASED", payload: { subject }, kernel: true }],
+        { releaseLease: deps.ownerId },
+      );
+      appended = true;
+    }
+    // X5 (also when an earlier call recorded the fact and stopped before this).
+    await deps.store.saveSnapshot(id, { seq: state.seq, state: redacted(state) });
   } finally {
     if (!appended) await deps.leases.release(id, lease.fence);
   }
+}
+
+/** X5: the state without the flow body's record, and without `_subject` (so it is not sealed with it). */
+function redacted(state: ExecutionState): ExecutionState {
+  const out: ExecutionState = {
+    ...state,
+    frames: {},
+    order: {},
+    inFlight: 0,
+    openWaits: 0,
+    _decisions: {},
+    _resumePayloads: [],
+    _openSuspends: [],
+  };
+  delete out.input;
+  delete out.output;
+  delete out.error;
+  delete out._inbox;
+  delete out._subject;
+  if (state._children) {
+    out._children = Object.fromEntries(
+      Object.entries(state._children).map(([id, c]) => {
+        const kept: ChildRecord = { ...c };
+        delete kept.outcome;
+        return [id, kept];
+      }),
+    );
+  }
+  return out;
 }

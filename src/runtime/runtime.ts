@@ -161,6 +161,13 @@ export class Runtime extends RuntimeCore {
               { executionId: id },
             );
           }
+          // A repeat start may not change whose data the execution holds (docs/trust.md).
+          if (known._subject !== subject) {
+            throw new ExecutionConflictError(
+              `execution "${id}" already exists with ${known._subject === undefined ? "no data subject" : "another data subject"}`,
+              { executionId: id },
+            );
+          }
           assertSameStart(id, registered.name, json, known.flow, known.input);
         },
         [],

@@ -22,8 +22,16 @@
  * V6. A subject's key is written (put-if-absent, S19) and the execution is indexed under the
  *     subject before the execution's first event: erasure finds every execution that holds the
  *     subject's data, and a crash in between leaves an index entry of a log that does not exist.
- * V7. A payload sealed with a destroyed subject key opens as `{ "$erased": <subject> }`; a
- *     snapshot sealed with one reads as absent (the log folds without it).
+ * V7. A payload sealed with a destroyed subject key opens as `{ "$erased": <subject> }`. A start
+ *     also keeps its flow, principal, chain and subject, recorded in the clear in its meta's
+ *     `identity` (none of it is the subject's data), so an erased log still folds to its owner
+ *     and subject. A snapshot sealed with the key reads as absent (erasure saves a redacted one,
+ *     erase-subject.ts X5).
+ * V8. Unsealed messages and schedule inputs that happen to have the sealed form are escaped.
+ * V9. A subject's key is made only for an execution's first batch, after reading the store, never
+ *     this process's memory: a key another process erased is not brought back from a cache. Any
+ *     later batch, message or snapshot of a subject whose key is gone is refused (CodecKeyError),
+ *     so nothing of an erased subject is written again.
  */
 import { randomBytes } from "node:crypto";
 import type { Envelope, EnvelopeMeta } from "../kernel/events.ts";
@@ -57,6 +65,8 @@ const SEALED = Symbol("loom.sealed");
 /** How long a process keeps a subject's key in memory after reading it from the store. */
 export const SUBJECT_KEY_TTL_MS = 30_000;
 const SUBJECT_KEY = "subject:";
+/** V8: the codec name of a plain value escaped because it looks sealed. */
+const PLAIN = "plain";
 /** The most heads and subject keys a sealing store remembers. */
 const MAX_KNOWN = 10_000;
 const SUBJECT_INDEX = "subject-index:";
@@ -199,7 +209,7 @@ export class Sealer {
   private async sealBatch(b: AppendBatch, inCall: Map<string, HeadRecord>): Promise<AppendBatch> {
     const subject = b.subject;
     if (subject !== undefined && b.expectedSeq === 0) {
-      // V6: the key and the index entry before the first event.
+      // V6: the key and the index entry before the first event; V9: made only here.
       await this.subjectKey(subject, true);
       await this.inner.putKey(`${subjectIndexPrefix(subject)}${b.executionId}`, "1");
     }
@@ -224,7 +234,7 @@ export class Sealer {
       const sealedState = await this.sealValue(
         b.snapshot.stateJson,
         subject,
-        `${b.executionId}/snapshot`,
+        aad("snapshot", b.executionId, b.snapshot.seq),
       );
       out.snapshot = { seq: b.snapshot.seq, stateJson: JSON.stringify(sealedState) };
     }
@@ -240,10 +250,10 @@ export class Sealer {
     let keyId: string;
     let sealed: Uint8Array;
     if (bySubject) {
-      const key = await this.subjectKey(subject, true);
+      const key = await this.mustHaveSubjectKey(subject);
       codec = AES_GCM;
       keyId = subjectKeyId(subject);
-      sealed = aesGcmSeal(key as Buffer, plain, aad);
+      sealed = aesGcmSeal(key, plain, aad);
     } else {
       const c = this.codec as PayloadCodec;
       const out = await c.seal(plain, aad);
@@ -252,6 +262,7 @@ export class Sealer {
       sealed = out.sealed;
     }
     const meta: EnvelopeMeta = { ...e.meta, codec, keyId };
+    if (bySubject && e.kind === "EXECUTION_STARTED") meta.identity = identityOf(e.payload, subject);
     return { ...e, payload: Buffer.from(sealed).toString("base64"), meta };
   }
 
@@ -316,12 +327,17 @@ export class Sealer {
     delete meta.keyId;
     delete meta.prev;
     delete meta.hash;
+    delete meta.identity;
     const out: Envelope = { ...e, meta };
     if (Object.keys(meta).length === 0) delete out.meta;
     if (typeof codec !== "string" || typeof keyId !== "string" || typeof e.payload !== "string") {
       return out;
     }
     out.payload = await this.openBytes(Buffer.from(e.payload, "base64"), codec, keyId, eventAad(e));
+    const identity = e.meta?.identity;
+    if (isPlainObject(out.payload) && "$erased" in out.payload && isPlainObject(identity)) {
+      out.payload = { ...identity, ...out.payload }; // V7
+    }
     return out;
   }
 
@@ -330,7 +346,8 @@ export class Sealer {
   async saveSnapshot(id: string, snapshot: Snapshot): Promise<void> {
     const subject = snapshot.state._subject;
     if (!this.codec && subject === undefined) return this.inner.saveSnapshot(id, snapshot);
-    const sealed = await this.sealValue(JSON.stringify(snapshot.state), subject, `${id}/snapshot`);
+    const where = aad("snapshot", id, snapshot.seq);
+    const sealed = await this.sealValue(JSON.stringify(snapshot.state), subject, where);
     // The inner store writes the state as opaque JSON; what it holds here is the sealed form.
     const opaque = sealed as unknown as ExecutionState;
     return this.inner.saveSnapshot(id, { seq: snapshot.seq, state: opaque });
@@ -339,7 +356,9 @@ export class Sealer {
   async loadSnapshot(id: string): Promise<Snapshot | undefined> {
     const s = await this.inner.loadSnapshot(id);
     if (!s || !isSealedValue(s.state)) return s;
-    const state = await this.openValue(s.state, `${id}/snapshot`);
+    // The sequence number is bound in: a snapshot row moved to another sequence number does not
+    // open.
+    const state = await this.openValue(s.state, aad("snapshot", id, s.seq));
     // V7: a snapshot sealed with a destroyed key is no snapshot; the log folds without it.
     if (!isPlainObject(state) || "$erased" in state) return undefined;
     return { seq: s.seq, state: state as unknown as ExecutionState };
@@ -347,9 +366,11 @@ export class Sealer {
 
   async appendMessage(chainId: string, message: MessageIn): Promise<number> {
     const { subject, ...rest } = message;
-    if (!this.codec && subject === undefined) return this.inner.appendMessage(chainId, rest);
-    const aad = `${chainId}/inbox/${rest.topic}/${rest.key}`;
-    const payload = await this.sealValue(jsonText(rest.payload), subject, aad);
+    if (!this.codec && subject === undefined) {
+      return this.inner.appendMessage(chainId, { ...rest, payload: escaped(rest.payload) });
+    }
+    const where = aad("inbox", chainId, rest.topic, rest.key);
+    const payload = await this.sealValue(jsonText(rest.payload), subject, where);
     return this.inner.appendMessage(chainId, { ...rest, payload: payload as unknown as Json });
   }
 
@@ -365,16 +386,18 @@ export class Sealer {
     for (const m of raw) {
       if (!isSealedValue(m.payload)) out.push(m);
       else {
-        const aad = `${chainId}/inbox/${m.topic}/${m.key}`;
-        out.push({ ...m, payload: await this.openValue(m.payload, aad) });
+        const where = aad("inbox", chainId, m.topic, m.key);
+        out.push({ ...m, payload: await this.openValue(m.payload, where) });
       }
     }
     return out;
   }
 
   async putSchedule(s: Omit<Schedule, "cursorMs">): Promise<void> {
-    if (!this.codec || s.input === undefined) return this.inner.putSchedule(s);
-    const input = await this.sealValue(jsonText(s.input), undefined, `schedule/${s.name}`);
+    if (!this.codec || s.input === undefined) {
+      return this.inner.putSchedule(s.input === undefined ? s : { ...s, input: escaped(s.input) });
+    }
+    const input = await this.sealValue(jsonText(s.input), undefined, aad("schedule", s.name));
     return this.inner.putSchedule({ ...s, input: input as unknown as Json });
   }
 
@@ -383,7 +406,7 @@ export class Sealer {
     const out: Schedule[] = [];
     for (const s of raw) {
       if (!isSealedValue(s.input)) out.push(s);
-      else out.push({ ...s, input: await this.openValue(s.input, `schedule/${s.name}`) });
+      else out.push({ ...s, input: await this.openValue(s.input, aad("schedule", s.name)) });
     }
     return out;
   }
@@ -395,7 +418,7 @@ export class Sealer {
   ): Promise<SealedValue> {
     const plain = Buffer.from(text, "utf8");
     if (subject !== undefined) {
-      const key = (await this.subjectKey(subject, true)) as Buffer;
+      const key = await this.mustHaveSubjectKey(subject);
       const data = aesGcmSeal(key, plain, aad).toString("base64");
       return { $sealed: { codec: AES_GCM, keyId: subjectKeyId(subject), data } };
     }
@@ -405,9 +428,11 @@ export class Sealer {
     return { $sealed: { codec: c.name, keyId: out.keyId, data } };
   }
 
-  private openValue(v: SealedValue, aad: string): Promise<Json> {
+  private async openValue(v: SealedValue, where: string): Promise<Json> {
     const { codec, keyId, data } = v.$sealed;
-    return this.openBytes(Buffer.from(data, "base64"), codec, keyId, aad);
+    const bytes = Buffer.from(data, "base64");
+    if (codec === PLAIN) return JSON.parse(bytes.toString("utf8")) as Json; // V8
+    return this.openBytes(bytes, codec, keyId, where);
   }
 
   private async openBytes(
@@ -436,11 +461,14 @@ export class Sealer {
 
   // ---- subject keys ------------------------------------------------------------------------------
 
-  /** The subject's key: read (and cached for SUBJECT_KEY_TTL_MS), or made when `create`. */
+  /**
+   * The subject's key: read (and cached for SUBJECT_KEY_TTL_MS), or, when `create`, read from the
+   * store, never the cache, and made if absent (V9).
+   */
   async subjectKey(subject: string, create: boolean): Promise<Buffer | undefined> {
     const now = this.clock.now();
     const cached = this.subjectKeys.get(subject);
-    if (cached && now - cached.atMs < SUBJECT_KEY_TTL_MS) return cached.key;
+    if (!create && cached && now - cached.atMs < SUBJECT_KEY_TTL_MS) return cached.key;
     const id = subjectKeyId(subject);
     let material = await this.inner.getKey(id);
     if (material === undefined) {
@@ -456,6 +484,18 @@ export class Sealer {
     return key;
   }
 
+  /** V9: the key of a subject whose data is being written; gone (erased) is a refusal. */
+  private async mustHaveSubjectKey(subject: string): Promise<Buffer> {
+    const key = await this.subjectKey(subject, false);
+    if (!key) {
+      throw new CodecKeyError(
+        `data subject "${subject}" was erased: no more of its data is written`,
+        { subject },
+      );
+    }
+    return key;
+  }
+
   /** Forgets a subject's key held in this process (eraseSubject calls it after destroying it). */
   forgetSubject(subject: string): void {
     this.subjectKeys.delete(subject);
@@ -463,7 +503,7 @@ export class Sealer {
 
   private async wrapKey(key: Buffer, subject: string): Promise<string> {
     if (!this.codec) return `raw:${key.toString("base64")}`;
-    const out = await this.codec.seal(key, `subject-key/${subject}`);
+    const out = await this.codec.seal(key, aad("subject-key", subject));
     const data = Buffer.from(out.sealed).toString("base64");
     return `sealed:${encodeURIComponent(this.codec.name)}:${encodeURIComponent(out.keyId)}:${data}`;
   }
@@ -483,7 +523,7 @@ export class Sealer {
       const plain = await this.codec.open(
         Buffer.from(c, "base64"),
         keyId,
-        `subject-key/${subject}`,
+        aad("subject-key", subject),
       );
       return Buffer.from(plain);
     }
@@ -520,8 +560,37 @@ export class Sealer {
   }
 }
 
+/**
+ * Additional data (codec.ts C2) names what a sealed value is and where it belongs, as a JSON
+ * array with a domain tag, so no two places share one (ids and names may hold any character).
+ */
+function aad(...parts: (string | number)[]): string {
+  return JSON.stringify(parts);
+}
+
 function eventAad(e: Envelope): string {
-  return `${e.executionId}/${e.seq}/${e.kind}`;
+  return aad("event", e.executionId, e.seq, e.kind);
+}
+
+/** V7: what an erased start still says (none of it is the subject's data). */
+function identityOf(payload: Json, subject: string): Json {
+  const p = isPlainObject(payload) ? payload : {};
+  const out: Record<string, Json> = { subject };
+  for (const k of ["flow", "flowVersion", "principal", "chainId", "generation", "parent"]) {
+    const v = p[k];
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
+}
+
+/**
+ * V8: a plain value that has the sealed form (a message anyone may send) is stored wrapped in it
+ * under the `plain` codec, so it reads back as itself and is never taken for a sealed one.
+ */
+function escaped(v: Json): Json {
+  if (!isSealedValue(v)) return v;
+  const data = Buffer.from(jsonText(v), "utf8").toString("base64");
+  return { $sealed: { codec: PLAIN, keyId: "", data } };
 }
 
 function isStamped(e: Envelope): boolean {

@@ -8,11 +8,13 @@
  * K2. Each event's `prev` must be the hash of the event before it: otherwise "broken link" at it.
  * K3. Sequence numbers must be dense from 0, except below the compaction point (the saved
  *     snapshot's sequence number, store S14): a gap above it is "missing" at the first absent
- *     number, and a log whose stored head is past its last event is "missing" after it.
+ *     number, and a log whose stored head is past its last event is "missing" after it. Sequence
+ *     0 is never compacted (compaction.ts P2), so a log without it is "missing" at 0.
  * K4. An event that cannot be read (its stored text no longer parses) is "unreadable" at it; an
  *     event with no hash is "unhashed" (a log, or a part of one, written without the audit).
  * K5. A successor's sequence 0 names a hash its predecessor's log holds (A2); when that log is
- *     gone (retention), the link is reported `released`, not bad.
+ *     gone (retention), the link is reported `released`, and when the named event may have been
+ *     compacted away (the predecessor's log has a gap), `compacted`: neither is bad.
  */
 import type { Envelope } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
@@ -33,7 +35,10 @@ export interface VerifyReport {
   /** The log has compacted gaps (K3) up to this sequence number. */
   compactedThrough?: number;
   /** A successor's link to its predecessor's log (K5). */
-  predecessor?: { executionId: string; link: "verified" | "released" | "broken" };
+  predecessor?: {
+    executionId: string;
+    link: "verified" | "released" | "compacted" | "broken";
+  };
 }
 
 /** What verifyLog reads: the log as stored (sealed payloads, meta.prev and meta.hash). */
@@ -65,10 +70,10 @@ export async function verifyLog(
   let prevHash: string | undefined;
   let first: Envelope | undefined;
   for (;;) {
-    const page = await readPage(log, executionId, expected);
-    if (page === "unreadable") return bad(expected, "unreadable");
+    const { rows: page, unreadable } = await readPage(log, executionId, expected);
     for (const e of page) {
       let linked = true;
+      if (expected === 0 && e.seq !== 0) return bad(0, "missing");
       if (e.seq !== expected) {
         if (e.seq < expected || e.seq - 1 > (compacted ?? -1)) return bad(expected, "missing");
         linked = false; // K3: a compacted gap; this event's prev cannot be checked.
@@ -83,6 +88,7 @@ export async function verifyLog(
       expected = e.seq + 1;
       report.events++;
     }
+    if (unreadable) return bad(expected, "unreadable");
     if (page.length < PAGE) break;
   }
   if (report.events === 0) return bad(0, "missing");
@@ -100,9 +106,13 @@ export async function verifyLog(
 }
 
 /** A page of the log from `from`; if a row in it cannot be read, "unreadable" (K4). */
-async function readPage(log: RawLog, id: string, from: number): Promise<Envelope[] | "unreadable"> {
+async function readPage(
+  log: RawLog,
+  id: string,
+  from: number,
+): Promise<{ rows: Envelope[]; unreadable: boolean }> {
   try {
-    return await log.readRaw(id, from, PAGE);
+    return { rows: await log.readRaw(id, from, PAGE), unreadable: false };
   } catch {
     // Read one by one up to the row that fails: everything before it is checked first.
     const rows: Envelope[] = [];
@@ -112,14 +122,14 @@ async function readPage(log: RawLog, id: string, from: number): Promise<Envelope
       try {
         one = await log.readRaw(id, at, 1);
       } catch {
-        return rows.length === 0 ? "unreadable" : rows;
+        return { rows, unreadable: true };
       }
       const e = one[0];
       if (!e) break;
       rows.push(e);
       at = e.seq + 1;
     }
-    return rows;
+    return { rows, unreadable: false };
   }
 }
 
@@ -135,11 +145,19 @@ async function checkPredecessor(
   if (typeof from !== "string") return undefined;
   const head = await log.head(from);
   if (head < 0) return { executionId: from, link: "released" };
+  let expected = 0;
+  let gap = false;
   for (let at = 0; ;) {
     const page = await log.readRaw(from, at, PAGE);
-    if (page.some((e) => hashOf(e) === prev)) return { executionId: from, link: "verified" };
+    for (const e of page) {
+      if (hashOf(e) === prev) return { executionId: from, link: "verified" };
+      if (e.seq !== expected) gap = true;
+      expected = e.seq + 1;
+    }
     const last = page[page.length - 1];
-    if (!last || page.length < PAGE) return { executionId: from, link: "broken" };
+    if (!last || page.length < PAGE) {
+      return { executionId: from, link: gap ? "compacted" : "broken" };
+    }
     at = last.seq + 1;
   }
 }
