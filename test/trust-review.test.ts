@@ -94,7 +94,7 @@ describe("trust, after review", () => {
     await (await r.start("steps", { secret: "x" }, { id: "x" })).result();
     const again = await r
       .start("steps", { secret: "x" }, { id: "x", subject: "s" })
-      .catch((e) => e);
+      .catch((e: unknown) => e);
     expect(isLoomError(again, "LOOM_EXECUTION_CONFLICT")).toBe(true);
     await r.close();
   });

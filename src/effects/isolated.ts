@@ -90,7 +90,7 @@ export function isolated<I, O>(
     [INNER]: effect,
     run: (input, ectx) => runInChild<O>(request(input, ectx), ectx, grace, execArgv),
     ...(effect.options ? { options: effect.options } : {}),
-    ...(effect.checkInput ? { checkInput: effect.checkInput } : {}),
+    ...(effect.checkInput ? { checkInput: (input: I) => effect.checkInput?.(input) } : {}),
     ...(effect.refusesTainted !== undefined ? { refusesTainted: effect.refusesTainted } : {}),
     ...(effect.taintsOutput !== undefined ? { taintsOutput: effect.taintsOutput } : {}),
   };
