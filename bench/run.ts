@@ -15,6 +15,7 @@ import { resumeBench } from "./resume.ts";
 import { simBench } from "./sim.ts";
 import { streamBudgetBench } from "./stream-budget.ts";
 import { stepsBench } from "./steps.ts";
+import { uiBench } from "./ui.ts";
 
 const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   steps: stepsBench,
@@ -27,6 +28,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   sim: simBench,
   codec: codecBench,
   "stream-budget": streamBudgetBench,
+  ui: uiBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -58,6 +60,10 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           streams severed by streamTokenBudget: overshoot in deltas, breach-to-close latency
   codec   [--events 20000] [--rounds 5] [--bytes 300]
           per-event cost of the audit chain (hashUs) and AES-256-GCM (encryptUs) beside neither
+  ui      [--executions 10000] [--requests 500]
+          the dashboard's list API over HTTP on a SQLite store of N executions: p50/p99 of the
+          first page and filtered or later pages, GET / beside it, and runtime.list({ limit: 50 })
+          without HTTP as the baseline; target list p99 <= 200 ms
 `;
 
 async function main(argv: readonly string[]): Promise<number> {

@@ -1,0 +1,139 @@
+/**
+ * `npm run bench -- ui [--executions 10000] [--requests 500]`: how fast the dashboard answers
+ * its first screen with many executions in the store (issue 11).
+ *
+ * A SQLite store (synchronous NORMAL: the fill is not what is measured) is filled with real
+ * executions of small flows, started in concurrent waves so group commit writes them quickly:
+ * most complete after one step, one in ten parks on a suspend, one in twenty fails. Then the UI
+ * server is started on that runtime and N list requests are timed one after another over HTTP:
+ * the first page, pages filtered by status, by flow, by id prefix, and later pages (`after`).
+ * Each round also times `GET /` (the page shell). The baseline, in the same run, is the same
+ * number of `runtime.list({ limit: 50 })` calls without HTTP. Target: list p99 <= 200 ms.
+ */
+import { createRuntime, flow$, type Runtime } from "../src/index.ts";
+import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { startUiServer } from "../src/ui/server.ts";
+import { emit, intFlag, latencyStats, note, nowMs, parseFlags, round, withTempDir } from "./lib.ts";
+
+const TARGET_P99_MS = 200;
+const WAVE = 500;
+
+const tick = flow$("tick", async (ctx, n: number) => ctx.run("add", async () => n + 1));
+const hold = flow$("hold", async (ctx) => ctx.suspend({ timeout: 86_400_000 }));
+const fail = flow$("fail", async (ctx) =>
+  ctx.run("boom", async () => {
+    throw new Error("boom");
+  }),
+);
+
+/** The id of execution `i`: zero-padded, so ids sort in start order. */
+const idOf = (i: number): string => `run-${String(i).padStart(6, "0")}`;
+
+async function fill(runtime: Runtime, executions: number): Promise<void> {
+  for (let from = 0; from < executions; from += WAVE) {
+    const wave: Promise<unknown>[] = [];
+    for (let i = from; i < Math.min(executions, from + WAVE); i++) {
+      const flow = i % 10 === 3 ? hold : i % 20 === 7 ? fail : tick;
+      const started = runtime.start(flow, i, { id: idOf(i) });
+      wave.push(flow === hold ? started : started.then((h) => h.result()));
+    }
+    await Promise.all(wave);
+    if ((from / WAVE) % 5 === 4) note(`ui: ${Math.min(executions, from + WAVE)} executions`);
+  }
+}
+
+/** The list requests timed, in turn: first screens and the pages users go to from them. */
+function queries(executions: number): string[] {
+  const mid = idOf(Math.floor(executions / 2));
+  return [
+    "",
+    "status=parked",
+    "status=failed,cancelled",
+    "flow=tick",
+    `q=${idOf(Math.floor(executions / 3)).slice(0, -2)}`,
+    `after=${mid}`,
+    "status=completed&flow=tick&after=" + idOf(Math.floor(executions / 4)),
+    `q=${idOf(executions - 1)}`,
+  ];
+}
+
+export async function uiBench(argv: readonly string[]): Promise<void> {
+  const flags = parseFlags(argv, ["executions", "requests"]);
+  const executions = intFlag(flags, "executions", 10_000);
+  const requests = intFlag(flags, "requests", 500);
+  await withTempDir(async (dir) => {
+    const runtime = createRuntime({
+      store: sqliteStore(`${dir}/ui.db`, { synchronous: "NORMAL" }),
+      background: false,
+    });
+    runtime.registerFlow(tick).registerFlow(hold).registerFlow(fail);
+    note(`ui: filling ${executions} executions`);
+    const t0 = nowMs();
+    await fill(runtime, executions);
+    const fillMs = nowMs() - t0;
+    const ui = await startUiServer({ runtime, port: 0 });
+    try {
+      const mix = queries(executions);
+      const get = async (path: string): Promise<number> => {
+        const started = nowMs();
+        const res = await fetch(`${ui.url}${path}`);
+        await res.arrayBuffer();
+        if (res.status !== 200) throw new Error(`GET ${path} answered ${res.status}`);
+        return nowMs() - started;
+      };
+      note(`ui: warming up, then ${requests} list requests`);
+      for (const q of mix) await get(`/api/executions?${q}`);
+      await get("/");
+      const list: number[] = [];
+      const page: number[] = [];
+      const byQuery = mix.map((): number[] => []);
+      for (let i = 0; i < requests; i++) {
+        const took = await get(`/api/executions?${mix[i % mix.length] ?? ""}`);
+        list.push(took);
+        byQuery[i % mix.length]?.push(took);
+        if (i % mix.length === 0) page.push(await get("/"));
+      }
+      mix.forEach((query, i) => {
+        const s = latencyStats(byQuery[i] ?? []);
+        emit({
+          name: "ui",
+          phase: "query",
+          query: query === "" ? "(first page)" : query,
+          p50Ms: round(s.p50Us / 1000, 3),
+          p99Ms: round(s.p99Us / 1000, 3),
+        });
+      });
+      const first = await (await fetch(`${ui.url}/api/executions`)).json();
+      const shown = (first as { executions: unknown[] }).executions.length;
+      const baseline: number[] = [];
+      for (let i = 0; i < requests; i++) {
+        const started = nowMs();
+        await runtime.list({ limit: 50 });
+        baseline.push(nowMs() - started);
+      }
+      const l = latencyStats(list);
+      const p = latencyStats(page);
+      const b = latencyStats(baseline);
+      const listP99Ms = round(l.p99Us / 1000, 3);
+      emit({
+        name: "ui",
+        executions,
+        requests,
+        firstPageRows: shown,
+        fillMs: Math.round(fillMs),
+        listP50Ms: round(l.p50Us / 1000, 3),
+        listP99Ms,
+        listMaxMs: round(l.maxUs / 1000, 3),
+        pageP99Ms: round(p.p99Us / 1000, 3),
+        baselineP50Ms: round(b.p50Us / 1000, 3),
+        baselineP99Ms: round(b.p99Us / 1000, 3),
+        ratio: round(l.p50Us / b.p50Us),
+        target: `listP99Ms <= ${TARGET_P99_MS}`,
+        pass: listP99Ms <= TARGET_P99_MS && shown === 50,
+      });
+    } finally {
+      await ui.close();
+      await runtime.close();
+    }
+  });
+}

@@ -1,0 +1,30 @@
+/**
+ * The dashboard's one HTML page: a shell the script (assets/app.ts) fills by the URL's hash
+ * (`#/` the executions list, `#/x/<id>` an execution). No inline script or style, so the
+ * Content-Security-Policy (http.ts H3) can forbid both; no external font or CDN.
+ */
+export const PAGE_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<title>Loom</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/assets/app.css">
+<script type="module" src="/assets/app.js"></script>
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top">
+  <a class="brand" href="#/">Loom</a>
+  <span class="tagline">executions dashboard</span>
+</header>
+<main id="main" tabindex="-1">
+  <p class="muted" id="boot">Loading…</p>
+  <noscript>This dashboard needs JavaScript.</noscript>
+</main>
+<div id="announce" class="visually-hidden" aria-live="polite"></div>
+</body>
+</html>
+`;
