@@ -1,87 +1,47 @@
 /**
  * The `loom` command, end to end: every test spawns the real CLI (`node bin/loom.js`) in a temp
- * directory holding its database, against the flows in test/fixtures/cli/flows.ts. Each spawn
- * costs about half a second of tsx start-up, so the error cases run concurrently.
+ * directory holding its database, against the flows in test/fixtures/cli/flows.ts (helpers in
+ * test/fixtures/cli/spawn.ts). Each spawn costs about half a second of tsx start-up, so the error
+ * cases run concurrently, and a test that only needs executions to exist makes them in process.
+ *
+ * Every verb, and the test that runs it in a child process:
+ *
+ * | verb          | file: test                                                                   |
+ * | ------------- | ---------------------------------------------------------------------------- |
+ * | run           | here: "prints the outcome as JSON ...", "reports each step, retry, ..."      |
+ * | worker        | here: "a worker recovers ..."; cli-send-fork-ui: "fork records a copy ..."   |
+ * | ls            | here: "ls lists executions ...", "ls filters by --flow and pages ..."        |
+ * | show          | here: "show prints the folded state ...", "show --json prints ..."           |
+ * | resume        | here: "a parked run says how to resume it ..."                               |
+ * | serve         | remote.test.ts: "loom serve: prints its URL, answers /health ..."            |
+ * | cancel        | here: "loom cancel stops a running loom run and records why"                 |
+ * | schedules     | here: "lists the stored schedules with their next occurrence ..."            |
+ * | verify        | cli-trust.test.ts: the three tests of "loom verify"                          |
+ * | erase-subject | cli-trust.test.ts: the two tests of "loom erase-subject"                     |
+ * | send          | cli-send-fork-ui.test.ts: "send posts to the inbox a loom run receives ..."  |
+ * | fork          | cli-send-fork-ui.test.ts: "fork records a copy a worker drives on, ..."      |
+ * | ui            | cli-send-fork-ui.test.ts: "loom ui serves the executions until SIGTERM; ..." |
+ *
+ * On PostgreSQL, test/cli-postgres.pg.test.ts runs worker, ls and show with `--pg`.
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createRuntime, flow$ } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { counts, twoSteps } from "./fixtures/cli/flows.ts";
+import {
+  FLOWS,
+  fixture,
+  loom,
+  oneErrorLine,
+  showJson,
+  start,
+  tempDirs,
+  until,
+} from "./fixtures/cli/spawn.ts";
 
-const BIN = fileURLToPath(new URL("../bin/loom.js", import.meta.url));
-const fixture = (name: string): string =>
-  fileURLToPath(new URL(`./fixtures/cli/${name}`, import.meta.url));
-const FLOWS = fixture("flows.ts");
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-interface Running {
-  child: ChildProcess;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<Result>;
-}
-
-const dirs: string[] = [];
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "loom-cli-"));
-  dirs.push(dir);
-  return dir;
-}
-
-function start(cwd: string, args: string[]): Running {
-  const env = { ...process.env };
-  delete env.LOOM_DEBUG;
-  const child = spawn(process.execPath, [BIN, ...args], { cwd, env });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (b: Buffer) => (stdout += b.toString()));
-  child.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
-  const exited = new Promise<Result>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-  return { child, stdout: () => stdout, stderr: () => stderr, exited };
-}
-
-const loom = (cwd: string, ...args: string[]): Promise<Result> => start(cwd, args).exited;
-
-async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const giveUpAt = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > giveUpAt) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-interface Shown {
-  state: { status: string; output?: unknown };
-  events: { seq: number; kind: string }[];
-}
-
-async function showJson(cwd: string, id: string, ...db: string[]): Promise<Shown> {
-  const shown = await loom(cwd, "show", id, "--json", ...db);
-  expect(shown.code).toBe(0);
-  return JSON.parse(shown.stdout) as Shown;
-}
-
-/** One line on stderr, starting `loom:`. */
-function oneErrorLine(r: Result): string {
-  const lines = r.stderr.trimEnd().split("\n");
-  expect(lines).toHaveLength(1);
-  expect(lines[0]).toMatch(/^loom: /);
-  return lines[0] ?? "";
-}
+const tempDir = tempDirs("loom-cli-");
 
 describe("loom run, ls and show", () => {
   it("prints the outcome as JSON; the same --id and input is the same execution (W5)", async () => {
@@ -89,6 +49,10 @@ describe("loom run, ls and show", () => {
     const args = ["run", FLOWS, "two-steps", "--input", '{"name":"ada"}', "--id", "greet-1"];
     const first = await loom(cwd, ...args);
     expect(first.code).toBe(0);
+    // Progress on stderr, one line per step as it ends; stdout holds the outcome alone.
+    expect(first.stderr).toMatch(
+      /^ {2}step greet#0 completed in \d+ ms\n {2}step measure#0 completed in \d+ ms\n$/,
+    );
     expect(JSON.parse(first.stdout)).toEqual({
       id: "greet-1",
       status: "completed",
@@ -105,6 +69,7 @@ describe("loom run, ls and show", () => {
     const again = await loom(cwd, ...args);
     expect(again.code).toBe(0);
     expect(again.stdout).toBe(first.stdout);
+    expect(again.stderr).toBe(""); // Nothing new happened: no progress.
     const after = await showJson(cwd, "greet-1");
     expect(after.events).toEqual(before.events);
     expect(after.state.output).toEqual({ greeting: "hello ada", length: 9 });
@@ -123,12 +88,13 @@ describe("loom run, ls and show", () => {
       "ok-1",
     );
     expect(ok.code).toBe(0);
-    const failed = await loom(cwd, "run", FLOWS, "fails", "--id", "bad-1");
+    const failed = await loom(cwd, "run", FLOWS, "fails", "--id", "bad-1", "--quiet");
     expect(failed.code).toBe(1);
     expect(JSON.parse(failed.stdout)).toMatchObject({
       status: "failed",
       error: { message: "boom" },
     });
+    // --quiet: no progress, so the failure is the one line on stderr.
     expect(oneErrorLine(failed)).toBe(
       'loom: execution "bad-1" failed: LOOM_APPLICATION Error: boom',
     );
@@ -170,36 +136,148 @@ describe("loom run, ls and show", () => {
     expect(shown.stdout).toMatch(/STEP_COMPLETED\s+step measure#0 -> 8/);
     expect(shown.stdout).toMatch(/EXECUTION_COMPLETED\s+completed -> /);
   });
+
+  it("show --json prints { state, events }: the folded state and the log's envelopes", async () => {
+    const cwd = tempDir();
+    expect(
+      (await loom(cwd, "run", FLOWS, "two-steps", "--input", '{"name":"jo"}', "--id", "j-1")).code,
+    ).toBe(0);
+    const shown = await loom(cwd, "show", "j-1", "--json");
+    expect(shown).toMatchObject({ code: 0, stderr: "" });
+    const json = JSON.parse(shown.stdout) as Record<string, unknown>;
+    // No chain, no children: exactly these two keys (docs/cli.md, "loom show").
+    expect(Object.keys(json).sort()).toEqual(["events", "state"]);
+    expect(json.state).toMatchObject({
+      executionId: "j-1",
+      flow: "two-steps",
+      flowVersion: "1",
+      status: "completed",
+      input: { name: "jo" },
+      output: { greeting: "hello jo", length: 8 },
+      frames: {
+        "greet#0": { status: "completed", output: "hello jo" },
+        "measure#0": { status: "completed", output: 8 },
+      },
+    });
+    const events = json.events as Record<string, unknown>[];
+    expect(events.map((e) => [e.seq, e.kind])).toEqual([
+      [0, "EXECUTION_STARTED"],
+      [1, "STEP_COMPLETED"],
+      [2, "STEP_COMPLETED"],
+      [3, "EXECUTION_COMPLETED"],
+    ]);
+    for (const e of events) {
+      expect(e).toMatchObject({ executionId: "j-1", at: expect.any(Number) as number });
+      expect(e).toHaveProperty("payload");
+    }
+    expect(events[1]?.payload).toMatchObject({ callId: "greet#0", output: "hello jo" });
+  });
+
+  it("ls filters by --flow and pages with --limit and --after", async () => {
+    const cwd = tempDir();
+    const runtime = createRuntime({ store: sqliteStore(join(cwd, "loom.db")), background: false });
+    for (const id of ["l-1", "l-2", "l-3"]) {
+      await (await runtime.start(twoSteps, { name: id }, { id })).result();
+    }
+    for (const id of ["l-4", "l-5"]) await (await runtime.start(counts, 0, { id })).result();
+    await runtime.close();
+
+    const [byFlow, page1, page2, last, both, badLimit] = await Promise.all([
+      loom(cwd, "ls", "--flow", "counts", "--json"),
+      loom(cwd, "ls", "--limit", "2"),
+      loom(cwd, "ls", "--limit", "2", "--after", "l-2", "--json"),
+      loom(cwd, "ls", "--after", "l-4"),
+      loom(cwd, "ls", "--flow", "two-steps", "--status", "completed", "--limit", "2", "--json"),
+      loom(cwd, "ls", "--limit", "0"),
+    ]);
+    const ids = (r: { stdout: string }): string[] =>
+      (JSON.parse(r.stdout) as { executionId: string }[]).map((x) => x.executionId);
+    expect(ids(byFlow)).toEqual(["l-4", "l-5"]);
+    // A page that is not the last says on stderr how to get the next one.
+    expect(page1.code).toBe(0);
+    expect(
+      page1.stdout
+        .trimEnd()
+        .split("\n")
+        .map((l) => l.split(/\s+/)[0]),
+    ).toEqual(["ID", "l-1", "l-2"]);
+    expect(page1.stderr).toBe("loom: more follow: loom ls --limit 2 --after l-2\n");
+    expect(ids(page2)).toEqual(["l-3", "l-4"]);
+    expect(page2.stderr).toBe(""); // --json: the array only.
+    expect(last.stdout).toMatch(/^l-5\s+counts\s+completed\s+5\s/m);
+    expect(last.stdout).not.toMatch(/^l-4/m);
+    expect(last.stderr).toBe("");
+    expect(ids(both)).toEqual(["l-1", "l-2"]);
+    expect(badLimit.code).toBe(2);
+    expect(oneErrorLine(badLimit)).toBe('loom: --limit needs a whole number >= 1, got "0"');
+  });
+});
+
+describe("loom run's progress", () => {
+  it("reports each step, retry, sleep and wait on stderr as it happens; --quiet reports nothing", async () => {
+    const cwd = tempDir();
+    const run = start(cwd, ["run", FLOWS, "naps", "--id", "nap-1"]);
+    await until("the wait", () => run.stderr().includes("suspend#0 waiting for a resume"));
+    // Before the outcome, as it happens: the steps so far are on stderr already.
+    expect(run.stderr()).toMatch(
+      new RegExp(
+        [
+          "^ {2}step before#0 completed in \\d+ ms",
+          " {2}sleep#0 sleeping 20 ms",
+          " {2}sleep#0 woke",
+          " {2}step flaky#0 attempt 1 failed in \\d+ ms: Error: first try; retrying in \\d+ ms",
+          " {2}step flaky#0 completed in \\d+ ms",
+          " {2}suspend#0 waiting for a resume\n",
+        ].join("\n"),
+      ),
+    );
+    expect(run.stdout()).toBe("");
+    expect((await loom(cwd, "resume", "nap-1", '"ok"')).code).toBe(0);
+    const ended = await run.exited;
+    expect(ended.code).toBe(0);
+    expect(ended.stderr).toMatch(/^ {2}resumed$/m);
+    expect(JSON.parse(ended.stdout)).toEqual({
+      id: "nap-1",
+      status: "completed",
+      output: { answer: "ok" },
+    });
+
+    const quiet = await loom(cwd, "run", FLOWS, "two-steps", "--input", '{"name":"q"}', "--quiet");
+    expect(quiet).toMatchObject({ code: 0, stderr: "" });
+    expect(JSON.parse(quiet.stdout)).toMatchObject({ status: "completed" });
+  });
 });
 
 describe("chains on the command line (ADR 0109)", () => {
   it("with LOOM_FEATURES=continueAsNew, run follows a chain to the generation that ends it", async () => {
     const cwd = tempDir();
-    process.env.LOOM_FEATURES = "continueAsNew";
-    let ran: Result;
-    try {
-      ran = await loom(cwd, "run", FLOWS, "rotates", "--id", "rot");
-    } finally {
-      delete process.env.LOOM_FEATURES;
-    }
+    const chains = { LOOM_FEATURES: "continueAsNew" };
+    const ran = await start(cwd, ["run", FLOWS, "rotates", "--id", "rot"], chains).exited;
     expect(ran.code).toBe(0);
     expect(ran.stderr).toContain('execution "rot" continued as "rot~1"');
     expect(ran.stderr).toContain('execution "rot" continued as "rot~2"');
     expect(JSON.parse(ran.stdout)).toMatchObject({ status: "completed", output: { gen: 2 } });
-    const shown = await loom(cwd, "show", "rot");
+    const [shown, json] = await Promise.all([
+      loom(cwd, "show", "rot"),
+      start(cwd, ["show", "rot~1", "--json"], chains).exited,
+    ]);
     expect(shown.stdout).toMatch(/^chain\s+rot: 3 generations, \[rot\] -> rot~1 -> rot~2/m);
+    // show --json adds `chain` for a chain member (docs/cli.md).
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      state: { executionId: "rot~1", status: "continued" },
+      chain: {
+        chainId: "rot",
+        head: "rot~2",
+        generations: [{ executionId: "rot" }, { executionId: "rot~1" }, { executionId: "rot~2" }],
+      },
+    });
     // Without the flag the syscall is refused, and an unknown feature is named.
     const off = await loom(tempDir(), "run", FLOWS, "rotates");
     expect(off.code).toBe(1);
     expect(off.stderr).toContain("LOOM_CONTINUE_AS_NEW_UNAVAILABLE");
-    process.env.LOOM_FEATURES = "nope";
-    try {
-      const bad = await loom(cwd, "ls");
-      expect(bad.code).not.toBe(0);
-      expect(bad.stderr).toContain('unknown feature "nope"');
-    } finally {
-      delete process.env.LOOM_FEATURES;
-    }
+    const bad = await start(cwd, ["ls"], { LOOM_FEATURES: "nope" }).exited;
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('unknown feature "nope"');
   });
 });
 

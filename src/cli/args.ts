@@ -11,20 +11,31 @@ import { UsageError } from "./cli-error.ts";
 
 export const DEFAULT_DB = "./loom.db";
 export const DEFAULT_PG_SCHEMA = "loom";
+/** `loom ui`'s port when `--port` is not given. */
+export const DEFAULT_UI_PORT = 7070;
 
 export const USAGE = `usage: loom <command> [arguments] [--db PATH | --pg URL [--pg-schema NAME]]
 
 commands:
-  run <module> <flow> [--input JSON] [--id ID] [--subject ID]
-                         start a flow of <module> and wait for its outcome (printed as JSON);
+  run <module> <flow> [--input JSON] [--id ID] [--subject ID] [--quiet]
+                         start a flow of <module> and wait for its outcome (printed as JSON on
+                         stdout; each step on stderr as it ends, unless --quiet);
                          --subject names the data subject whose data it holds
   worker <module> [--max-active N]
                          drive the module's flows and recover abandoned executions
                          (at most N at once) until SIGINT or SIGTERM
-  ls [--status S[,S]] [--json]
-                         list executions, optionally only those with these statuses
+  ls [--status S[,S]] [--flow NAME] [--limit N] [--after ID] [--json]
+                         list executions by id, optionally only those with these statuses or
+                         of this flow; --limit N and --after ID page through them
   show <id> [--json]     an execution's folded state and the timeline of its log
   resume <id> [JSON]     answer an execution's suspend with a JSON payload
+  send <id> <JSON> [--topic T] [--key K]
+                         post a message to the inbox of the execution's chain (ctx.receive);
+                         --key makes a retry a no-op
+  fork <id> <seq> [--id NEW] [--module M [--quiet]]
+                         copy an execution's log up to sequence <seq> into a new execution and
+                         print its id; a worker drives it on, or with --module this command
+                         does, and prints its outcome like run
   serve <module> --port N --secret-env NAME [--host H] [--max-active N]
                          drive the module's flows like worker, and serve them over HTTP
                          (POST /dispatch, POST /cancel, GET /health; requests signed with
@@ -36,6 +47,9 @@ commands:
   erase-subject <subject> --yes [--json]
                          make a data subject's payloads unrecoverable: cancel its live
                          executions, record the erasure, destroy its key (irreversible)
+  ui [--port N] [--host H]
+                         serve the web UI on http://H:N (default 127.0.0.1:${DEFAULT_UI_PORT}; 0: any
+                         free port) until SIGINT or SIGTERM; prints its URL
 
 options:
   --db PATH              the SQLite database (default ${DEFAULT_DB})
@@ -72,6 +86,8 @@ export type Command =
       input: unknown;
       id?: string;
       subject?: string;
+      /** No progress lines on stderr. */
+      quiet: boolean;
     })
   | (Common & { name: "worker"; module: string; maxActive?: number })
   | (Common & {
@@ -82,13 +98,32 @@ export type Command =
       secretEnv: string;
       maxActive?: number;
     })
-  | (Common & { name: "ls"; status?: ExecutionStatus[]; json: boolean })
+  | (Common & {
+      name: "ls";
+      status?: ExecutionStatus[];
+      flow?: string;
+      limit?: number;
+      /** Only ids after this one (paging). */
+      after?: string;
+      json: boolean;
+    })
   | (Common & { name: "show"; id: string; json: boolean })
   | (Common & { name: "resume"; id: string; payload: unknown })
   | (Common & { name: "cancel"; id: string; reason?: string })
   | (Common & { name: "schedules"; json: boolean })
   | (Common & { name: "verify"; id: string; json: boolean })
-  | (Common & { name: "erase-subject"; subject: string; json: boolean });
+  | (Common & { name: "erase-subject"; subject: string; json: boolean })
+  | (Common & { name: "send"; id: string; message: unknown; topic?: string; key?: string })
+  | (Common & {
+      name: "fork";
+      id: string;
+      atSequence: number;
+      newId?: string;
+      /** Drive the fork here, with this module's flows, and print its outcome. */
+      module?: string;
+      quiet: boolean;
+    })
+  | (Common & { name: "ui"; port: number; host: string });
 
 type OptionName =
   | "db"
@@ -104,35 +139,54 @@ type OptionName =
   | "host"
   | "secret-env"
   | "subject"
-  | "yes";
+  | "yes"
+  | "quiet"
+  | "flow"
+  | "limit"
+  | "after"
+  | "topic"
+  | "key"
+  | "module";
 
 const ALLOWED: Record<string, { positionals: [number, number]; options: OptionName[] }> = {
-  run: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "input", "id", "subject"] },
+  run: {
+    positionals: [2, 2],
+    options: ["db", "pg", "pg-schema", "input", "id", "subject", "quiet"],
+  },
   worker: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "max-active"] },
   serve: {
     positionals: [1, 1],
     options: ["db", "pg", "pg-schema", "port", "host", "secret-env", "max-active"],
   },
-  ls: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "status", "json"] },
+  ls: {
+    positionals: [0, 0],
+    options: ["db", "pg", "pg-schema", "status", "flow", "limit", "after", "json"],
+  },
   show: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "json"] },
   resume: { positionals: [1, 2], options: ["db", "pg", "pg-schema"] },
   cancel: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "reason"] },
   schedules: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "json"] },
   verify: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "json"] },
   "erase-subject": { positionals: [1, 1], options: ["db", "pg", "pg-schema", "yes", "json"] },
+  send: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "topic", "key"] },
+  fork: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "id", "module", "quiet"] },
+  ui: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "port", "host"] },
 };
 
 const SIGNATURES: Record<string, string> = {
-  run: "loom run <module> <flow> [--input JSON] [--id ID] [--subject ID]",
+  run: "loom run <module> <flow> [--input JSON] [--id ID] [--subject ID] [--quiet]",
   worker: "loom worker <module> [--max-active N]",
   serve: "loom serve <module> --port N --secret-env NAME [--host H] [--max-active N]",
-  ls: "loom ls [--status S[,S]] [--json]",
+  ls: "loom ls [--status S[,S]] [--flow NAME] [--limit N] [--after ID] [--json]",
   show: "loom show <id> [--json]",
   resume: "loom resume <id> [JSON]",
   cancel: "loom cancel <id> [--reason TEXT]",
   schedules: "loom schedules [--json]",
   verify: "loom verify <id> [--json]",
   "erase-subject": "loom erase-subject <subject> --yes [--json]",
+  send: "loom send <id> <JSON> [--topic T] [--key K]",
+  fork: "loom fork <id> <seq> [--id NEW] [--module M [--quiet]]",
+  ui: "loom ui [--port N] [--host H]",
 };
 
 export function parseCommand(argv: readonly string[]): Command {
@@ -157,6 +211,13 @@ export function parseCommand(argv: readonly string[]): Command {
         "secret-env": { type: "string" },
         subject: { type: "string" },
         yes: { type: "boolean" },
+        quiet: { type: "boolean", short: "q" },
+        flow: { type: "string" },
+        limit: { type: "string" },
+        after: { type: "string" },
+        topic: { type: "string" },
+        key: { type: "string" },
+        module: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -183,6 +244,13 @@ export function parseCommand(argv: readonly string[]): Command {
     "reason",
     "subject",
     "yes",
+    "quiet",
+    "flow",
+    "limit",
+    "after",
+    "topic",
+    "key",
+    "module",
   ] as const;
   for (const option of checked) {
     if (values[option] !== undefined && !spec.options.includes(option)) {
@@ -210,6 +278,7 @@ export function parseCommand(argv: readonly string[]): Command {
         input,
         ...(values.id === undefined ? {} : { id: values.id }),
         ...(values.subject === undefined ? {} : { subject: parseSubject(values.subject) }),
+        quiet: values.quiet ?? false,
       };
     }
     case "worker": {
@@ -221,17 +290,56 @@ export function parseCommand(argv: readonly string[]): Command {
     case "serve": {
       const host = values.host ?? "127.0.0.1";
       if (host === "") throw new UsageError("--host needs a host name or address");
-      const port = parsePort(values.port);
+      const port = parsePort(values.port, "serve");
       const secretEnv = parseEnvName(values["secret-env"]);
       const command: Command = { name, ...where, module: arg(0), port, host, secretEnv };
       const maxActive = parseMaxActive(values["max-active"]);
       return maxActive === undefined ? command : { ...command, maxActive };
     }
-    case "ls": {
-      const json = values.json ?? false;
-      return values.status === undefined
-        ? { name, ...where, json }
-        : { name, ...where, json, status: parseStatuses(values.status) };
+    case "ls":
+      return {
+        name,
+        ...where,
+        json: values.json ?? false,
+        ...(values.status === undefined ? {} : { status: parseStatuses(values.status) }),
+        ...(values.flow === undefined ? {} : { flow: nonEmpty(values.flow, "--flow", "a name") }),
+        ...(values.limit === undefined ? {} : { limit: parseCount(values.limit, "--limit") }),
+        ...(values.after === undefined
+          ? {}
+          : { after: nonEmpty(values.after, "--after", "an id") }),
+      };
+    case "send":
+      return {
+        name,
+        ...where,
+        id: arg(0),
+        message: parseJson(arg(1), "the message"),
+        ...(values.topic === undefined
+          ? {}
+          : { topic: nonEmpty(values.topic, "--topic", "a name") }),
+        ...(values.key === undefined ? {} : { key: nonEmpty(values.key, "--key", "a key") }),
+      };
+    case "fork": {
+      if (values.quiet !== undefined && values.module === undefined) {
+        throw new UsageError(`--quiet goes with --module: without it loom fork waits for nothing`);
+      }
+      return {
+        name,
+        ...where,
+        id: arg(0),
+        atSequence: parseSequence(arg(1)),
+        ...(values.id === undefined ? {} : { newId: values.id }),
+        ...(values.module === undefined
+          ? {}
+          : { module: nonEmpty(values.module, "--module", "a module path") }),
+        quiet: values.quiet ?? false,
+      };
+    }
+    case "ui": {
+      const host = values.host ?? "127.0.0.1";
+      if (host === "") throw new UsageError("--host needs a host name or address");
+      const port = values.port === undefined ? DEFAULT_UI_PORT : parsePort(values.port, "ui");
+      return { name, ...where, port, host };
     }
     case "show":
       return { name, ...where, id: arg(0), json: values.json ?? false };
@@ -281,8 +389,10 @@ function parseMaxActive(text: string | undefined): number | undefined {
   return maxActive;
 }
 
-function parsePort(text: string | undefined): number {
-  if (text === undefined) throw new UsageError(`loom serve needs --port N (${SIGNATURES.serve})`);
+function parsePort(text: string | undefined, command: "serve" | "ui"): number {
+  if (text === undefined) {
+    throw new UsageError(`loom ${command} needs --port N (${SIGNATURES[command]})`);
+  }
   const port = Number(text);
   if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(port) || port > 65535) {
     throw new UsageError(
@@ -302,6 +412,31 @@ function parseEnvName(text: string | undefined): string {
       `--secret-env needs the name of an environment variable, got ${JSON.stringify(text)}`,
     );
   }
+  return text;
+}
+
+/** `--limit N`: a whole number >= 1. */
+function parseCount(text: string, flag: string): number {
+  const n = Number(text);
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n) || n < 1) {
+    throw new UsageError(`${flag} needs a whole number >= 1, got ${JSON.stringify(text)}`);
+  }
+  return n;
+}
+
+/** A fork point: a sequence number of the log (0 is its EXECUTION_STARTED). */
+function parseSequence(text: string): number {
+  const n = Number(text);
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(n)) {
+    throw new UsageError(
+      `the fork point needs a sequence number >= 0 (loom show lists them), got ${JSON.stringify(text)}`,
+    );
+  }
+  return n;
+}
+
+function nonEmpty(text: string, flag: string, what: string): string {
+  if (text === "") throw new UsageError(`${flag} needs ${what}`);
   return text;
 }
 

@@ -10,12 +10,15 @@ import { UsageError, errorLine, exitCodeOf } from "./cli-error.ts";
 import { isLoomError } from "../kernel/errors.ts";
 import { cancelCommand } from "./commands/cancel.ts";
 import { eraseSubjectCommand } from "./commands/erase-subject.ts";
+import { forkCommand } from "./commands/fork.ts";
 import { lsCommand } from "./commands/ls.ts";
 import { resumeCommand } from "./commands/resume.ts";
 import { runCommand } from "./commands/run.ts";
 import { schedulesCommand } from "./commands/schedules.ts";
+import { sendCommand } from "./commands/send.ts";
 import { serveCommand } from "./commands/serve.ts";
 import { showCommand } from "./commands/show.ts";
+import { uiCommand } from "./commands/ui.ts";
 import { verifyCommand } from "./commands/verify.ts";
 import { workerCommand } from "./commands/worker.ts";
 import { processIo, type Io } from "./io.ts";
@@ -57,6 +60,12 @@ function dispatch(cmd: Command, io: Io): Promise<number> {
       return verifyCommand(cmd, io);
     case "erase-subject":
       return eraseSubjectCommand(cmd, io);
+    case "send":
+      return sendCommand(cmd, io);
+    case "fork":
+      return forkCommand(cmd, io);
+    case "ui":
+      return uiCommand(cmd, io);
   }
 }
 

@@ -14,7 +14,9 @@ import { postgresStore } from "../store/postgres/index.ts";
 import type { Store } from "../store/spi.ts";
 import type { AuditSetting } from "../trust/audit.ts";
 import { aesGcmCodec, type PayloadCodec } from "../trust/codec.ts";
+import { DEFAULT_DB, DEFAULT_PG_SCHEMA } from "./args.ts";
 import { CliError, UsageError } from "./cli-error.ts";
+import { shellQuote } from "./format.ts";
 
 export interface OpenOptions {
   /** Run the background loop (timers, recovery). Read-only commands turn it off. */
@@ -40,6 +42,15 @@ export interface Database {
 /** What `--db` or `--pg` names, as it is written on the command line (for messages). */
 export const describeDatabase = (where: Database): string =>
   where.pg ? `postgres schema ${where.pg.schema}` : `db ${where.db}`;
+
+/** The `--db` or `--pg` flags that name `where` again in a printed command ("" for the default). */
+export function databaseFlags(where: Database): string {
+  if (where.pg) {
+    const schema = where.pg.schema === DEFAULT_PG_SCHEMA ? "" : ` --pg-schema ${where.pg.schema}`;
+    return ` --pg ${shellQuote(where.pg.url)}${schema}`;
+  }
+  return where.db === DEFAULT_DB ? "" : ` --db ${shellQuote(where.db)}`;
+}
 
 async function openStore(where: Database, cwd: string, mustExist: boolean): Promise<Store> {
   if (where.pg) {

@@ -1,15 +1,32 @@
-/** `loom ls [--status S[,S]] [--json]`: the executions in the database, by id. */
+/**
+ * `loom ls [--status S[,S]] [--flow NAME] [--limit N] [--after ID] [--json]`: the executions in
+ * the database, by id. `--limit N` shows the first N and `--after ID` the ones after ID, so
+ * `--after <the last id shown>` gives the next page; the table then says on stderr how to get it.
+ */
 import type { Command } from "../args.ts";
-import { formatList } from "../format.ts";
+import { formatList, shellQuote } from "../format.ts";
 import type { Io } from "../io.ts";
-import { openRuntime } from "../open-runtime.ts";
+import { databaseFlags, openRuntime } from "../open-runtime.ts";
+import type { ListQuery } from "../../store/spi.ts";
 
 type LsCommand = Extract<Command, { name: "ls" }>;
 
 export async function lsCommand(cmd: LsCommand, io: Io): Promise<number> {
   const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
   try {
-    const rows = await runtime.list(cmd.status ? { status: cmd.status } : {});
+    const query: ListQuery = {
+      ...(cmd.status ? { status: cmd.status } : {}),
+      ...(cmd.flow === undefined ? {} : { flow: cmd.flow }),
+      ...(cmd.after === undefined ? {} : { afterId: cmd.after }),
+      // One more than shown: whether a next page exists.
+      ...(cmd.limit === undefined ? {} : { limit: cmd.limit + 1 }),
+    };
+    const found = await runtime.list(query);
+    const rows = cmd.limit === undefined ? found : found.slice(0, cmd.limit);
+    if (cmd.json) {
+      io.out(JSON.stringify(rows, null, 2));
+      return 0;
+    }
     const owners = new Map<string, string>();
     const now = Date.now();
     for (const r of rows) {
@@ -17,9 +34,22 @@ export async function lsCommand(cmd: LsCommand, io: Io): Promise<number> {
       if (lease?.owner !== undefined && lease.expiresAtMs > now)
         owners.set(r.executionId, lease.owner);
     }
-    io.out(cmd.json ? JSON.stringify(rows, null, 2) : formatList(rows, owners));
+    io.out(formatList(rows, owners));
+    const last = rows.at(-1);
+    if (found.length > rows.length && last) {
+      io.err(`loom: more follow: ${nextPage(cmd, last.executionId)}`);
+    }
     return 0;
   } finally {
     await runtime.close();
   }
+}
+
+/** The command line that lists the next page. */
+function nextPage(cmd: LsCommand, lastId: string): string {
+  const words = ["loom ls"];
+  if (cmd.status) words.push(`--status ${cmd.status.join(",")}`);
+  if (cmd.flow !== undefined) words.push(`--flow ${shellQuote(cmd.flow)}`);
+  words.push(`--limit ${cmd.limit ?? 0}`, `--after ${shellQuote(lastId)}`);
+  return `${words.join(" ")}${databaseFlags(cmd)}`;
 }
