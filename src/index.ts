@@ -29,6 +29,7 @@ export {
   type FlowOptions,
   type Effect,
   type EffectContext,
+  type StepAttributes,
   type StepDefinitionOptions,
   type TaintingEffect,
 } from "./runtime/flow.ts";

@@ -17,6 +17,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import { charsOver4 } from "./stream.ts";
 import {
+  annotateRequest,
   checkEffectOptions,
   checkLlmInput,
   estimatePrice,
@@ -48,10 +49,12 @@ export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInpu
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
-    run: (input, ectx) =>
-      options.stream === false
+    run: (input, ectx) => {
+      annotateRequest(ectx, "anthropic", options.model, input);
+      return options.stream === false
         ? once(client, options, input, ectx)
-        : streamed(client, options, input, ectx),
+        : streamed(client, options, input, ectx);
+    },
   };
 }
 

@@ -163,7 +163,31 @@ export function estimatePrice(
   };
 }
 
-/** Meters the provider's figures and the price, and records the price with the result. */
+/**
+ * Puts the request's GenAI attributes on the step's trace span, when it records (docs/tracing.md):
+ * every LLM effect calls it before the provider call. `gen_ai.system` is the name the
+ * conventions used before `gen_ai.provider.name` (semconv 1.37); both are set, for older backends.
+ */
+export function annotateRequest(
+  ectx: EffectContext,
+  providerId: string,
+  model: string,
+  input: LlmInput,
+): void {
+  ectx.annotate?.({
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": providerId,
+    "gen_ai.system": providerId,
+    "gen_ai.request.model": model,
+    "gen_ai.request.max_tokens": input.maxTokens,
+  });
+}
+
+/**
+ * Meters the provider's figures and the price, and records the price with the result; the
+ * response's GenAI attributes go on the step's span. Input tokens count cache reads and writes
+ * (what is metered, and what the conventions ask for Anthropic), with the cache figures beside.
+ */
 export function finish(ectx: EffectContext, providerId: string, result: LlmResult): LlmResult {
   const u = result.usage;
   const priced = safePrice(() =>
@@ -183,6 +207,16 @@ export function finish(ectx: EffectContext, providerId: string, result: LlmResul
     output: u.outputTokens,
   };
   const estimated = result.usageEstimated === true ? { estimated: true as const } : {};
+  ectx.annotate?.({
+    "gen_ai.response.model": result.model,
+    "gen_ai.usage.input_tokens": tokens.input,
+    "gen_ai.usage.output_tokens": tokens.output,
+    "gen_ai.usage.cache_read.input_tokens": u.cacheReadTokens,
+    "gen_ai.usage.cache_creation.input_tokens": u.cacheWriteTokens,
+    "gen_ai.response.finish_reasons": result.stopReason === null ? undefined : [result.stopReason],
+    "loom.llm.usage_estimated": result.usageEstimated,
+    "loom.llm.cost_usd": priced?.total_price,
+  });
   if (priced) {
     ectx.meter({ tokens, costUsd: priced.total_price, ...estimated });
     return { ...result, price: { usd: priced.total_price, source: PRICE_SOURCE } };
@@ -275,6 +309,12 @@ export class StreamSession {
     if (!this.failure && !this.severed && !this.controller.signal.aborted) return;
     const known = tokens(this.failure !== undefined);
     if (known) {
+      // What is known goes on the step's span too, as an estimate (docs/tracing.md).
+      this.ectx.annotate?.({
+        "gen_ai.usage.input_tokens": known.input,
+        "gen_ai.usage.output_tokens": known.output,
+        "loom.llm.usage_estimated": true,
+      });
       // Priced too, so a cost budget sees severed and failed attempts (absent: no price).
       const usd = this.price?.(known);
       this.ectx.meter({

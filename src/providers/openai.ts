@@ -15,6 +15,7 @@ import OpenAI from "openai";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext } from "../runtime/flow.ts";
 import {
+  annotateRequest,
   checkEffectOptions,
   checkLlmInput,
   estimatePrice,
@@ -58,10 +59,12 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
-    run: (input, ectx) =>
-      options.stream === false
+    run: (input, ectx) => {
+      annotateRequest(ectx, "openai", options.model, input);
+      return options.stream === false
         ? (responses ? responsesOnce : chatOnce)(client, options, input, ectx)
-        : (responses ? responsesStreamed : chatStreamed)(client, options, input, ectx),
+        : (responses ? responsesStreamed : chatStreamed)(client, options, input, ectx);
+    },
   };
 }
 

@@ -306,6 +306,7 @@ export function makeContext(
       opts.meterable === true,
       atMostOnce,
       timeout,
+      run.trace?.step(callId, name, opts.meterable === true ? "effect" : "run"), // T3
     );
     const ectx = attempt.ectx;
     let disarm: (() => void) | undefined;
@@ -317,9 +318,11 @@ export function makeContext(
     }
     let outcome: { output: Json | undefined } | { error: unknown };
     try {
-      const value = await (opts.meterable
-        ? fn(ectx, attempt)
-        : attempt.invoke(() => fn(ectx, attempt)));
+      const meterable = opts.meterable === true;
+      // Under its span when it has one (T3): spans made by the step's code are its children.
+      const value = await (attempt.span
+        ? attempt.span.within(() => callStep(fn, ectx, attempt, meterable))
+        : callStep(fn, ectx, attempt, meterable));
       // Wrapped before it is recorded: the log, and so every replay, holds the mark.
       const marked = opts.taint === undefined ? value : taint(value, opts.taint);
       outcome = { output: stepBound(marked, `output of step "${callId}"`) };
@@ -330,8 +333,13 @@ export function makeContext(
       if (attempt.controller) run.release(attempt.controller);
       run.provisionals.delete(callId);
     }
+    // A run that ended or stopped meanwhile ended this step's span with its drive (T4).
     if (!run.live) return halted();
-    if ("error" in outcome) return settleFailed<T>(callId, outcome.error, attempt.facts);
+    if ("error" in outcome) {
+      attempt.span?.failed(outcome.error);
+      return settleFailed<T>(callId, outcome.error, attempt.facts);
+    }
+    attempt.span?.completed();
     // The start's fields first, as when it was spread: `callId` keeps its place among them.
     const done: { [k: string]: Json } = run.takeStart(callId) ?? {};
     done.callId = callId;
@@ -626,6 +634,16 @@ export function makeContext(
     },
   };
   return ctx;
+}
+
+/** A step's code: an effect through its chain (which invokes it), or a `ctx.run` function. */
+function callStep<T>(
+  fn: (ectx: EffectContext, attempt: StepAttempt) => Promise<T> | T,
+  ectx: EffectContext,
+  attempt: StepAttempt,
+  meterable: boolean,
+): Promise<T> | T {
+  return meterable ? fn(ectx, attempt) : attempt.invoke(() => fn(ectx, attempt));
 }
 
 /**

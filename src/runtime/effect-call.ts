@@ -19,8 +19,9 @@ import {
   type MiddlewareContext,
 } from "../effects/middleware.ts";
 import type { ContextDeps } from "./context.ts";
-import type { EffectContext } from "./flow.ts";
+import type { EffectContext, StepAttributes } from "./flow.ts";
 import { merged, type EventSpec, type Run } from "./run.ts";
+import type { StepSpan } from "./tracing.ts";
 
 /**
  * What the current attempt of a step collects: what `meter()` reported, and the kernel facts
@@ -74,8 +75,11 @@ export class StepCall implements StepAttempt {
     private readonly meterable: boolean,
     private readonly atMostOnce: boolean,
     private readonly timeout: StepTimeout | undefined,
+    /** The step's trace span, when its drive's span records (tracing.ts T1). */
+    readonly span: StepSpan | undefined,
   ) {
     this.ectx = new StepEffectContext(this, run.state.frames[callId]?.attempts ?? 1);
+    span?.attempt(this.ectx.attempt);
   }
 
   signal(): AbortSignal {
@@ -113,6 +117,7 @@ export class StepCall implements StepAttempt {
   async failed(error: unknown, retryInMs: number): Promise<void> {
     const facts = this.facts;
     this.facts = [];
+    this.span?.retry(this.ectx.attempt, error, retryInMs);
     const failed = merged(this.run.takeStart(this.callId), {
       callId: this.callId,
       error: errorToData(error) as unknown as Json,
@@ -131,6 +136,7 @@ export class StepCall implements StepAttempt {
       );
     }
     this.ectx.nextAttempt();
+    this.span?.attempt(this.ectx.attempt);
     await startAttempt(run, this.payload, this.atMostOnce);
   }
 }
@@ -155,6 +161,11 @@ class StepEffectContext implements EffectContext {
 
   get signal(): AbortSignal {
     return this.#call.signal();
+  }
+
+  /** Present only while the step's span records (EffectContext.annotate). */
+  get annotate(): ((attributes: StepAttributes) => void) | undefined {
+    return this.#call.span?.annotate;
   }
 
   /** A copy of what the execution had spent, made on first use in each attempt. */
@@ -201,6 +212,9 @@ export function makeMiddlewareContext(
     },
     get resources() {
       return ectx.resources;
+    },
+    get annotate() {
+      return ectx.annotate;
     },
     meter(delta) {
       ectx.meter(delta);

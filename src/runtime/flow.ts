@@ -39,7 +39,17 @@ export interface EffectContext {
    * A streaming LLM call registers its running estimate here.
    */
   provisional?(soFar: () => ResourceDelta | undefined): void;
+  /**
+   * Adds attributes to this step's trace span (OpenTelemetry names: `gen_ai.*` for an LLM call),
+   * present only while that span records (docs/tracing.md). Call it as
+   * `ectx.annotate?.({ ... })`: when it is absent the call short-circuits and the attributes are
+   * not even built.
+   */
+  readonly annotate?: (attributes: StepAttributes) => void;
 }
+
+/** Span attributes an effect reports (OpenTelemetry's attribute values; undefined is skipped). */
+export type StepAttributes = Record<string, string | number | boolean | string[] | undefined>;
 
 export interface Effect<I, O> {
   readonly name: string;

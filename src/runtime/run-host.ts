@@ -4,6 +4,7 @@ import type { Json } from "../kernel/json.ts";
 import type { InboxMessage } from "../store/spi.ts";
 import type { Journal } from "./journal.ts";
 import type { Run } from "./run.ts";
+import type { Tracing } from "./tracing.ts";
 
 export interface RunHost {
   readonly clock: Clock;
@@ -12,6 +13,8 @@ export interface RunHost {
   readonly ownerId: string;
   /** The fewest events between snapshots (see Run.snapshotFor). */
   readonly snapshotEvery: number;
+  /** Opens the span of each drive (tracing.ts). */
+  readonly tracing: Tracing;
   /** Validates a flow's return value against the output bound. */
   boundOutput(value: unknown, flowName: string): Json | undefined;
   /** The run's body waits on something only the outside world settles. */

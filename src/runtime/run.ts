@@ -45,6 +45,7 @@ import type { RunHost } from "./run-host.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
 import { cursorOf, deliverySpecs, waitingReceives } from "./inbox.ts";
+import type { DriveSpan, DriveStart } from "./tracing.ts";
 
 export interface EventSpec {
   kind: EventKind;
@@ -133,6 +134,8 @@ export class Run {
    * (runtime-core.ts ownedRun).
    */
   untouched = true;
+  /** The span of this drive, while it records (tracing.ts): steps start theirs under it. */
+  trace: DriveSpan | undefined;
   /** Rough size of what the run holds in memory, for the cache's byte bound. */
   approxBytes = 0;
   private bytesSinceSnapshot = 0;
@@ -181,6 +184,8 @@ export class Run {
   /** Runs the body from the top; the fold answers every call it already recorded. */
   startBody(ctx: unknown): void {
     this.beat();
+    // A body with calls in the log re-runs over them (T2: one span per drive).
+    this.openTrace(this.state.order[""]?.length ? "replay" : "start");
     const body = this.flow.body as (ctx: unknown, input: unknown) => Promise<unknown>;
     void (async () => {
       let output: unknown;
@@ -470,6 +475,7 @@ export class Run {
     if (this.rereadInbox()) return;
     this.phase = "parked";
     this.stopBeat();
+    this.closeTrace();
     this.host.parked(this);
     for (const w of this.parkWatchers.splice(0)) w();
   }
@@ -528,6 +534,7 @@ export class Run {
     this.fence = fence;
     this.phase = "active";
     this.beat();
+    this.openTrace("resume");
     return true;
   }
 
@@ -609,6 +616,7 @@ export class Run {
     this.stopBeat();
     for (const c of this.controllers) c.abort(error);
     this.controllers.clear();
+    this.closeTrace(error);
     this.dropWaiters();
     this.settle.reject(error);
     this.host.stopped(this, error);
@@ -626,9 +634,26 @@ export class Run {
           );
     for (const c of this.controllers) c.abort(ended);
     this.controllers.clear();
+    this.closeTrace(undefined, ended);
     this.dropWaiters();
     this.settle.resolve(outcomeOf(this.state));
     this.host.ended(this);
+  }
+
+  private openTrace(how: DriveStart): void {
+    this.closeTrace();
+    this.trace = this.host.tracing.drive(this.state, how);
+  }
+
+  /**
+   * Ends this drive's span: parked or ended as the state says, or stopped by `stop`; a step
+   * still running is ended as cut short by `stop` or `cut` (its abort reason).
+   */
+  private closeTrace(stop?: Error, cut?: Error): void {
+    const trace = this.trace;
+    if (trace === undefined) return;
+    this.trace = undefined;
+    trace.end(this.state, stop, cut);
   }
 
   private dropWaiters(): void {

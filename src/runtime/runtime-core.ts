@@ -45,6 +45,7 @@ import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";
 import { FleetMember } from "./fleet.ts";
+import { Tracing } from "./tracing.ts";
 import { BackgroundLoop } from "./background-loop.ts";
 import { cancelExecution, cancelSpecs } from "./cancel.ts";
 import {
@@ -80,6 +81,7 @@ export abstract class RuntimeCore implements RunHost {
   readonly limits: Limits;
   protected readonly ids: IdSource;
   readonly snapshotEvery: number;
+  readonly tracing: Tracing;
   protected readonly maxActive: number;
   protected readonly maxCarryBytes: number;
   protected readonly maxChainHops: number;
@@ -126,6 +128,7 @@ export abstract class RuntimeCore implements RunHost {
     this.chains = options.features?.continueAsNew === true;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.journal = new Journal(this.store);
+    this.tracing = new Tracing(options.tracerProvider);
     this.chain = effectChain(options.middleware ?? defaultMiddleware());
     this.leases = new Leases(this.store, this.ownerId, this.clock, this.leaseTtlMs, () =>
       this.assertOpen(),

@@ -1,4 +1,5 @@
 /** The runtime's options and the handle it returns. */
+import type { TracerProvider } from "@opentelemetry/api";
 import type { Clock, IdSource } from "../kernel/clock.ts";
 import type { Limits } from "../kernel/limits.ts";
 import type { Store } from "../store/spi.ts";
@@ -77,6 +78,13 @@ export interface RuntimeOptions {
    * Default off (G2).
    */
   audit?: AuditSetting;
+  /**
+   * Where the spans of executions and steps go (docs/tracing.md). Default: the global one,
+   * `trace.getTracerProvider()` of `@opentelemetry/api`: a no-op until an SDK registers one, and
+   * a proxy, so an SDK registered after the runtime is made is still used. Nothing of tracing
+   * reaches the log.
+   */
+  tracerProvider?: TracerProvider;
 }
 
 export interface StartOptions {
