@@ -199,7 +199,11 @@ describe("the command lines of send, fork, ls and ui", () => {
       db: "./loom.db",
       port: 7070,
       host: "127.0.0.1",
+      allowHosts: [],
     });
+    expect(parseCommand(["ui", "--host", "0.0.0.0", "--allow-host", "box, box.lan"])).toMatchObject(
+      { host: "0.0.0.0", allowHosts: ["box", "box.lan"] },
+    );
     expect(parseCommand(["ls", "--flow", "f", "--limit", "5", "--after", "x"])).toMatchObject({
       flow: "f",
       limit: 5,
@@ -210,6 +214,7 @@ describe("the command lines of send, fork, ls and ui", () => {
 
   it("refuse what cannot mean anything, as usage errors", () => {
     const refused: string[][] = [
+      ["ui", "--host", "0.0.0.0"],
       ["send", "a-1"],
       ["send", "a-1", "{}", "--topic", ""],
       ["fork", "a-1"],

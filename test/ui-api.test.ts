@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createRuntime, flow$, memoryStore, type Runtime, type Store } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { startUiServer } from "../src/ui/server.ts";
+import { MAX_STREAMS } from "../src/ui/live.ts";
 import { APP_JS } from "../src/ui/assets/app.ts";
 import { justBefore, type ListPage } from "../src/ui/list.ts";
 import type { ExecutionDetail, Projection } from "../src/ui/detail.ts";
@@ -429,6 +430,54 @@ describe("GET /api/executions/:id/live (ui/live.ts)", () => {
     await ui.close();
     expect(performance.now() - t0).toBeLessThan(2000);
     await expect(reading).resolves.toEqual([]);
+  });
+});
+
+describe("after review (ui/server.ts S2, ui/live.ts E5)", () => {
+  it("S2: a wildcard bind needs the names it answers to, and answers only those", async () => {
+    const runtime = createRuntime({ store: memoryStore() });
+    open.push(() => runtime.close());
+    const refused = await startUiServer({ runtime, port: 0, host: "0.0.0.0" }).catch(
+      (e: unknown) => e,
+    );
+    expect((refused as { code?: string }).code).toBe("LOOM_INVALID_INPUT");
+    const ui = await startUiServer({ runtime, port: 0, host: "0.0.0.0", allowHosts: ["box"] });
+    open.push(() => ui.close());
+    const port = new URL(ui.url).port;
+    const named = await raw(`http://127.0.0.1:${port}/api/executions`, {
+      headers: { host: `box:${port}` },
+    });
+    expect(named.status).toBe(200);
+    const rebound = await raw(`http://127.0.0.1:${port}/api/executions`, {
+      headers: { host: `evil.example:${port}` },
+    });
+    expect(rebound.status).toBe(403);
+  });
+
+  it("E5: an empty Last-Event-ID resumes nothing; from and limit must be plain numbers", async () => {
+    const { runtime, url } = await setup();
+    await (await runtime.start(done, null, { id: "d" })).result();
+    const res = await fetch(`${url}/api/executions/d/live?from=0`, {
+      headers: { "last-event-id": "" },
+    });
+    const events = await readEvents(res, (es) => es.some((e) => e.event === "end"));
+    expect(events[0]?.data.events).toEqual(await runtime.readLog("d"));
+    expect((await get(`${url}/api/executions/d/live?from=1e3`)).status).toBe(400);
+    expect((await get(`${url}/api/executions?limit=0x10`)).status).toBe(400);
+  });
+
+  it("E5: at most MAX_STREAMS live streams are open at once", async () => {
+    const { runtime, url } = await setup();
+    await runtime.start(parks, null, { id: "p" });
+    await until(async () => (await runtime.getState("p")).status === "parked");
+    const streams = await Promise.all(
+      Array.from({ length: MAX_STREAMS }, () => fetch(`${url}/api/executions/p/live`)),
+    );
+    expect(streams.every((r) => r.status === 200)).toBe(true);
+    const over = await fetch(`${url}/api/executions/p/live`);
+    expect(over.status).toBe(503);
+    await over.body?.cancel();
+    for (const r of streams) await r.body?.cancel();
   });
 });
 

@@ -47,7 +47,7 @@ commands:
   erase-subject <subject> --yes [--json]
                          make a data subject's payloads unrecoverable: cancel its live
                          executions, record the erasure, destroy its key (irreversible)
-  ui [--port N] [--host H]
+  ui [--port N] [--host H] [--allow-host NAME[,NAME]]
                          serve the web UI on http://H:N (default 127.0.0.1:${DEFAULT_UI_PORT}; 0: any
                          free port) until SIGINT or SIGTERM; prints its URL
 
@@ -123,7 +123,7 @@ export type Command =
       module?: string;
       quiet: boolean;
     })
-  | (Common & { name: "ui"; port: number; host: string });
+  | (Common & { name: "ui"; port: number; host: string; allowHosts: string[] });
 
 type OptionName =
   | "db"
@@ -137,6 +137,7 @@ type OptionName =
   | "reason"
   | "port"
   | "host"
+  | "allow-host"
   | "secret-env"
   | "subject"
   | "yes"
@@ -170,7 +171,7 @@ const ALLOWED: Record<string, { positionals: [number, number]; options: OptionNa
   "erase-subject": { positionals: [1, 1], options: ["db", "pg", "pg-schema", "yes", "json"] },
   send: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "topic", "key"] },
   fork: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "id", "module", "quiet"] },
-  ui: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "port", "host"] },
+  ui: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "port", "host", "allow-host"] },
 };
 
 const SIGNATURES: Record<string, string> = {
@@ -186,7 +187,7 @@ const SIGNATURES: Record<string, string> = {
   "erase-subject": "loom erase-subject <subject> --yes [--json]",
   send: "loom send <id> <JSON> [--topic T] [--key K]",
   fork: "loom fork <id> <seq> [--id NEW] [--module M [--quiet]]",
-  ui: "loom ui [--port N] [--host H]",
+  ui: "loom ui [--port N] [--host H] [--allow-host NAME[,NAME]]",
 };
 
 export function parseCommand(argv: readonly string[]): Command {
@@ -207,6 +208,7 @@ export function parseCommand(argv: readonly string[]): Command {
         "max-active": { type: "string" },
         reason: { type: "string" },
         port: { type: "string" },
+        "allow-host": { type: "string" },
         host: { type: "string" },
         "secret-env": { type: "string" },
         subject: { type: "string" },
@@ -339,7 +341,16 @@ export function parseCommand(argv: readonly string[]): Command {
       const host = values.host ?? "127.0.0.1";
       if (host === "") throw new UsageError("--host needs a host name or address");
       const port = values.port === undefined ? DEFAULT_UI_PORT : parsePort(values.port, "ui");
-      return { name, ...where, port, host };
+      const allowHosts = (values["allow-host"] ?? "")
+        .split(",")
+        .map((h) => h.trim())
+        .filter((h) => h !== "");
+      if ((host === "0.0.0.0" || host === "::") && allowHosts.length === 0) {
+        throw new UsageError(
+          `--host ${host} needs --allow-host NAME[,NAME]: the names the dashboard is reached by (a server that answered any name would be open to DNS rebinding)`,
+        );
+      }
+      return { name, ...where, port, host, allowHosts };
     }
     case "show":
       return { name, ...where, id: arg(0), json: values.json ?? false };

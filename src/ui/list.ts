@@ -66,8 +66,8 @@ function queryOf(params: URLSearchParams): ListQuery {
   if (flow !== null && flow.trim() !== "") query.flow = flow.trim();
   const limit = params.get("limit");
   if (limit !== null) {
-    const n = Number(limit);
-    if (!Number.isSafeInteger(n) || n < 1 || n > MAX_PAGE) {
+    const n = /^\d{1,6}$/.test(limit) ? Number(limit) : 0;
+    if (n < 1 || n > MAX_PAGE) {
       throw new HttpRefusal(400, "LOOM_INVALID_INPUT", `limit must be 1 to ${MAX_PAGE}`);
     }
     query.limit = n;

@@ -15,6 +15,9 @@
  * E3. Every event of the log from `from` on is sent once, in order, as long as the stream stays
  *     open; the state sent is the fold of the log up to the last event sent.
  * E4. `closeAll` ends every stream at once (the server's close): no poll runs after it.
+ * E5. Bounded: at most MAX_STREAMS streams are open (another is refused with 503), and a stream
+ *     whose client stopped reading (more than MAX_BUFFERED_BYTES waiting) is closed; its
+ *     EventSource reconnects and resumes after the last event it had.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { timeline } from "../analytics/timeline.ts";
@@ -22,9 +25,12 @@ import { isTerminalStatus, type Envelope } from "../kernel/events.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { Runtime } from "../runtime/runtime.ts";
 import { catchUp, projectionOf } from "./detail.ts";
-import { SECURITY_HEADERS } from "./http.ts";
+import { HttpRefusal, SECURITY_HEADERS } from "./http.ts";
 
 export const LIVE_POLL_MS = 250;
+/** E5. */
+export const MAX_STREAMS = 64;
+const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 /** A comment line this often keeps proxies and the browser from dropping an idle stream. */
 const HEARTBEAT_MS = 15_000;
 
@@ -41,10 +47,15 @@ export class LiveStreams {
     req: IncomingMessage,
     res: ServerResponse,
   ): Promise<void> {
+    if (this.open.size >= MAX_STREAMS) {
+      throw new HttpRefusal(503, "LOOM_TOO_MANY_STREAMS", `at most ${MAX_STREAMS} live streams`);
+    }
     const loaded = await runtime.getState(id);
     const events = await runtime.readLog(id);
     const state = catchUp(loaded, events);
-    const resumeAfter = Number(req.headers["last-event-id"]);
+    const lastId = req.headers["last-event-id"];
+    const resumeAfter =
+      typeof lastId === "string" && /^\d{1,15}$/.test(lastId) ? Number(lastId) : NaN;
     let sent = Number.isSafeInteger(resumeAfter) ? resumeAfter : (from ?? state.seq + 1) - 1;
     res.writeHead(200, {
       ...SECURITY_HEADERS,
@@ -66,6 +77,10 @@ export class LiveStreams {
     res.on("close", stop);
     /** Sends what is new; false once the stream ended with the execution. */
     const flush = (): boolean => {
+      if (res.writableLength > MAX_BUFFERED_BYTES) {
+        stop(); // E5: the client stopped reading
+        return false;
+      }
       const fresh = newSince(events, sent);
       if (fresh.length > 0) {
         const update = updateOf(runtime, state, events, fresh);

@@ -19,6 +19,7 @@
  *     (http.ts H1), and `close()` ends live streams and connections and resolves when the
  *     server is closed (the runtime stays the caller's).
  */
+import { InvalidInputError } from "../kernel/errors.ts";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Runtime } from "../runtime/runtime.ts";
@@ -47,8 +48,20 @@ export async function startUiServer(opts: {
   runtime: Runtime;
   port: number;
   host?: string;
+  /**
+   * More host names the dashboard is reached by (a proxy's, a machine's name). Required when
+   * `host` is a wildcard (0.0.0.0, ::): a server that answered any Host would be open to DNS
+   * rebinding, which turns a web page into a writer of your executions.
+   */
+  allowHosts?: readonly string[];
 }): Promise<{ url: string; close(): Promise<void> }> {
   const host = opts.host ?? "127.0.0.1";
+  const extra = opts.allowHosts ?? [];
+  if (isWildcard(host) && extra.length === 0) {
+    throw new InvalidInputError(
+      `a dashboard bound to every address (${host || "0.0.0.0"}) needs allowHosts: the host names it is reached by (DNS rebinding)`,
+    );
+  }
   const live = new LiveStreams();
   // The Host values are known once the port is (S2); no request is served before that.
   const bound: { hosts?: ReadonlySet<string> } = {};
@@ -67,8 +80,7 @@ export async function startUiServer(opts: {
     });
   });
   const port = (server.address() as AddressInfo).port;
-  const hosts = allowedHosts(host, port);
-  if (hosts) bound.hosts = hosts;
+  bound.hosts = allowedHosts(host, port, extra);
   const url = `http://${hostPart(host)}:${port}`;
   let closing: Promise<void> | undefined;
   return {
@@ -122,8 +134,8 @@ async function handle(
   if (sub === "live") {
     allow(method, ["GET"]);
     const from = url.searchParams.get("from");
-    const fromSeq = from === null ? undefined : Number(from);
-    if (fromSeq !== undefined && (!Number.isSafeInteger(fromSeq) || fromSeq < 0)) {
+    const fromSeq = from === null ? undefined : /^\d{1,15}$/.test(from) ? Number(from) : -1;
+    if (fromSeq !== undefined && fromSeq < 0) {
       throw new HttpRefusal(400, "LOOM_INVALID_INPUT", "from must be a sequence number >= 0");
     }
     return live.serve(runtime, id, fromSeq, req, res);
@@ -146,17 +158,20 @@ function checkOrigin(origin: string | undefined, hostHeader: string): void {
 }
 
 /**
- * S2: the Host values this server answers to: its address and port, and the other names of the
- * loopback when it listens there. Undefined (any Host) for a wildcard address, whose names
- * cannot be known here.
+ * S2: the Host values this server answers to: its address and port (unless a wildcard), the other
+ * names of the loopback when it listens there, and the names the caller allowed.
  */
-function allowedHosts(host: string, port: number): ReadonlySet<string> | undefined {
-  if (host === "0.0.0.0" || host === "::" || host === "") return undefined;
-  const names = [hostPart(host)];
+function allowedHosts(host: string, port: number, extra: readonly string[]): ReadonlySet<string> {
+  const names = isWildcard(host) ? [] : [hostPart(host)];
   if (host === "127.0.0.1" || host === "localhost" || host === "::1") {
     names.push("127.0.0.1", "localhost", "[::1]");
   }
+  names.push(...extra.map(hostPart));
   return new Set(names.map((n) => `${n.toLowerCase()}:${port}`));
+}
+
+function isWildcard(host: string): boolean {
+  return host === "0.0.0.0" || host === "::" || host === "";
 }
 
 const hostPart = (host: string): string => (host.includes(":") ? `[${host}]` : host);

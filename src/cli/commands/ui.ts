@@ -20,11 +20,10 @@ export async function uiCommand(cmd: UiCommand, io: Io): Promise<number> {
   try {
     const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
     try {
-      const server = await startUiServer({ runtime, port: cmd.port, host: cmd.host }).catch(
-        (e: unknown) => {
-          throw new CliError(`cannot listen on ${cmd.host}:${cmd.port}: ${errorLine(e)}`);
-        },
-      );
+      const options = { runtime, port: cmd.port, host: cmd.host, allowHosts: cmd.allowHosts };
+      const server = await startUiServer(options).catch((e: unknown) => {
+        throw new CliError(`cannot listen on ${cmd.host}:${cmd.port}: ${errorLine(e)}`);
+      });
       try {
         io.out(`loom ui: ${server.url}`);
         io.err(
