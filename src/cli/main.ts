@@ -8,19 +8,6 @@
 import { parseCommand, USAGE, type Command } from "./args.ts";
 import { UsageError, errorLine, exitCodeOf } from "./cli-error.ts";
 import { isLoomError } from "../kernel/errors.ts";
-import { cancelCommand } from "./commands/cancel.ts";
-import { eraseSubjectCommand } from "./commands/erase-subject.ts";
-import { forkCommand } from "./commands/fork.ts";
-import { lsCommand } from "./commands/ls.ts";
-import { resumeCommand } from "./commands/resume.ts";
-import { runCommand } from "./commands/run.ts";
-import { schedulesCommand } from "./commands/schedules.ts";
-import { sendCommand } from "./commands/send.ts";
-import { serveCommand } from "./commands/serve.ts";
-import { showCommand } from "./commands/show.ts";
-import { uiCommand } from "./commands/ui.ts";
-import { verifyCommand } from "./commands/verify.ts";
-import { workerCommand } from "./commands/worker.ts";
 import { processIo, type Io } from "./io.ts";
 
 /** Runs the command `argv` (without `node` and the script) and resolves with its exit code. */
@@ -35,37 +22,42 @@ export async function main(argv: readonly string[], io: Io = processIo()): Promi
   }
 }
 
-function dispatch(cmd: Command, io: Io): Promise<number> {
+/**
+ * Each command's module is loaded when it runs: a command then compiles and loads only what it
+ * uses (`loom ls` does not load the dashboard, the server or the worker), which is most of a
+ * short command's start-up under tsx.
+ */
+async function dispatch(cmd: Command, io: Io): Promise<number> {
   switch (cmd.name) {
     case "help":
       io.out(USAGE);
-      return Promise.resolve(0);
+      return 0;
     case "run":
-      return runCommand(cmd, io);
+      return (await import("./commands/run.ts")).runCommand(cmd, io);
     case "worker":
-      return workerCommand(cmd, io);
+      return (await import("./commands/worker.ts")).workerCommand(cmd, io);
     case "serve":
-      return serveCommand(cmd, io);
+      return (await import("./commands/serve.ts")).serveCommand(cmd, io);
     case "ls":
-      return lsCommand(cmd, io);
+      return (await import("./commands/ls.ts")).lsCommand(cmd, io);
     case "show":
-      return showCommand(cmd, io);
+      return (await import("./commands/show.ts")).showCommand(cmd, io);
     case "resume":
-      return resumeCommand(cmd, io);
+      return (await import("./commands/resume.ts")).resumeCommand(cmd, io);
     case "cancel":
-      return cancelCommand(cmd, io);
+      return (await import("./commands/cancel.ts")).cancelCommand(cmd, io);
     case "schedules":
-      return schedulesCommand(cmd, io);
+      return (await import("./commands/schedules.ts")).schedulesCommand(cmd, io);
     case "verify":
-      return verifyCommand(cmd, io);
+      return (await import("./commands/verify.ts")).verifyCommand(cmd, io);
     case "erase-subject":
-      return eraseSubjectCommand(cmd, io);
+      return (await import("./commands/erase-subject.ts")).eraseSubjectCommand(cmd, io);
     case "send":
-      return sendCommand(cmd, io);
+      return (await import("./commands/send.ts")).sendCommand(cmd, io);
     case "fork":
-      return forkCommand(cmd, io);
+      return (await import("./commands/fork.ts")).forkCommand(cmd, io);
     case "ui":
-      return uiCommand(cmd, io);
+      return (await import("./commands/ui.ts")).uiCommand(cmd, io);
   }
 }
 

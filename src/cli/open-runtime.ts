@@ -10,7 +10,6 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { createRuntime, type Runtime } from "../runtime/runtime.ts";
 import { sqliteStore } from "../store/sqlite/index.ts";
-import { postgresStore } from "../store/postgres/index.ts";
 import type { Store } from "../store/spi.ts";
 import type { AuditSetting } from "../trust/audit.ts";
 import { aesGcmCodec, type PayloadCodec } from "../trust/codec.ts";
@@ -55,6 +54,8 @@ export function databaseFlags(where: Database): string {
 async function openStore(where: Database, cwd: string, mustExist: boolean): Promise<Store> {
   if (where.pg) {
     try {
+      // Loaded only for --pg: `pg` and the PostgreSQL store are a fifth of a short command's start.
+      const { postgresStore } = await import("../store/postgres/index.ts");
       return await postgresStore({ connectionString: where.pg.url, schema: where.pg.schema });
     } catch (e) {
       const why = e instanceof Error ? e.message : String(e);
