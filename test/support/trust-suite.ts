@@ -162,6 +162,14 @@ export function trustSuite(backend: TrustBackend): void {
       const state = await rotated.getState("enc");
       expect(state.input).toEqual({ secret, steps: 3, wait: true });
       expect(state.output).toEqual({ done: `${secret}-tool-2` });
+      // A real replay: a parked execution another runtime sealed with k1 is driven on by this
+      // one, which re-runs its body from the sealed log (its steps answered from it).
+      await r.start("agent", { secret, steps: 2, wait: true }, { id: "enc-3" });
+      await until(async () => (await r.getState("enc-3")).status === "parked");
+      await rotated.resume("enc-3", "go on");
+      expect((await rotated.waitForCompletion("enc-3")).output).toEqual({
+        done: `${secret}-tool-1`,
+      });
       const again = await rotated.start("agent", { secret, steps: 1 }, { id: "enc-2" });
       await again.result();
       expect(JSON.parse((await backend.row("enc-2", 0))?.meta ?? "{}")).toMatchObject({
