@@ -221,7 +221,9 @@ function showExecution(id) {
       announce("Status " + u.summary.status + ", " + u.events.length + " new event(s)");
     });
     stream.addEventListener("end", () => closeStream());
-    stream.addEventListener("error", () => { if (!live()) closeStream(); });
+    // A stream the server refused for good (a 404 after retention, a 503) is CLOSED: say so, so
+    // the page stops claiming to be live and reloads after an action.
+    stream.addEventListener("error", () => { if (!live() || (stream && stream.readyState === EventSource.CLOSED)) closeStream(); });
   }
   function closeStream() {
     if (stream) stream.close();
