@@ -25,7 +25,7 @@
  *     events, whose payloads are gone, could not give.
  */
 import { isTerminalStatus } from "../kernel/events.ts";
-import { SubjectLiveError } from "../kernel/errors.ts";
+import { isLoomError, SubjectLiveError } from "../kernel/errors.ts";
 import type { Clock } from "../kernel/clock.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Store } from "../store/spi.ts";
@@ -102,6 +102,22 @@ async function holdersOf(store: Store, subject: string): Promise<string[]> {
 }
 
 async function recordErasure(deps: EraseDeps, id: string, subject: string): Promise<void> {
+  // An ended execution's lease is still taken now and then (the supervisor delivering a wake to
+  // it): a fact fenced out by one is written again under a new lease, after reading the log anew.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await recordOnce(deps, id, subject);
+    } catch (e) {
+      const raced = isLoomError(e, "LOOM_FENCED") || isLoomError(e, "LOOM_SEQUENCE_CONFLICT");
+      if (!raced || attempt >= MAX_ATTEMPTS) throw e;
+    }
+  }
+}
+
+/** How many times recordErasure writes its fact when another lease holder fences it out. */
+const MAX_ATTEMPTS = 5;
+
+async function recordOnce(deps: EraseDeps, id: string, subject: string): Promise<void> {
   const lease = await deps.leases.acquireWaiting(id);
   let appended = false;
   try {

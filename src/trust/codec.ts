@@ -110,8 +110,14 @@ export function aesGcmSeal(key: Buffer, plain: Uint8Array, aad: string): Buffer 
   const nonce = nextNonce();
   const cipher = createCipheriv("aes-256-gcm", key, nonce);
   cipher.setAAD(Buffer.from(aad, "utf8"));
-  const body = Buffer.concat([cipher.update(plain), cipher.final()]);
-  return Buffer.concat([nonce, cipher.getAuthTag(), body]);
+  // One buffer, written in place: GCM's ciphertext is as long as the plaintext.
+  const out = Buffer.allocUnsafe(NONCE_BYTES + TAG_BYTES + plain.byteLength);
+  nonce.copy(out, 0);
+  const body = cipher.update(plain);
+  body.copy(out, NONCE_BYTES + TAG_BYTES);
+  cipher.final(); // nothing more for GCM; it computes the tag
+  cipher.getAuthTag().copy(out, NONCE_BYTES);
+  return out;
 }
 
 /** Opens `aesGcmSeal`'s output; a changed byte or another key is CodecError (C3). */

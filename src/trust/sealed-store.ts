@@ -263,7 +263,8 @@ export class Sealer {
     }
     const meta: EnvelopeMeta = { ...e.meta, codec, keyId };
     if (bySubject && e.kind === "EXECUTION_STARTED") meta.identity = identityOf(e.payload, subject);
-    return { ...e, payload: Buffer.from(sealed).toString("base64"), meta };
+    const bytes = Buffer.isBuffer(sealed) ? sealed : Buffer.from(sealed);
+    return { ...e, payload: bytes.toString("base64"), meta };
   }
 
   /** V5. */

@@ -123,7 +123,8 @@ export function trustSuite(backend: TrustBackend): void {
     it("A2, A3: a chain's successor names its predecessor's head, and a compacted log still verifies", async () => {
       const r = await runtime({ audit: true, snapshotEvery: 2 });
       const h = await r.start("chat", { turns: 0 }, { id: "talk" });
-      for (let i = 0; i < 3; i++) await r.send("talk", `m${i}`);
+      // One message for each generation: a third could find the chain already ended.
+      for (let i = 0; i < 2; i++) await r.send("talk", `m${i}`);
       const outcome = await h.result();
       expect(outcome.status).toBe("continued");
       await until(async () => (await r.list({ status: ["completed"] })).length > 0);
