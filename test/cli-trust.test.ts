@@ -4,81 +4,25 @@
  * the codec and the audit (`LOOM_CODEC_KEYS`, `LOOM_CODEC_KEY_ID`, `LOOM_AUDIT`,
  * `LOOM_AUDIT_KEY`), `loom verify`, `loom erase-subject` and `loom run --subject`.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { UsageError } from "../src/cli/cli-error.ts";
 import { trustFromEnv } from "../src/cli/open-runtime.ts";
-
-const BIN = fileURLToPath(new URL("../bin/loom.js", import.meta.url));
-const FLOWS = fileURLToPath(new URL("./fixtures/cli/flows.ts", import.meta.url));
+import { FLOWS, start, tempDirs, until, type Result } from "./fixtures/cli/spawn.ts";
 
 /** Events live in `events` or, until they settle, in `events_hot` (docs/decisions/0006). */
 const TABLES = ["events", "events_hot"] as const;
 
-const TRUST_ENV = [
-  "LOOM_CODEC_KEYS",
-  "LOOM_CODEC_KEY_ID",
-  "LOOM_AUDIT",
-  "LOOM_AUDIT_KEY",
-  "LOOM_FEATURES",
-  "LOOM_DEBUG",
-];
-
 type Env = Record<string, string>;
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+const tempDir = tempDirs("loom-cli-trust-");
 
-interface Running {
-  child: ChildProcess;
-  stderr: () => string;
-  exited: Promise<Result>;
-}
-
-const dirs: string[] = [];
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "loom-cli-trust-"));
-  dirs.push(dir);
-  return dir;
-}
-
-function start(cwd: string, args: string[], extra: Env = {}): Running {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of TRUST_ENV) delete env[name];
-  Object.assign(env, extra);
-  const child = spawn(process.execPath, [BIN, ...args], { cwd, env });
-  let stdout = "";
-  let stderr = "";
-  child.stdout?.on("data", (b: Buffer) => (stdout += b.toString()));
-  child.stderr?.on("data", (b: Buffer) => (stderr += b.toString()));
-  const exited = new Promise<Result>((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-  return { child, stderr: () => stderr, exited };
-}
-
+/** `loom` with this file's environment first: every trust command takes its keys from it. */
 const loom = (cwd: string, env: Env, ...args: string[]): Promise<Result> =>
   start(cwd, args, env).exited;
-
-async function until(what: string, check: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const giveUpAt = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > giveUpAt) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 interface Shown {
   state: { status: string; input?: unknown; output?: unknown; _erased?: string[] };

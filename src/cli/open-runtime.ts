@@ -14,7 +14,7 @@ import type { Store } from "../store/spi.ts";
 import type { AuditSetting } from "../trust/audit.ts";
 import { aesGcmCodec, type PayloadCodec } from "../trust/codec.ts";
 import { DEFAULT_DB, DEFAULT_PG_SCHEMA } from "./args.ts";
-import { CliError, UsageError } from "./cli-error.ts";
+import { CliError, UsageError, errorLine } from "./cli-error.ts";
 import { shellQuote } from "./format.ts";
 
 export interface OpenOptions {
@@ -67,6 +67,29 @@ async function openStore(where: Database, cwd: string, mustExist: boolean): Prom
     throw new CliError(`no database at ${path} (run a flow first, or pass --db PATH)`);
   }
   return sqliteStore(path);
+}
+
+/**
+ * The runtime of a command that drives one execution to its end (`loom run`, `loom fork
+ * --module`): background work on, errors reported, and recovery of that execution and its chain's
+ * generations only (`own()`, once known), so a short command never adopts, then abandons, other
+ * work.
+ */
+export function openOwnRuntime(
+  where: Database,
+  io: { cwd: string; err(line: string): void },
+  own: () => string | undefined,
+  mustExist: boolean,
+): Promise<Runtime> {
+  return openRuntime(where, io.cwd, {
+    background: true,
+    mustExist,
+    onError: (e) => io.err(`loom: ${errorLine(e)}`),
+    recoverWhere: (executionId) => {
+      const id = own();
+      return id !== undefined && (executionId === id || executionId.startsWith(`${id}~`));
+    },
+  });
 }
 
 export async function openRuntime(

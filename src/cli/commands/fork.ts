@@ -12,11 +12,10 @@
  */
 import type { Command } from "../args.ts";
 import { awaitOutcome } from "../await-outcome.ts";
-import { errorLine } from "../cli-error.ts";
 import { shellQuote } from "../format.ts";
 import type { Io } from "../io.ts";
 import { loadFlows } from "../load-module.ts";
-import { databaseFlags, openRuntime } from "../open-runtime.ts";
+import { databaseFlags, openOwnRuntime, openRuntime } from "../open-runtime.ts";
 import { watchSignals } from "../signals.ts";
 import { UnknownFlowError } from "../../kernel/errors.ts";
 
@@ -50,14 +49,7 @@ async function driveFork(cmd: ForkCommand, module: string, io: Io): Promise<numb
   const { flows } = await loadFlows(module, io.cwd);
   const signals = watchSignals();
   let own: string | undefined;
-  const runtime = await openRuntime(cmd, io.cwd, {
-    background: true,
-    mustExist: true,
-    onError: (e) => io.err(`loom: ${errorLine(e)}`),
-    // Like loom run: only the fork and its chain, never other work.
-    recoverWhere: (executionId) =>
-      own !== undefined && (executionId === own || executionId.startsWith(`${own}~`)),
-  });
+  const runtime = await openOwnRuntime(cmd, io, () => own, true);
   try {
     for (const flow of flows) runtime.registerFlow(flow);
     // Refused before anything is written: a fork this process cannot drive would wait forever.

@@ -12,12 +12,11 @@
  */
 import type { Command } from "../args.ts";
 import { awaitOutcome } from "../await-outcome.ts";
-import { errorLine } from "../cli-error.ts";
 import { shellQuote } from "../format.ts";
 import type { Io } from "../io.ts";
 import { UnknownFlowError } from "../../kernel/errors.ts";
 import { loadFlows } from "../load-module.ts";
-import { openRuntime } from "../open-runtime.ts";
+import { openOwnRuntime } from "../open-runtime.ts";
 import { watchSignals } from "../signals.ts";
 
 type RunCommand = Extract<Command, { name: "run" }>;
@@ -33,15 +32,7 @@ export async function runCommand(cmd: RunCommand, io: Io): Promise<number> {
   }
   const signals = watchSignals();
   let own: string | undefined = cmd.id;
-  const runtime = await openRuntime(cmd, io.cwd, {
-    background: true,
-    mustExist: false,
-    onError: (e) => io.err(`loom: ${errorLine(e)}`),
-    // Only this command's own execution and its chain's generations: a short run must not
-    // adopt (and abandon) other work.
-    recoverWhere: (executionId) =>
-      own !== undefined && (executionId === own || executionId.startsWith(`${own}~`)),
-  });
+  const runtime = await openOwnRuntime(cmd, io, () => own, false);
   try {
     for (const flow of flows) runtime.registerFlow(flow);
     // Progress reports what this command adds: a run attached to an existing id skips its past.
