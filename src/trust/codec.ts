@@ -105,6 +105,14 @@ function nextNonce(): Buffer {
   return nonce;
 }
 
+/**
+ * Additional data (C2) names what a sealed value is and where it belongs, as a JSON array with a
+ * domain tag, so no two places share one (ids and names may hold any character).
+ */
+export function aad(...parts: (string | number)[]): string {
+  return JSON.stringify(parts);
+}
+
 /** C4: nonce | tag | ciphertext. */
 export function aesGcmSeal(key: Buffer, plain: Uint8Array, aad: string): Buffer {
   const nonce = nextNonce();

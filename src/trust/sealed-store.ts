@@ -33,7 +33,6 @@
  *     later batch, message or snapshot of a subject whose key is gone is refused (CodecKeyError),
  *     so nothing of an erased subject is written again.
  */
-import { randomBytes } from "node:crypto";
 import type { Envelope, EnvelopeMeta } from "../kernel/events.ts";
 import type { Clock } from "../kernel/clock.ts";
 import { CodecKeyError, InvalidInputError } from "../kernel/errors.ts";
@@ -47,7 +46,8 @@ import type {
   Schedule,
   Store,
 } from "../store/spi.ts";
-import { AES_GCM, aesGcmOpen, aesGcmSeal, type PayloadCodec } from "./codec.ts";
+import { aad, AES_GCM, aesGcmOpen, aesGcmSeal, type PayloadCodec } from "./codec.ts";
+import { SubjectKeys, subjectIndexPrefix, subjectKeyId, subjectOfKeyId } from "./subject-keys.ts";
 import { AuditHasher, hashOf, type AuditSetting } from "./audit.ts";
 
 export interface SealOptions {
@@ -62,23 +62,12 @@ export interface SealedStore extends Store {
 }
 
 const SEALED = Symbol("loom.sealed");
-/** How long a process keeps a subject's key in memory after reading it from the store. */
-export const SUBJECT_KEY_TTL_MS = 30_000;
-const SUBJECT_KEY = "subject:";
 /** V8: the codec name of a plain value escaped because it looks sealed. */
 const PLAIN = "plain";
-/** The most heads and subject keys a sealing store remembers. */
+/** The most heads a sealing store remembers. */
 const MAX_KNOWN = 10_000;
-const SUBJECT_INDEX = "subject-index:";
 
-export function subjectKeyId(subject: string): string {
-  return `${SUBJECT_KEY}${encodeURIComponent(subject)}`;
-}
-
-/** The prefix of the index entries naming the executions that hold `subject`'s data (V6). */
-export function subjectIndexPrefix(subject: string): string {
-  return `${SUBJECT_INDEX}${encodeURIComponent(subject)}/`;
-}
+export { subjectIndexPrefix, subjectKeyId, SUBJECT_KEY_TTL_MS } from "./subject-keys.ts";
 
 /** The sealer behind `store`, if it is a sealing store. */
 export function sealerOf(store: Store): Sealer | undefined {
@@ -153,9 +142,8 @@ interface SealedValue {
 export class Sealer {
   private readonly codec: PayloadCodec | undefined;
   private readonly hasher: AuditHasher | undefined;
-  private readonly clock: Clock;
   private readonly heads = new Map<string, HeadRecord>();
-  private readonly subjectKeys = new Map<string, { key: Buffer; atMs: number }>();
+  private readonly keys: SubjectKeys;
 
   constructor(
     readonly inner: Store,
@@ -166,7 +154,7 @@ export class Sealer {
       options.audit === undefined || options.audit === false
         ? undefined
         : new AuditHasher(options.audit);
-    this.clock = options.clock;
+    this.keys = new SubjectKeys(inner, options.codec, options.clock);
   }
 
   get audited(): boolean {
@@ -210,7 +198,7 @@ export class Sealer {
     const subject = b.subject;
     if (subject !== undefined && b.expectedSeq === 0) {
       // V6: the key and the index entry before the first event; V9: made only here.
-      await this.subjectKey(subject, true);
+      await this.keys.get(subject, true);
       await this.inner.putKey(`${subjectIndexPrefix(subject)}${b.executionId}`, "1");
     }
     let events = b.events;
@@ -250,7 +238,7 @@ export class Sealer {
     let keyId: string;
     let sealed: Uint8Array;
     if (bySubject) {
-      const key = await this.mustHaveSubjectKey(subject);
+      const key = await this.keys.mustHave(subject);
       codec = AES_GCM;
       keyId = subjectKeyId(subject);
       sealed = aesGcmSeal(key, plain, aad);
@@ -419,7 +407,7 @@ export class Sealer {
   ): Promise<SealedValue> {
     const plain = Buffer.from(text, "utf8");
     if (subject !== undefined) {
-      const key = await this.mustHaveSubjectKey(subject);
+      const key = await this.keys.mustHave(subject);
       const data = aesGcmSeal(key, plain, aad).toString("base64");
       return { $sealed: { codec: AES_GCM, keyId: subjectKeyId(subject), data } };
     }
@@ -443,9 +431,9 @@ export class Sealer {
     aad: string,
   ): Promise<Json> {
     let plain: Uint8Array;
-    if (keyId.startsWith(SUBJECT_KEY)) {
-      const subject = decodeURIComponent(keyId.slice(SUBJECT_KEY.length));
-      const key = await this.subjectKey(subject, false);
+    const subject = subjectOfKeyId(keyId);
+    if (subject !== undefined) {
+      const key = await this.keys.get(subject, false);
       if (!key) return { $erased: subject }; // V7
       plain = aesGcmOpen(key, sealed, aad);
     } else {
@@ -460,75 +448,9 @@ export class Sealer {
     return JSON.parse(Buffer.from(plain).toString("utf8")) as Json;
   }
 
-  // ---- subject keys ------------------------------------------------------------------------------
-
-  /**
-   * The subject's key: read (and cached for SUBJECT_KEY_TTL_MS), or, when `create`, read from the
-   * store, never the cache, and made if absent (V9).
-   */
-  async subjectKey(subject: string, create: boolean): Promise<Buffer | undefined> {
-    const now = this.clock.now();
-    const cached = this.subjectKeys.get(subject);
-    if (!create && cached && now - cached.atMs < SUBJECT_KEY_TTL_MS) return cached.key;
-    const id = subjectKeyId(subject);
-    let material = await this.inner.getKey(id);
-    if (material === undefined) {
-      if (!create) {
-        this.subjectKeys.delete(subject);
-        return undefined;
-      }
-      material = await this.inner.putKey(id, await this.wrapKey(randomBytes(32), subject));
-    }
-    const key = await this.unwrapKey(material, subject);
-    if (this.subjectKeys.size >= MAX_KNOWN) this.subjectKeys.clear();
-    this.subjectKeys.set(subject, { key, atMs: now });
-    return key;
-  }
-
-  /** V9: the key of a subject whose data is being written; gone (erased) is a refusal. */
-  private async mustHaveSubjectKey(subject: string): Promise<Buffer> {
-    const key = await this.subjectKey(subject, false);
-    if (!key) {
-      throw new CodecKeyError(
-        `data subject "${subject}" was erased: no more of its data is written`,
-        { subject },
-      );
-    }
-    return key;
-  }
-
   /** Forgets a subject's key held in this process (eraseSubject calls it after destroying it). */
   forgetSubject(subject: string): void {
-    this.subjectKeys.delete(subject);
-  }
-
-  private async wrapKey(key: Buffer, subject: string): Promise<string> {
-    if (!this.codec) return `raw:${key.toString("base64")}`;
-    const out = await this.codec.seal(key, aad("subject-key", subject));
-    const data = Buffer.from(out.sealed).toString("base64");
-    return `sealed:${encodeURIComponent(this.codec.name)}:${encodeURIComponent(out.keyId)}:${data}`;
-  }
-
-  private async unwrapKey(material: string, subject: string): Promise<Buffer> {
-    const [form, a, b, c] = material.split(":");
-    if (form === "raw" && a !== undefined) return Buffer.from(a, "base64");
-    if (form === "sealed" && a !== undefined && b !== undefined && c !== undefined) {
-      const codec = decodeURIComponent(a);
-      const keyId = decodeURIComponent(b);
-      if (!this.codec || this.codec.name !== codec) {
-        throw new CodecKeyError(
-          `the key of data subject "${subject}" is sealed with codec "${codec}", which this runtime does not have`,
-          { codec, keyId },
-        );
-      }
-      const plain = await this.codec.open(
-        Buffer.from(c, "base64"),
-        keyId,
-        aad("subject-key", subject),
-      );
-      return Buffer.from(plain);
-    }
-    throw new CodecKeyError(`the stored key of data subject "${subject}" is unreadable`);
+    this.keys.forget(subject);
   }
 
   // ---- leases and deletes (V5) ---------------------------------------------------------------------
@@ -559,14 +481,6 @@ export class Sealer {
     this.heads.delete(id);
     return this.inner.deleteExecution(id);
   }
-}
-
-/**
- * Additional data (codec.ts C2) names what a sealed value is and where it belongs, as a JSON
- * array with a domain tag, so no two places share one (ids and names may hold any character).
- */
-function aad(...parts: (string | number)[]): string {
-  return JSON.stringify(parts);
 }
 
 function eventAad(e: Envelope): string {
