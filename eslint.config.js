@@ -31,7 +31,7 @@ const impure = {
 };
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "artifacts/**", ".tmp/**"] },
+  { ignores: ["node_modules/**", "artifacts/**", ".tmp/**", "dist/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -50,5 +50,18 @@ export default tseslint.config(
     },
   },
   { files: ["src/kernel/**", "src/fold/**", "src/analytics/**"], rules: impure },
-  { files: ["**/*.js"], ...tseslint.configs.disableTypeChecked },
+  { files: ["**/*.js", "**/*.mjs"], ...tseslint.configs.disableTypeChecked },
+  {
+    // Plain-JavaScript scripts run by Node (the build, the package smoke test).
+    files: ["scripts/**/*.mjs"],
+    languageOptions: {
+      globals: {
+        process: "readonly",
+        console: "readonly",
+        setTimeout: "readonly",
+        clearTimeout: "readonly",
+        URL: "readonly",
+      },
+    },
+  },
 );

@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
 /**
@@ -11,12 +13,37 @@ if (!pg) {
   );
 }
 
+/**
+ * `loomwork` and its subpaths resolve to the sources in this repository's own tests, as in
+ * tsconfig.json's `paths`: a test and the example it imports share one copy of Loom. (A child
+ * process started by a test, such as the `loom` command, resolves them to the built dist/.)
+ */
+const pkg = JSON.parse(readFileSync(new URL("./package.json", import.meta.url), "utf8")) as {
+  exports: Record<string, string | { default: string }>;
+};
+const aliases = Object.entries(pkg.exports).flatMap(([sub, target]) =>
+  typeof target === "string"
+    ? []
+    : [
+        {
+          find: new RegExp(`^${sub.replace(/^\./, "loomwork")}$`),
+          replacement: fileURLToPath(
+            new URL(target.default.replace(/^\.\/dist\/(.*)\.js$/, "./src/$1.ts"), import.meta.url),
+          ),
+        },
+      ],
+);
+
 export default defineConfig({
+  resolve: {
+    alias: aliases,
+  },
   test: {
     include: ["test/**/*.test.ts"],
     exclude: pg ? [] : ["test/**/*.pg.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    globalSetup: ["test/support/build-dist.ts"],
   },
 });

@@ -10,6 +10,7 @@ import { codecBench } from "./codec.ts";
 import { conversationBench } from "./conversation.ts";
 import { fanoutBench } from "./fanout.ts";
 import { fleetBench } from "./fleet.ts";
+import { footprintBench } from "./footprint.ts";
 import { middlewareBench } from "./middleware.ts";
 import { resumeBench } from "./resume.ts";
 import { simBench } from "./sim.ts";
@@ -29,6 +30,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   codec: codecBench,
   "stream-budget": streamBudgetBench,
   ui: uiBench,
+  footprint: footprintBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -64,6 +66,9 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           the dashboard's list API over HTTP on a SQLite store of N executions: p50/p99 of the
           first page and filtered or later pages, GET / beside it, and runtime.list({ limit: 50 })
           without HTTP as the baseline; target list p99 <= 200 ms
+  footprint [--rounds 7]
+          RSS of a fresh process after importing loomwork and loomwork/sqlite from dist/, beside
+          a bare node, and the imports' time; target delta <= 25 MB
 `;
 
 async function main(argv: readonly string[]): Promise<number> {

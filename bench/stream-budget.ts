@@ -10,14 +10,14 @@
  * p50 time per delta.
  */
 import {
-  createLlmEffect,
   createRuntime,
-  fakeAnthropic,
   flow$,
   memoryStore,
   streamTokenBudget,
   type StreamGuard,
 } from "../src/index.ts";
+import { anthropicEffect } from "../src/providers/anthropic.ts";
+import { fakeAnthropic } from "../src/testing/index.ts";
 import { emit, intFlag, note, parseFlags, round } from "./lib.ts";
 
 const pct = (xs: number[], q: number) => {
@@ -50,7 +50,7 @@ export async function streamBudgetBench(argv: readonly string[]): Promise<void> 
           throw e;
         }
       };
-      const llm = createLlmEffect({
+      const llm = anthropicEffect({
         provider: "anthropic",
         model: "claude-sonnet-4-6",
         baseURL: server.baseURL,
@@ -93,7 +93,7 @@ export async function streamBudgetBench(argv: readonly string[]): Promise<void> 
 /** A complete stream of 200 deltas, unguarded: its time per delta. */
 async function fullStreamMsPerDelta(server: Awaited<ReturnType<typeof fakeAnthropic>>) {
   server.set({ text: "z".repeat(1600), deltaChars: 8, deltaMs: 1, inputTokens: 10 });
-  const llm = createLlmEffect({
+  const llm = anthropicEffect({
     provider: "anthropic",
     model: "claude-sonnet-4-6",
     baseURL: server.baseURL,

@@ -1,17 +1,18 @@
 #!/usr/bin/env node
-// The `loom` command. Plain JavaScript, so it runs from a fresh clone (`npx loom`,
-// `node bin/loom.js`) with no build step: it registers tsx, which then compiles
-// the TypeScript CLI and any TypeScript module the user names. See docs/cli.md.
+// The `loom` command: the CLI built into dist/ (`npm run build`, run by `npm ci` and before
+// packing). A TypeScript module the user names (`loom run flows.ts`) is loaded through tsx, an
+// optional peer that the CLI registers only then (src/cli/load-module.ts). See docs/cli.md.
 import process from "node:process";
 import { setTimeout } from "node:timers";
-import { register as registerCjs } from "tsx/cjs/api";
-import { register } from "tsx/esm/api";
 
-// Both hooks, as the tsx command registers them: a .ts module outside a `"type": "module"`
-// package is CommonJS to Node, and only the CommonJS hook can load it.
-register();
-registerCjs();
-const { main } = await import("../src/cli/main.ts");
+let main;
+try {
+  ({ main } = await import("../dist/cli/main.js"));
+} catch (e) {
+  if (e?.code !== "ERR_MODULE_NOT_FOUND" || !String(e.message).includes("dist")) throw e;
+  process.stderr.write("loom: the CLI is not built (no dist/): run `npm run build` first\n");
+  process.exit(1);
+}
 process.exitCode = await main(process.argv.slice(2));
 // The command is done and its runtime closed. A user's module may still hold the event loop
 // open (a connection pool made at import time); exit anyway, after a grace period for output.

@@ -10,8 +10,6 @@
  */
 import { appendFileSync } from "node:fs";
 import {
-  createLlmEffect,
-  fakeAnthropic,
   flow$,
   step$,
   streamTokenBudget,
@@ -19,6 +17,9 @@ import {
   type LlmInput,
   type LlmResult,
 } from "loomwork";
+import { anthropicEffect } from "loomwork/anthropic";
+import { openAiEffect } from "loomwork/openai";
+import { fakeAnthropic } from "loomwork/testing";
 
 /** Where the demo counts real tool executions (to show that completed steps never re-run). */
 const ledger = process.env.LOOM_DEMO_LEDGER;
@@ -46,10 +47,10 @@ async function chooseLlm(): Promise<Effect<LlmInput, LlmResult>> {
   const guard = streamTokenBudget(TOKEN_BUDGET);
   const model = process.env.LOOM_DEMO_MODEL;
   if (process.env.ANTHROPIC_API_KEY) {
-    return createLlmEffect({ provider: "anthropic", model: model ?? "claude-sonnet-4-6", guard });
+    return anthropicEffect({ provider: "anthropic", model: model ?? "claude-sonnet-4-6", guard });
   }
   if (process.env.OPENAI_API_KEY) {
-    return createLlmEffect({ provider: "openai", model: model ?? "gpt-5-mini", guard });
+    return openAiEffect({ provider: "openai", model: model ?? "gpt-5-mini", guard });
   }
   const fake = await fakeAnthropic({
     text:
@@ -60,7 +61,7 @@ async function chooseLlm(): Promise<Effect<LlmInput, LlmResult>> {
     deltaMs: 20,
     inputTokens: 64,
   });
-  return createLlmEffect({
+  return anthropicEffect({
     provider: "anthropic",
     model: "claude-sonnet-4-6",
     baseURL: fake.baseURL,

@@ -73,14 +73,6 @@ export { retryMiddleware, defaultIsRetryable, type RetryPolicy } from "./effects
 export { meteredFetch } from "./effects/fetch.ts";
 export * from "./providers/index.ts";
 export {
-  fakeAnthropic,
-  type FakeAnthropic,
-  type FakeAnthropicOptions,
-  type FakeRequest,
-  type FakeToolCall,
-} from "./testing/fake-anthropic.ts";
-export { fakeOpenAi, type FakeOpenAi, type FakeOpenAiOptions } from "./testing/fake-openai.ts";
-export {
   isolated,
   IsolatedCrashError,
   type IsolatedOptions,

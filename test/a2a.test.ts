@@ -1,18 +1,14 @@
 import { TaskState } from "@a2a-js/sdk";
 import { afterEach, describe, expect, it } from "vitest";
+import { flow$, InvalidInputError, isLoomError, memoryStore, type Envelope } from "../src/index.ts";
 import {
   A2ATaskFailedError,
   A2ATimeoutError,
   createA2AEffect,
-  flow$,
-  InvalidInputError,
-  isLoomError,
-  memoryStore,
   type A2AEffect,
   type A2AEffectOptions,
   type A2AResult,
-  type Envelope,
-} from "../src/index.ts";
+} from "../src/providers/a2a.ts";
 import { startA2AAgent, type A2AAgent } from "./support/a2a-agent.ts";
 import { runtimes, until } from "./helpers.ts";
 

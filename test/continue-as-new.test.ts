@@ -754,7 +754,7 @@ describe("fixes from the adversarial review of chains", () => {
     await expect(r.waitForCompletion("ow~1")).rejects.toMatchObject({ code: "LOOM_UNAUTHORIZED" });
     // Another principal's start of the same id learns nothing of its flow or input.
     await expect(
-      r.start(f, { guess: 1 }, { id: "ow", principal: "mallory" }),
+      r.start("owned-chain", { guess: 1 }, { id: "ow", principal: "mallory" }),
     ).rejects.toMatchObject({ code: "LOOM_UNAUTHORIZED" });
   });
 

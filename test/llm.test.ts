@@ -1,8 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  createLlmEffect,
-  fakeAnthropic,
-  fakeOpenAi,
   flow$,
   isLoomError,
   memoryStore,
@@ -11,13 +8,19 @@ import {
   streamTokenBudget,
   timeline,
   type LlmResult,
-  type FakeAnthropic,
-  type FakeAnthropicOptions,
-  type FakeRequest,
   InvalidInputError,
   type LlmInput,
   type StreamGuard,
 } from "../src/index.ts";
+import { anthropicEffect } from "../src/providers/anthropic.ts";
+import { openAiEffect } from "../src/providers/openai.ts";
+import {
+  fakeAnthropic,
+  fakeOpenAi,
+  type FakeAnthropic,
+  type FakeAnthropicOptions,
+  type FakeRequest,
+} from "../src/testing/index.ts";
 import { expectReplayEquality, runtimes, until } from "./helpers.ts";
 
 const rt = runtimes();
@@ -49,7 +52,7 @@ const PROVIDERS = [
   {
     provider: "anthropic",
     effect: (baseURL: string, extra: Extra = {}) =>
-      createLlmEffect({ provider: "anthropic", model: "claude-sonnet-4-6", baseURL, ...extra }),
+      anthropicEffect({ provider: "anthropic", model: "claude-sonnet-4-6", baseURL, ...extra }),
     server: (o: ServerOptions): Promise<Fake> => fakeAnthropic(o),
     // Anthropic reports cache reads and writes besides the input.
     usage: { inputTokens: 20, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 10 },
@@ -73,7 +76,7 @@ const PROVIDERS = [
   {
     provider: "openai",
     effect: (baseURL: string, extra: Extra = {}) =>
-      createLlmEffect({ provider: "openai", model: "gpt-4o", baseURL, ...extra }),
+      openAiEffect({ provider: "openai", model: "gpt-4o", baseURL, ...extra }),
     server: openAiServer,
     // OpenAI reports cache reads and writes inside prompt_tokens.
     usage: { inputTokens: 20, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 10 },
@@ -102,7 +105,7 @@ const PROVIDERS = [
   {
     provider: "openai-responses",
     effect: (baseURL: string, extra: Extra = {}) =>
-      createLlmEffect({ provider: "openai", api: "responses", model: "gpt-4o", baseURL, ...extra }),
+      openAiEffect({ provider: "openai", api: "responses", model: "gpt-4o", baseURL, ...extra }),
     server: openAiServer,
     // OpenAI reports cache reads and writes inside prompt_tokens.
     usage: { inputTokens: 20, outputTokens: 8, cacheReadTokens: 100, cacheWriteTokens: 10 },
@@ -126,7 +129,7 @@ const PROVIDERS = [
 const ask = { messages: [{ role: "user" as const, content: "tell me about tides" }] };
 
 for (const p of PROVIDERS) {
-  describe(`createLlmEffect: ${p.provider} through the official SDK (issue 6)`, () => {
+  describe(`the LLM effect: ${p.provider} through the official SDK (issue 6)`, () => {
     async function server(options: ServerOptions): Promise<Fake> {
       const s = await p.server(options);
       servers.push(s);
@@ -407,7 +410,7 @@ describe("Anthropic usage details (issue 6 review)", () => {
       cacheReadTokens: 5000,
     });
     servers.push(fake);
-    const llm = createLlmEffect({
+    const llm = anthropicEffect({
       provider: "anthropic",
       model: "claude-sonnet-4-6",
       baseURL: fake.baseURL,
@@ -427,7 +430,7 @@ describe("Anthropic usage details (issue 6 review)", () => {
   it("message_delta's cumulative input figure overwrites message_start's", async () => {
     const fake = await fakeAnthropic({ inputTokens: 10, finalInputTokens: 900 });
     servers.push(fake);
-    const llm = createLlmEffect({
+    const llm = anthropicEffect({
       provider: "anthropic",
       model: "claude-sonnet-4-6",
       baseURL: fake.baseURL,

@@ -2,15 +2,13 @@ import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { flow$, isLoomError, memoryStore } from "../src/index.ts";
 import {
   createToolEffect,
-  flow$,
-  isLoomError,
-  memoryStore,
   ToolTimeoutError,
   type ToolEffect,
   type ToolTransport,
-} from "../src/index.ts";
+} from "../src/providers/mcp.ts";
 import { startHttpMcp } from "./support/mcp-server.ts";
 import { runtimes, until } from "./helpers.ts";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { memoryStore } from "../src/store/memory/index.ts";
-import { runFleetConformance, runStoreConformance } from "../src/store/conformance/index.ts";
+import { runFleetConformance, runStoreConformance } from "../src/testing/index.ts";
 import { isFleetStore } from "../src/store/spi.ts";
 
 runStoreConformance({

@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it, vi } from "vitest";
 import { isLoomError } from "../src/kernel/errors.ts";
 import type { Envelope } from "../src/kernel/events.ts";
 import type { AppendBatch, FleetWake, StoreHooks } from "../src/store/spi.ts";
-import { runFleetConformance, runStoreConformance } from "../src/store/conformance/index.ts";
+import { runFleetConformance, runStoreConformance } from "../src/testing/index.ts";
 import { postgresStore, type PostgresStore } from "../src/store/postgres/index.ts";
 import { APPEND_ROUTINE, APPEND_ROUTINE_ARGS } from "../src/store/postgres/append-routine.ts";
 import { MIGRATIONS } from "../src/store/postgres/migrations.ts";

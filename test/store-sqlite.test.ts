@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import type { Envelope } from "../src/kernel/events.ts";
 import type { Store, StoreHooks } from "../src/store/spi.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
-import { runStoreConformance } from "../src/store/conformance/index.ts";
+import { runStoreConformance } from "../src/testing/index.ts";
 
 const dirs: string[] = [];
 const paths = new WeakMap<Store, string>();

@@ -5,8 +5,6 @@
  */
 import { describe, expect, it } from "vitest";
 import {
-  createLlmEffect,
-  createToolEffect,
   findTaint,
   flow$,
   isLoomError,
@@ -21,6 +19,9 @@ import {
   type Json,
   type Tainted,
 } from "../src/index.ts";
+import { createToolEffect } from "../src/providers/mcp.ts";
+import { anthropicEffect } from "../src/providers/anthropic.ts";
+import { openAiEffect } from "../src/providers/openai.ts";
 import { offsetClock, runtimes, until } from "./helpers.ts";
 
 const rt = runtimes();
@@ -292,12 +293,12 @@ describe("marking sources", () => {
       taint: "tool:search",
     });
     expect(tool.taintsOutput).toBe("tool:search");
-    const llm = createLlmEffect({ provider: "anthropic", model: "m", apiKey: "k", taint: "llm" });
+    const llm = anthropicEffect({ provider: "anthropic", model: "m", apiKey: "k", taint: "llm" });
     expect(llm.taintsOutput).toBe("llm");
-    expect(createLlmEffect({ provider: "openai", model: "m", apiKey: "k" }).taintsOutput).toBe(
+    expect(openAiEffect({ provider: "openai", model: "m", apiKey: "k" }).taintsOutput).toBe(
       undefined,
     );
-    expect(() => createLlmEffect({ provider: "openai", model: "m", taint: "" })).toThrow(/taint/);
+    expect(() => openAiEffect({ provider: "openai", model: "m", taint: "" })).toThrow(/taint/);
   });
 });
 

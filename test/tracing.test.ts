@@ -19,9 +19,6 @@ import {
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import {
-  createLlmEffect,
-  fakeAnthropic,
-  fakeOpenAi,
   flow$,
   memoryStore,
   step$,
@@ -29,6 +26,9 @@ import {
   type MemoryStore,
   type RuntimeOptions,
 } from "../src/index.ts";
+import { anthropicEffect } from "../src/providers/anthropic.ts";
+import { openAiEffect } from "../src/providers/openai.ts";
+import { fakeAnthropic, fakeOpenAi } from "../src/testing/index.ts";
 import { offsetClock, runtimes, until } from "./helpers.ts";
 
 const makeRuntime = runtimes();
@@ -405,12 +405,8 @@ describe("tracing: LLM steps carry the GenAI conventions", () => {
         const fake = await c.server();
         servers.push(fake);
         const rec = recorder();
-        const llm = createLlmEffect({
-          provider: c.provider,
-          model: c.model,
-          baseURL: fake.baseURL,
-          stream,
-        });
+        const options = { model: c.model, baseURL: fake.baseURL, stream };
+        const llm = c.provider === "anthropic" ? anthropicEffect(options) : openAiEffect(options);
         const f = flow$("asks", async (ctx) =>
           ctx.execute(llm, { messages: [{ role: "user", content: "tides?" }], maxTokens: 200 }),
         );

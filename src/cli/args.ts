@@ -17,6 +17,8 @@ export const DEFAULT_UI_PORT = 7070;
 export const USAGE = `usage: loom <command> [arguments] [--db PATH | --pg URL [--pg-schema NAME]]
 
 commands:
+  init [dir]             write a new project that uses Loom as an npm package into dir
+                         (default: the working directory); refuses if a file it writes exists
   run <module> <flow> [--input JSON] [--id ID] [--subject ID] [--quiet]
                          start a flow of <module> and wait for its outcome (printed as JSON on
                          stdout; each step on stderr as it ends, unless --quiet);
@@ -79,6 +81,8 @@ interface Common {
 
 export type Command =
   | { name: "help" }
+  /** Takes no database: it writes a project scaffold into `dir`. */
+  | { name: "init"; dir: string }
   | (Common & {
       name: "run";
       module: string;
@@ -150,6 +154,7 @@ type OptionName =
   | "module";
 
 const ALLOWED: Record<string, { positionals: [number, number]; options: OptionName[] }> = {
+  init: { positionals: [0, 1], options: [] },
   run: {
     positionals: [2, 2],
     options: ["db", "pg", "pg-schema", "input", "id", "subject", "quiet"],
@@ -175,6 +180,7 @@ const ALLOWED: Record<string, { positionals: [number, number]; options: OptionNa
 };
 
 const SIGNATURES: Record<string, string> = {
+  init: "loom init [dir]",
   run: "loom run <module> <flow> [--input JSON] [--id ID] [--subject ID] [--quiet]",
   worker: "loom worker <module> [--max-active N]",
   serve: "loom serve <module> --port N --secret-env NAME [--host H] [--max-active N]",
@@ -235,6 +241,8 @@ export function parseCommand(argv: readonly string[]): Command {
 
   const checked = [
     "db",
+    "pg",
+    "pg-schema",
     "input",
     "id",
     "status",
@@ -270,6 +278,11 @@ export function parseCommand(argv: readonly string[]): Command {
   const arg = (i: number): string => rest[i] ?? "";
 
   switch (name) {
+    case "init":
+      return {
+        name,
+        dir: rest[0] === undefined ? "." : nonEmpty(rest[0], "loom init", "a folder"),
+      };
     case "run": {
       const input = values.input === undefined ? undefined : parseJson(values.input, "--input");
       return {

@@ -1,14 +1,16 @@
 /**
  * Loads a user's module and finds its flows.
  *
- * The module path is resolved against the working directory and imported by file URL, so a
- * TypeScript module works as well as JavaScript (bin/loom.js registers tsx first). Its flows are
- * the named exports that are flows, plus a default export that is a flow or an array of flows.
+ * The module path is resolved against the working directory and imported by file URL. A
+ * TypeScript module is loaded through tsx, an optional peer registered only when one is named:
+ * a JavaScript module needs nothing beyond Node. Its flows are the named exports that are flows,
+ * plus a default export that is a flow or an array of flows.
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { isFlow, type Flow } from "../runtime/flow.ts";
+import { importPeer } from "../peers.ts";
 import { CliError, errorLine } from "./cli-error.ts";
 
 export interface LoadedModule {
@@ -21,6 +23,7 @@ export async function loadFlows(specifier: string, cwd: string): Promise<LoadedM
   if (!existsSync(path)) {
     throw new CliError(`cannot find module ${JSON.stringify(specifier)} (no file at ${path})`);
   }
+  if (TYPESCRIPT.test(path)) await registerTypeScript();
   let namespace: Record<string, unknown>;
   try {
     namespace = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
@@ -46,4 +49,22 @@ export function flowsOf(namespace: Record<string, unknown>): Flow[] {
     }
   }
   return [...found];
+}
+
+const TYPESCRIPT = /\.(?:ts|mts|cts|tsx)$/;
+let registered: Promise<void> | undefined;
+
+/**
+ * Registers tsx's two hooks, as the tsx command does: a .ts module outside a `"type": "module"`
+ * package is CommonJS to Node, and only the CommonJS hook can load it. Once per process.
+ */
+function registerTypeScript(): Promise<void> {
+  registered ??= (async () => {
+    const feature = "loading a TypeScript module (loom run/worker/fork/serve with a .ts file)";
+    const esm = await importPeer<{ register(): unknown }>("tsx/esm/api", feature, "tsx");
+    const cjs = await importPeer<{ register(): unknown }>("tsx/cjs/api", feature, "tsx");
+    esm.register();
+    cjs.register();
+  })();
+  return registered;
 }

@@ -32,6 +32,8 @@ async function dispatch(cmd: Command, io: Io): Promise<number> {
     case "help":
       io.out(USAGE);
       return 0;
+    case "init":
+      return (await import("./commands/init.ts")).initCommand(cmd, io);
     case "run":
       return (await import("./commands/run.ts")).runCommand(cmd, io);
     case "worker":

@@ -12,7 +12,7 @@
  * a new `Response` over the counted body, with the original's status, headers, `url` and
  * `redirected`.
  */
-import type { EffectContext } from "../runtime/flow.ts";
+import type { EffectContext } from "./effect.ts";
 
 type Fetch = typeof globalThis.fetch;
 const encoder = new TextEncoder();

@@ -9,7 +9,7 @@
 import { readFileSync } from "node:fs";
 import { errorToData, InvalidInputError } from "../kernel/errors.ts";
 import { toJson, type Json } from "../kernel/json.ts";
-import type { Effect, EffectContext } from "../runtime/flow.ts";
+import type { Effect, EffectContext } from "./effect.ts";
 import { INNER, type ChildReply, type ChildRequest } from "./isolated-protocol.ts";
 
 const controller = new AbortController();

@@ -25,8 +25,9 @@ import {
   defineError,
   registerErrorClass,
 } from "../kernel/errors.ts";
+import { assertPeer } from "../peers.ts";
 import type { ResourceDelta } from "../kernel/resources.ts";
-import type { Effect, EffectContext } from "../runtime/flow.ts";
+import type { Effect, EffectContext } from "./effect.ts";
 import { reasonOf } from "./delay.ts";
 import { INNER, type ChildReply, type ChildRequest } from "./isolated-protocol.ts";
 
@@ -48,9 +49,22 @@ export interface IsolatedOptions {
 
 export type IsolatedEffect<I, O> = Effect<I, O> & { readonly [INNER]: Effect<I, O> };
 
-const CHILD = new URL("./isolated-child.ts", import.meta.url);
-/** The child loads TypeScript (the child script, and most users' modules) through tsx. */
-const TSX = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+/** The child script: TypeScript when Loom runs from its sources, JavaScript from dist/. */
+const CHILD = new URL(
+  import.meta.url.endsWith(".ts") ? "./isolated-child.ts" : "./isolated-child.js",
+  import.meta.url,
+);
+const TYPESCRIPT = /\.(?:ts|mts|cts|tsx)$/;
+
+/**
+ * The child's loader flags: tsx (an optional peer) when the child script or the user's module
+ * is TypeScript, nothing for JavaScript. A missing tsx is refused when the effect is made.
+ */
+function loaderArgs(module: string): string[] {
+  if (!TYPESCRIPT.test(CHILD.pathname) && !TYPESCRIPT.test(new URL(module).pathname)) return [];
+  assertPeer("tsx", "isolated() with a TypeScript module");
+  return ["--import", pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href];
+}
 const SAMPLE_MS = 50;
 
 export function isolated<I, O>(
@@ -61,6 +75,7 @@ export function isolated<I, O>(
     throw new InvalidInputError("isolated needs an effect ({ name, run }) or a step$");
   }
   const module = moduleHref(options?.module);
+  const loader = loaderArgs(module);
   const grace = options.killGraceMs ?? 500;
   if (typeof grace !== "number" || !Number.isFinite(grace) || grace < 0) {
     throw new InvalidInputError(`isolated killGraceMs must be a number >= 0, got ${String(grace)}`);
@@ -88,7 +103,8 @@ export function isolated<I, O>(
   const wrapped: IsolatedEffect<I, O> = {
     name: effect.name,
     [INNER]: effect,
-    run: (input, ectx) => runInChild<O>(request(input, ectx), ectx, grace, execArgv),
+    run: (input, ectx) =>
+      runInChild<O>(request(input, ectx), ectx, grace, [...execArgv, ...loader]),
     ...(effect.options ? { options: effect.options } : {}),
     ...(effect.checkInput ? { checkInput: (input: I) => effect.checkInput?.(input) } : {}),
     ...(effect.refusesTainted !== undefined ? { refusesTainted: effect.refusesTainted } : {}),
@@ -116,7 +132,7 @@ function runInChild<O>(
   if (signal.aborted) return Promise.reject(reasonOf(signal));
   return new Promise<O>((resolve, reject) => {
     const child = fork(CHILD, [], {
-      execArgv: [...execArgv, "--import", TSX],
+      execArgv: [...execArgv],
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
     let reply: ChildReply | undefined;

@@ -9,70 +9,12 @@
  */
 import { QuotaExceededError } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
-import {
-  addResources,
-  exhausted,
-  type Budget,
-  type ResourceDelta,
-  type ResourceSnapshot,
-} from "../kernel/resources.ts";
-import type { EffectContext } from "../runtime/flow.ts";
+import { addResources, exhausted, type ResourceDelta } from "../kernel/resources.ts";
 import { compose, type Middleware } from "./compose.ts";
-import { retryMiddleware, type RetryPolicy } from "./retry.ts";
+import { retryMiddleware } from "./retry.ts";
+import type { MiddlewareContext, RetryPolicy } from "./effect.ts";
 
-/** A budget in force around an effect: the execution's, or a nested one by name. */
-export interface BudgetInForce {
-  name: string;
-  budget: Budget;
-  spent: ResourceSnapshot;
-}
-
-/** Per-call options of `ctx.execute(effect, input, options)`, over the effect's own. */
-export interface ExecuteOptions {
-  /** As for `ctx.run`: the step's timeout from its first attempt's logged start (K8.3). */
-  timeoutMs?: number;
-  /** As for `ctx.run`: at most once; a crash after its start is InDoubtError (K9). */
-  atMostOnce?: boolean;
-  /**
-   * This call's retry policy over the retry middleware's, or `false` for a single attempt (read
-   * by `retryMiddleware`, so it needs one in the chain, as the default chain has).
-   */
-  retry?: RetryPolicy | false;
-  /**
-   * Marks this call's output as tainted from this source (kernel/taint.ts): the step records
-   * the wrapper `{ $tainted, value }`, so a replay returns it too. Over the effect's
-   * `taintsOutput`; there is no option that removes a taint.
-   */
-  taint?: string;
-}
-
-/** What middleware sees: the effect's context, its name, the budgets, and kernel facts. */
-export interface MiddlewareContext extends EffectContext {
-  readonly effect: string;
-  /** The call's options (the effect's, overridden by the call's). */
-  readonly options: ExecuteOptions;
-  /** The budgets in force, with what was spent in them when read (each attempt reads afresh). */
-  readonly budgets: readonly BudgetInForce[];
-  /** What `meter()` reported during this attempt so far. */
-  metered(): ResourceDelta;
-  /** Appends a kernel fact for this step (RESOURCE_METERED, QUOTA_EXCEEDED). */
-  emit(kind: "RESOURCE_METERED" | "QUOTA_EXCEEDED", payload: { [k: string]: Json }): void;
-  /** The runtime clock, epoch ms. */
-  now(): number;
-  /** Runs the effect itself: the end of the chain. */
-  invoke(): Promise<unknown>;
-  /**
-   * Records that this attempt failed and another follows in `retryInMs`: a
-   * `STEP_FAILED { retrying: true }` fact, with the facts emitted during the attempt, committed
-   * before it resolves.
-   */
-  failedAttempt(error: unknown, retryInMs: number): Promise<void>;
-  /**
-   * Starts the next attempt: `attempt` goes up by one and a `STEP_STARTED` is recorded (durably
-   * before it resolves, for an at-most-once step).
-   */
-  beginAttempt(): Promise<void>;
-}
+export type { BudgetInForce, ExecuteOptions, MiddlewareContext } from "./effect.ts";
 
 export type EffectMiddleware = Middleware<MiddlewareContext>;
 

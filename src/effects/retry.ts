@@ -16,22 +16,10 @@
 import { InvalidInputError, isLoomError, RetryableError } from "../kernel/errors.ts";
 import { rerunning } from "./compose.ts";
 import { abortableDelay } from "./delay.ts";
-import type { EffectMiddleware, MiddlewareContext } from "./middleware.ts";
+import type { MiddlewareContext, RetryPolicy } from "./effect.ts";
+import type { EffectMiddleware } from "./middleware.ts";
 
-export interface RetryPolicy {
-  /** Attempts in all, the first included (default 3); 1 means no retry. */
-  maxAttempts?: number;
-  /** The wait before the second attempt (default 250 ms). */
-  initialDelayMs?: number;
-  /** Each wait is this many times the one before (default 2). */
-  backoffFactor?: number;
-  /** No wait is longer (default 10 s), except a `RetryableError`'s `retryAfterMs`. */
-  maxDelayMs?: number;
-  /** Up to this fraction of each wait is taken off at random, seeded (0..1, default 0.5). */
-  jitter?: number;
-  /** Whether a failure may be retried (default: `defaultIsRetryable`). Never asked on an abort. */
-  isRetryable?: (error: unknown, ctx: MiddlewareContext) => boolean;
-}
+export type { RetryPolicy } from "./effect.ts";
 
 type Resolved = Required<RetryPolicy>;
 

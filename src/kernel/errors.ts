@@ -55,6 +55,11 @@ export function defineError(code: string) {
 
 /** A value has no faithful JSON form, or fails a declared shape. */
 export class InvalidInputError extends defineError("LOOM_INVALID_INPUT") {}
+/**
+ * A package that an optional part of Loom is built on (a provider's SDK, a database driver,
+ * vitest for the conformance suite) is not installed; the message names what to install.
+ */
+export class MissingDependencyError extends defineError("LOOM_MISSING_DEPENDENCY") {}
 /** An input, output or step payload is over its byte limit. */
 export class PayloadTooLargeError extends defineError("LOOM_PAYLOAD_TOO_LARGE") {}
 /** An execution id is empty, too long, uses a reserved prefix or characters outside the set. */

@@ -5,3 +5,4 @@ export * from "./clock.ts";
 export * from "./ids.ts";
 export * from "./limits.ts";
 export * from "./resources.ts";
+export * from "./schema.ts";

@@ -20,31 +20,37 @@
  *    `A2ATaskFailedError`; `canceled`, when the effect did not ask for it, `A2ATaskCanceledError`.
  * 5. A2A reports no token usage. Every request goes through `meteredFetch`, so what is metered is
  *    `netBytes` (and, by the metering middleware, `wallMs`).
+ * 6. The SDK is an optional peer, loaded on first use: importing this module loads none of it,
+ *    and creating the effect without it installed throws MissingDependencyError naming it.
  */
-import {
+import type {
+  AgentCard,
   Artifact,
-  Role,
-  type AgentCard,
-  type Message,
-  type Part,
-  type SendMessageRequest,
-  type StreamResponse,
-  type Task,
+  Message,
+  Part,
+  SendMessageRequest,
+  StreamResponse,
+  Task,
 } from "@a2a-js/sdk";
-import {
-  ClientFactory,
-  ClientFactoryOptions,
-  DefaultAgentCardResolver,
-  JsonRpcTransportFactory,
-  RestTransportFactory,
-  type Client,
-} from "@a2a-js/sdk/client";
+import type { Client } from "@a2a-js/sdk/client";
 import { InvalidInputError, defineError, registerErrorClass } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import { abortableDelay, raceAbort, reasonOf } from "../effects/delay.ts";
 import { meteredFetch } from "../effects/fetch.ts";
-import { checkedDuration } from "../runtime/deadline.ts";
-import type { Effect, EffectContext } from "../runtime/flow.ts";
+import { checkedDuration } from "../kernel/limits.ts";
+import type { Effect, EffectContext } from "../effects/effect.ts";
+import { assertPeer, importPeer } from "../peers.ts";
+
+const SDK = "@a2a-js/sdk";
+const FEATURE = "loomwork/a2a";
+
+/** The SDK's two modules, each imported once per process (peers.ts P2). */
+const loadA2A = () =>
+  Promise.all([
+    importPeer<typeof import("@a2a-js/sdk")>(SDK, FEATURE),
+    importPeer<typeof import("@a2a-js/sdk/client")>(`${SDK}/client`, FEATURE, SDK),
+  ]).then(([core, client]) => ({ core, client }));
+type A2ASdk = Awaited<ReturnType<typeof loadA2A>>;
 
 /** The remote task ended `failed` or `rejected`. */
 export class A2ATaskFailedError extends defineError("LOOM_A2A_TASK_FAILED") {}
@@ -132,13 +138,20 @@ export function createA2AEffect(options: A2AEffectOptions): A2AEffect {
   const timeoutMs = optionalDuration(options.timeoutMs, "timeoutMs");
   const pollIntervalMs = optionalDuration(options.pollIntervalMs, "pollIntervalMs") ?? 250;
   const cancelTimeoutMs = optionalDuration(options.cancelTimeoutMs, "cancelTimeoutMs") ?? 3000;
+  assertPeer(SDK, FEATURE);
   let card: AgentCard | undefined;
 
   /** One call: the message sent, then the task followed until it ends or asks for input. */
-  async function exchange(message: Message, view: TaskView, signal: AbortSignal, ectx: Metered) {
+  async function exchange(
+    sdk: A2ASdk,
+    message: Message,
+    view: TaskView,
+    signal: AbortSignal,
+    ectx: Metered,
+  ) {
     const fetchImpl = fetchFor(signal, ectx);
-    card ??= await new DefaultAgentCardResolver({ fetchImpl }).resolve(url);
-    const client = await clientFor(card, fetchImpl);
+    card ??= await new sdk.client.DefaultAgentCardResolver({ fetchImpl }).resolve(url);
+    const client = await clientFor(sdk, card, fetchImpl);
     const streamed = options.stream !== false && card.capabilities?.streaming === true;
     const request = (returnImmediately: boolean): SendMessageRequest => ({
       tenant: "",
@@ -170,7 +183,8 @@ export function createA2AEffect(options: A2AEffectOptions): A2AEffect {
   return {
     name: options.name ?? "a2a",
     async run(input, ectx) {
-      const message = userMessage(input, ectx);
+      const sdk = await loadA2A();
+      const message = userMessage(sdk, input, ectx);
       const view = new TaskView(message.taskId || undefined);
       // The SDK's requests stop on `local`, not on the step's signal: after a cancel, the task's
       // id may still have to be read from the agent's first answer.
@@ -184,20 +198,20 @@ export function createA2AEffect(options: A2AEffectOptions): A2AEffect {
               timer.abort(new A2ATimeoutError(`A2A call ran past ${timeoutMs} ms`, details));
             }, timeoutMs);
       const stop = AbortSignal.any([ectx.signal, timer.signal]);
-      const working = exchange(message, view, local.signal, ectx);
+      const working = exchange(sdk, message, view, local.signal, ectx);
       try {
         await raceAbort(working, stop);
       } catch (e) {
         // A task this call started and will not follow any further is cancelled, lest a retry
         // run it twice; a task the flow answered is left alone unless the step itself stops.
         const stopped = stop.aborted;
-        if (stopped || !view.continuing) await abandon(view, working, local, ectx);
+        if (stopped || !view.continuing) await abandon(sdk, view, working, local, ectx);
         throw stopped ? reasonOf(stop) : e;
       } finally {
         clearTimeout(timeout);
         local.abort();
       }
-      return view.result();
+      return view.result(sdk);
     },
     async close() {
       card = undefined;
@@ -206,6 +220,7 @@ export function createA2AEffect(options: A2AEffectOptions): A2AEffect {
 
   /** Stops the task the agent is running for this call, within `cancelTimeoutMs` in all. */
   async function abandon(
+    sdk: A2ASdk,
     view: TaskView,
     working: Promise<void>,
     local: AbortController,
@@ -218,7 +233,7 @@ export function createA2AEffect(options: A2AEffectOptions): A2AEffect {
     local.abort();
     if (view.taskId === undefined || view.done || card === undefined || deadline.aborted) return;
     try {
-      const client = await clientFor(card, fetchFor(deadline, ectx));
+      const client = await clientFor(sdk, card, fetchFor(deadline, ectx));
       await client.cancelTask({ tenant: "", id: view.taskId, metadata: undefined });
     } catch {
       // Best effort: the task may have ended meanwhile (TaskNotCancelableError), or the agent
@@ -291,7 +306,7 @@ class TaskView {
   }
 
   /** The step's result, or the typed error of a task that failed or was cancelled. */
-  result(): A2AResult {
+  result(sdk: A2ASdk): A2AResult {
     const artifacts = [...this.artifacts.values()];
     const text =
       artifacts.map((a) => textOf(a.parts)).join("\n") || textOf(this.message?.parts ?? []);
@@ -299,7 +314,7 @@ class TaskView {
       contextId: this.contextId,
       state: this.state,
       text,
-      artifacts: artifacts.map((a) => Artifact.toJSON(a) as Json),
+      artifacts: artifacts.map((a) => sdk.core.Artifact.toJSON(a) as Json),
     };
     if (this.taskId !== undefined) out.taskId = this.taskId;
     const details = { taskId: this.taskId ?? null, contextId: this.contextId, state: this.state };
@@ -321,7 +336,7 @@ class TaskView {
   }
 }
 
-function userMessage(input: A2AInput, ectx: EffectContext): Message {
+function userMessage(sdk: A2ASdk, input: A2AInput, ectx: EffectContext): Message {
   const { text, contextId, taskId } = (input ?? {}) as Partial<A2AInput>;
   if (typeof text !== "string") throw new InvalidInputError("an A2A call needs { text: string }");
   for (const [k, v] of Object.entries({ contextId, taskId })) {
@@ -339,7 +354,7 @@ function userMessage(input: A2AInput, ectx: EffectContext): Message {
     messageId: ectx.idempotencyKey,
     contextId: contextId ?? "",
     taskId: taskId ?? "",
-    role: Role.ROLE_USER,
+    role: sdk.core.Role.ROLE_USER,
     parts: [part],
     metadata: { loomAttempt: ectx.attempt },
     extensions: [],
@@ -354,7 +369,9 @@ function fetchFor(signal: AbortSignal, ectx: Metered): typeof fetch {
   return meteredFetch({ signal, meter: (delta) => ectx.meter(delta) });
 }
 
-function clientFor(card: AgentCard, fetchImpl: typeof fetch): Promise<Client> {
+function clientFor(sdk: A2ASdk, card: AgentCard, fetchImpl: typeof fetch): Promise<Client> {
+  const { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory } =
+    sdk.client;
   const options = ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
     transports: [
       new JsonRpcTransportFactory({ fetchImpl }),

@@ -1,5 +1,5 @@
 /**
- * `createLlmEffect({ provider: "anthropic", ... })`: a Messages API call through the official SDK
+ * `anthropicEffect({ model, ... })` from `loomwork/anthropic`: a Messages API call through the official SDK
  * (`@anthropic-ai/sdk`) as a Loom effect.
  *
  * - The SDK's own retries are off (`maxRetries: 0`): Loom's retry middleware owns every attempt,
@@ -13,15 +13,15 @@
  *   the step's recorded result, so a replay never re-prices.
  * - The step records the final result (text, tool calls, usage, stop reason, price), not deltas.
  */
-import Anthropic from "@anthropic-ai/sdk";
-import type { Effect, EffectContext } from "../runtime/flow.ts";
+import type Anthropic from "@anthropic-ai/sdk";
+import type { Effect, EffectContext, TaintingEffect } from "../effects/effect.ts";
 import { charsOver4 } from "./stream.ts";
+import { estimatePrice, finish } from "./pricing.ts";
 import {
   annotateRequest,
   checkEffectOptions,
   checkLlmInput,
-  estimatePrice,
-  finish,
+  lazyClient,
   parseArguments,
   StreamSession,
   type LlmEffectBase,
@@ -31,26 +31,42 @@ import {
 } from "./llm-core.ts";
 
 export interface AnthropicEffectOptions extends LlmEffectBase {
-  provider: "anthropic";
+  /** Optional: the effect is anthropic's by the subpath it comes from. */
+  provider?: "anthropic";
   /** A client of your own; Loom still passes `maxRetries: 0` and the signal with every call. */
   client?: Anthropic;
 }
 
+/**
+ * An LLM call as an effect: `ctx.execute(llm, { messages })`. `@anthropic-ai/sdk` is an optional peer:
+ * without it, this throws MissingDependencyError naming it. With `taint`, every answer is a
+ * taint wrapper (`Tainted<LlmResult>`).
+ */
+export function anthropicEffect(
+  options: AnthropicEffectOptions & { taint: string },
+): TaintingEffect<LlmInput, LlmResult>;
+export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInput, LlmResult>;
 export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInput, LlmResult> {
   checkEffectOptions(options);
-  const client =
-    options.client ??
-    new Anthropic({
-      apiKey: options.apiKey ?? process.env.ANTHROPIC_API_KEY ?? "none",
-      maxRetries: 0,
-      ...(options.baseURL ? { baseURL: options.baseURL } : {}),
-    });
+  const apiKey = options.apiKey ?? process.env.ANTHROPIC_API_KEY ?? "none";
+  const clientOf = lazyClient(
+    "@anthropic-ai/sdk",
+    "loomwork/anthropic",
+    options.client,
+    (sdk: typeof import("@anthropic-ai/sdk")) =>
+      new sdk.default({
+        apiKey,
+        maxRetries: 0,
+        ...(options.baseURL ? { baseURL: options.baseURL } : {}),
+      }),
+  );
   return {
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
-    run: (input, ectx) => {
+    run: async (input, ectx) => {
       annotateRequest(ectx, "anthropic", options.model, input);
+      const client = await clientOf();
       return options.stream === false
         ? once(client, options, input, ectx)
         : streamed(client, options, input, ectx);

@@ -1,9 +1,9 @@
 /** What every LLM effect shares: its input and result shapes, and metering with a recorded price. */
-import { calcPrice } from "@pydantic/genai-prices";
 import { InvalidInputError, QuotaExceededError, TerminalError } from "../kernel/errors.ts";
 import type { ResourceDelta, TokenCounts } from "../kernel/resources.ts";
 import { checkedTaintSource } from "../kernel/taint.ts";
-import type { EffectContext } from "../runtime/flow.ts";
+import { assertPeer, importPeer } from "../peers.ts";
+import type { EffectContext } from "../effects/effect.ts";
 import { publishDelta } from "./deltas.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
 
@@ -74,19 +74,43 @@ export interface LlmEffectBase {
 }
 
 /**
+ * The SDK client, made on first use from the SDK loaded then: the SDK is an optional peer
+ * (issue 19), so a missing one is refused when the effect is created, and loaded only when a
+ * call is made. A client the user passed is used as it is.
+ */
+export function lazyClient<M, C>(
+  pkg: string,
+  feature: string,
+  given: C | undefined,
+  make: (sdk: M) => C,
+): () => Promise<C> {
+  if (given !== undefined) {
+    const ready = Promise.resolve(given);
+    return () => ready;
+  }
+  assertPeer(pkg, feature);
+  let client: Promise<C> | undefined;
+  return () =>
+    (client ??= importPeer<M>(pkg, feature).then(make, (e: unknown) => {
+      client = undefined;
+      throw e;
+    }));
+}
+
+/**
  * Refuses bad effect options at creation: a model name is needed, and a guard needs a stream
  * to sever (so `stream: false` with a guard is refused).
  */
 export function checkEffectOptions(options: LlmEffectBase): void {
   if (typeof options.model !== "string" || options.model === "") {
-    throw new InvalidInputError("createLlmEffect needs a model name");
+    throw new InvalidInputError("an LLM effect needs a model name");
   }
   if (options.guard !== undefined && options.stream === false) {
     throw new InvalidInputError(
-      "createLlmEffect: a guard checks each delta of a stream; it cannot bound a call with stream: false",
+      "an LLM effect: a guard checks each delta of a stream; it cannot bound a call with stream: false",
     );
   }
-  if (options.taint !== undefined) checkedTaintSource(options.taint, "createLlmEffect taint");
+  if (options.taint !== undefined) checkedTaintSource(options.taint, "an LLM effect's taint");
 }
 
 /** Refuses a malformed LLM input before anything is recorded (every LLM effect's checkInput). */
@@ -144,25 +168,6 @@ export function parseArguments(json: string): unknown {
   }
 }
 
-/** A pricer of estimated tokens for `model` (undefined when it has no known price). */
-export function estimatePrice(
-  providerId: string,
-  model: string,
-): (tokens: TokenCounts) => number | undefined {
-  return (tokens) => {
-    try {
-      const priced = calcPrice(
-        { input_tokens: tokens.input ?? 0, output_tokens: tokens.output ?? 0 },
-        model,
-        { providerId },
-      );
-      return priced?.total_price;
-    } catch {
-      return undefined;
-    }
-  };
-}
-
 /**
  * Puts the request's GenAI attributes on the step's trace span, when it records (docs/tracing.md):
  * every LLM effect calls it before the provider call. `gen_ai.system` is the name the
@@ -181,48 +186,6 @@ export function annotateRequest(
     "gen_ai.request.model": model,
     "gen_ai.request.max_tokens": input.maxTokens,
   });
-}
-
-/**
- * Meters the provider's figures and the price, and records the price with the result; the
- * response's GenAI attributes go on the step's span. Input tokens count cache reads and writes
- * (what is metered, and what the conventions ask for Anthropic), with the cache figures beside.
- */
-export function finish(ectx: EffectContext, providerId: string, result: LlmResult): LlmResult {
-  const u = result.usage;
-  const priced = safePrice(() =>
-    calcPrice(
-      {
-        input_tokens: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens,
-        output_tokens: u.outputTokens,
-        cache_read_tokens: u.cacheReadTokens,
-        cache_write_tokens: u.cacheWriteTokens,
-      },
-      result.model,
-      { providerId },
-    ),
-  );
-  const tokens = {
-    input: u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens,
-    output: u.outputTokens,
-  };
-  const estimated = result.usageEstimated === true ? { estimated: true as const } : {};
-  ectx.annotate?.({
-    "gen_ai.response.model": result.model,
-    "gen_ai.usage.input_tokens": tokens.input,
-    "gen_ai.usage.output_tokens": tokens.output,
-    "gen_ai.usage.cache_read.input_tokens": u.cacheReadTokens,
-    "gen_ai.usage.cache_creation.input_tokens": u.cacheWriteTokens,
-    "gen_ai.response.finish_reasons": result.stopReason === null ? undefined : [result.stopReason],
-    "loom.llm.usage_estimated": result.usageEstimated,
-    "loom.llm.cost_usd": priced?.total_price,
-  });
-  if (priced) {
-    ectx.meter({ tokens, costUsd: priced.total_price, ...estimated });
-    return { ...result, price: { usd: priced.total_price, source: PRICE_SOURCE } };
-  }
-  ectx.meter({ tokens, ...estimated });
-  return result;
 }
 
 /**
@@ -361,15 +324,6 @@ export async function collectStream(
     failed && call.text === "" ? undefined : { input, output: charsOver4(call.text) },
   );
   return call.text;
-}
-
-/** A price, or none when the price data refuses the figures (the call is metered anyway). */
-function safePrice<T>(price: () => T): T | undefined {
-  try {
-    return price();
-  } catch {
-    return undefined;
-  }
 }
 
 function toError(e: unknown): Error {

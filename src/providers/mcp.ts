@@ -9,15 +9,38 @@
  *   step timeout); otherwise it is `ToolTimeoutError`.
  * - One connection per effect, made on first use and kept; `close()` ends it (and a stdio
  *   server process).
+ * - The SDK is an optional peer, loaded on first use: importing this module loads none of it,
+ *   and creating the effect without it installed throws MissingDependencyError naming it.
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InvalidInputError, defineError, registerErrorClass } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import { checkedTaintSource } from "../kernel/taint.ts";
-import type { Effect } from "../runtime/flow.ts";
+import type { Effect } from "../effects/effect.ts";
+import { assertPeer, importPeer } from "../peers.ts";
+
+const SDK = "@modelcontextprotocol/sdk";
+const FEATURE = "loomwork/mcp";
+// The SDK's root export names a file it does not ship: a subpath is what resolves.
+const CLIENT = `${SDK}/client/index.js`;
+
+interface McpSdk {
+  client: typeof import("@modelcontextprotocol/sdk/client/index.js");
+  stdio: typeof import("@modelcontextprotocol/sdk/client/stdio.js");
+  http: typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js");
+  types: typeof import("@modelcontextprotocol/sdk/types.js");
+}
+
+/** The four SDK modules this effect uses, each imported once per process (peers.ts P2). */
+async function loadMcp(): Promise<McpSdk> {
+  const [client, stdio, http, types] = await Promise.all([
+    importPeer<McpSdk["client"]>(CLIENT, FEATURE, SDK),
+    importPeer<McpSdk["stdio"]>(`${SDK}/client/stdio.js`, FEATURE, SDK),
+    importPeer<McpSdk["http"]>(`${SDK}/client/streamableHttp.js`, FEATURE, SDK),
+    importPeer<McpSdk["types"]>(`${SDK}/types.js`, FEATURE, SDK),
+  ]);
+  return { client, stdio, http, types };
+}
 
 /** An MCP tool call ran past the effect's `timeoutMs` (not a cancel). */
 export class ToolTimeoutError extends defineError("LOOM_TOOL_TIMEOUT") {}
@@ -61,22 +84,24 @@ export function createToolEffect<I extends Record<string, unknown>>(
     throw new InvalidInputError("createToolEffect needs the tool's name");
   }
   if (options.taint !== undefined) checkedTaintSource(options.taint, "createToolEffect taint");
+  assertPeer(CLIENT, FEATURE, SDK);
   let connecting: Promise<Client> | undefined;
   let made: Promise<Client> | undefined;
   const connect = () =>
     (connecting ??= made =
       (async () => {
-        const client = new Client({ name: "loom", version: "1" });
+        const sdk = await loadMcp();
+        const client = new sdk.client.Client({ name: "loom", version: "1" });
         const t = options.transport;
         const transport =
           "stdio" in t
-            ? new StdioClientTransport({
+            ? new sdk.stdio.StdioClientTransport({
                 command: t.stdio.command,
                 args: t.stdio.args ?? [],
                 ...(t.stdio.env ? { env: t.stdio.env } : {}),
                 stderr: "inherit",
               })
-            : new StreamableHTTPClientTransport(new URL(t.http.url));
+            : new sdk.http.StreamableHTTPClientTransport(new URL(t.http.url));
         // A connection that closes (a server that died, a lost HTTP session) is made again on
         // the next call, instead of failing every later call of this effect.
         client.onclose = () => {
@@ -113,6 +138,8 @@ export function createToolEffect<I extends Record<string, unknown>>(
           const r: unknown = ectx.signal.reason;
           throw r instanceof Error ? r : new Error(`aborted: ${String(r)}`);
         }
+        // Loaded already: the connection the call went through was made with it.
+        const { McpError, ErrorCode } = (await loadMcp()).types;
         if (e instanceof McpError && e.code === (ErrorCode.RequestTimeout as number)) {
           throw new ToolTimeoutError(
             `MCP tool "${options.tool}" did not answer within ${options.timeoutMs ?? 60_000} ms`,

@@ -1,5 +1,5 @@
 /**
- * `createLlmEffect({ provider: "openai", ... })`: a Chat Completions call through the official
+ * `openAiEffect({ model, ... })` from `loomwork/openai`: a Chat Completions call through the official
  * SDK (`openai`) as a Loom effect, under the same rules as the Anthropic one (anthropic.ts): the
  * SDK's retries off, the step's signal forwarded (checked after the stream's loop, which an abort
  * ends silently), usage as the provider reports it, priced from pinned data and recorded.
@@ -11,15 +11,15 @@
  * tool calls come on `response.completed`, so a cut-short call is metered from estimates the same
  * way.
  */
-import OpenAI from "openai";
+import type OpenAI from "openai";
 import { InvalidInputError } from "../kernel/errors.ts";
-import type { Effect, EffectContext } from "../runtime/flow.ts";
+import type { Effect, EffectContext, TaintingEffect } from "../effects/effect.ts";
+import { estimatePrice, finish } from "./pricing.ts";
 import {
   annotateRequest,
   checkEffectOptions,
   checkLlmInput,
-  estimatePrice,
-  finish,
+  lazyClient,
   parseArguments,
   StreamSession,
   type LlmEffectBase,
@@ -31,7 +31,8 @@ import {
 import { charsOver4 } from "./stream.ts";
 
 export interface OpenAiEffectOptions extends LlmEffectBase {
-  provider: "openai";
+  /** Optional: the effect is openai's by the subpath it comes from. */
+  provider?: "openai";
   /** Chat Completions (default) or the Responses API. */
   api?: "chat" | "responses";
   /** A client of your own; Loom still passes `maxRetries: 0` and the signal with every call. */
@@ -40,27 +41,42 @@ export interface OpenAiEffectOptions extends LlmEffectBase {
   baseURL?: string;
 }
 
+/**
+ * An LLM call as an effect: `ctx.execute(llm, { messages })`. `openai` is an optional peer:
+ * without it, this throws MissingDependencyError naming it. With `taint`, every answer is a
+ * taint wrapper (`Tainted<LlmResult>`).
+ */
+export function openAiEffect(
+  options: OpenAiEffectOptions & { taint: string },
+): TaintingEffect<LlmInput, LlmResult>;
+export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, LlmResult>;
 export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, LlmResult> {
   checkEffectOptions(options);
   if (options.api !== undefined && options.api !== "chat" && options.api !== "responses") {
     throw new InvalidInputError(
-      `createLlmEffect: unknown OpenAI api ${JSON.stringify(options.api)} (known: chat, responses)`,
+      `openAiEffect: unknown OpenAI api ${JSON.stringify(options.api)} (known: chat, responses)`,
     );
   }
-  const client =
-    options.client ??
-    new OpenAI({
-      apiKey: options.apiKey ?? process.env.OPENAI_API_KEY ?? "none",
-      maxRetries: 0,
-      ...(options.baseURL ? { baseURL: options.baseURL } : {}),
-    });
+  const apiKey = options.apiKey ?? process.env.OPENAI_API_KEY ?? "none";
+  const clientOf = lazyClient(
+    "openai",
+    "loomwork/openai",
+    options.client,
+    (sdk: typeof import("openai")) =>
+      new sdk.default({
+        apiKey,
+        maxRetries: 0,
+        ...(options.baseURL ? { baseURL: options.baseURL } : {}),
+      }),
+  );
   const responses = options.api === "responses";
   return {
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
-    run: (input, ectx) => {
+    run: async (input, ectx) => {
       annotateRequest(ectx, "openai", options.model, input);
+      const client = await clientOf();
       return options.stream === false
         ? (responses ? responsesOnce : chatOnce)(client, options, input, ectx)
         : (responses ? responsesStreamed : chatStreamed)(client, options, input, ectx);

@@ -8,7 +8,7 @@
  * that streams one enormous chunk gets one check.
  */
 import { QuotaExceededError } from "../kernel/errors.ts";
-import type { EffectContext } from "../runtime/flow.ts";
+import type { EffectContext } from "../effects/effect.ts";
 
 /** What a guard sees after each delta. */
 export interface StreamProgress {

@@ -42,7 +42,8 @@ import { checkedBudget, isFlow, type Flow } from "./flow.ts";
 import { AWAIT_CHILD, spentWithGrants } from "../fold/children.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
 import type { Budget } from "../kernel/resources.ts";
-import { checkedDuration } from "./deadline.ts";
+import { checkedDuration } from "../kernel/limits.ts";
+import { validated } from "../kernel/schema.ts";
 import { startPayload } from "./runtime-support.ts";
 import type { ContextDeps, FlowContext } from "./context.ts";
 import { halted, type Run, type EventSpec } from "./run.ts";
@@ -64,11 +65,18 @@ export interface SpawnOptions {
   deadlineMs?: number;
 }
 
-/** What ctx.spawn returns: plain JSON, so it can travel in a carry (D5). */
-export interface ChildHandle {
+declare const childOutput: unique symbol;
+
+/**
+ * What ctx.spawn returns: plain JSON, so it can travel in a carry (D5). `O` is the child flow's
+ * output type, for `ctx.awaitChild` (a type only: no such field exists at run time).
+ */
+export interface ChildHandle<O = unknown> {
   id: string;
   flow: string;
   detached: boolean;
+  /** The child's output type; never set. A method, so handles convert between output types. */
+  [childOutput]?(output: O): void;
 }
 
 /** What the runtime gives the child syscalls. */
@@ -147,7 +155,7 @@ export function childSyscalls(
         throw new InvalidInputError("ctx.spawn needs a flow or a flow's name");
       }
       const key = keyOf(name, options.key);
-      const json = boundedJson(input, `input of child flow "${name}"`, deps.limits.maxInputBytes);
+      let json = boundedJson(input, `input of child flow "${name}"`, deps.limits.maxInputBytes);
       const settings = {
         detached: options.detached === true,
         budget: options.budget === undefined ? undefined : checkedBudget(options.budget, "spawn"),
@@ -175,6 +183,14 @@ export function childSyscalls(
             throw new InvalidInputError(
               `ctx.spawn: the child id "${childId}" would be over ${MAX_ID_LENGTH} characters; use a shorter key`,
             );
+          }
+          if (registered.input !== undefined) {
+            const value = await validated(
+              registered.input,
+              json,
+              `the input of child flow "${name}"`,
+            );
+            json = boundedJson(value, `input of child flow "${name}"`, deps.limits.maxInputBytes);
           }
           const head = { callId: claim.callId, scope, key, childId };
           const payload = spawnPayload(run.state, head, registered, json, settings, deps.now());

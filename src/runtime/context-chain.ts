@@ -3,6 +3,7 @@
  * inbox's next message (inbox.ts N1..N4), `ctx.continueAsNew` ends the generation
  * (continuation.ts K1..K6). Made per scope by `makeContext`, which owns R6/R7 through `call`.
  */
+import { checkedSchema, validated } from "../kernel/schema.ts";
 import {
   ContinueAsNewUnavailableError,
   InvalidInputError,
@@ -33,10 +34,12 @@ export function chainSyscalls(
   own: <T>(value: T) => T,
 ): Pick<FlowContext, "receive" | "continueAsNew"> {
   return {
-    async receive<T>(options: ReceiveOptions = {}): Promise<T> {
+    async receive<T>(options: ReceiveOptions<T> = {}): Promise<T> {
       if (options === null || typeof options !== "object") {
         throw new InvalidInputError("receive options must be an object");
       }
+      const schema =
+        options.schema === undefined ? undefined : checkedSchema(options.schema, "receive schema");
       const topic = checkedName(options.topic, "receive topic", DEFAULT_TOPIC);
       const source =
         options.taint === undefined
@@ -83,7 +86,11 @@ export function chainSyscalls(
             `receive ${callId} of execution "${run.id}" got no message within ${timeout} ms`,
           );
         }
-        const message = own(frame?.output);
+        const sent = own(frame?.output);
+        const message =
+          schema === undefined
+            ? sent
+            : await validated(schema, sent, `the message of receive ${callId}`);
         return (source === undefined ? message : taint(message, source)) as T;
       });
     },
@@ -101,6 +108,21 @@ export function chainSyscalls(
         );
       }
       const json = boundedJson(carry, "carry of ctx.continueAsNew", deps.maxCarryBytes);
+      // The successor runs this flow: its input schema checks the carry, before anything is
+      // recorded (a refusal reaches the body, which may carry something else).
+      const schema = run.flow.input;
+      const next =
+        schema === undefined
+          ? json
+          : boundedJson(
+              await validated(
+                schema,
+                json,
+                `the carry of ctx.continueAsNew (flow "${run.flow.name}")`,
+              ),
+              "carry of ctx.continueAsNew",
+              deps.maxCarryBytes,
+            );
       return call("continueAsNew", async () => {
         // A step still running is awaited by the rotation (quiesced), never refused (fix round
         // 1 (5)); a wait or an open branch is a park, not a rotation point.
@@ -117,7 +139,7 @@ export function chainSyscalls(
           );
         }
         run.rotating = true;
-        rotate(run, json);
+        rotate(run, next);
         return halted<never>();
       });
     },

@@ -4,6 +4,7 @@
  * Every call goes through `call`, which enforces R7 (one outstanding call per scope) and halts
  * the body when its run has stopped (R6).
  */
+import { checkedSchema, validated, type StandardSchemaV1 } from "../kernel/schema.ts";
 import { spentWithGrants } from "../fold/children.ts";
 import { abortableDelay } from "../effects/delay.ts";
 import {
@@ -50,9 +51,16 @@ import type { InboxMessage } from "../store/spi.ts";
 import { type ReceiveOptions } from "./inbox.ts";
 import { type ExecuteOptions, type MiddlewareContext } from "../effects/middleware.ts";
 
-export interface SuspendOptions {
+export interface SuspendOptions<T = unknown> {
   /** Milliseconds to wait for a resume before the suspend throws SuspendTimeoutError. */
   timeout?: number;
+  /**
+   * The resume payload's schema (any Standard Schema): the body gets the schema's output, or
+   * InvalidInputError listing the issues when the payload fails it. The payload is recorded as it
+   * was sent and checked as the body reads it, on every run, so a replay answers the same; a body
+   * that catches the refusal may suspend again for a better answer.
+   */
+  schema?: StandardSchemaV1<unknown, T>;
 }
 
 /** Options of a `ctx.run` step. */
@@ -120,7 +128,7 @@ export interface FlowContext {
   /** Sleeps until an epoch-ms time on the runtime clock. */
   sleepUntil(epochMs: number): Promise<void>;
   /** Parks until `runtime.resume(id, payload)` and returns the payload. */
-  suspend<T = Json>(options?: SuspendOptions): Promise<T>;
+  suspend<T = Json>(options?: SuspendOptions<T>): Promise<T>;
   /** Runs branches concurrently; each is a scope of its own, so its call ids are stable. */
   parallel<T>(branches: readonly ((ctx: FlowContext) => Promise<T>)[]): Promise<T[]>;
   /** The runtime clock's time, recorded so a re-run sees the same value. */
@@ -146,8 +154,8 @@ export interface FlowContext {
    * until one comes. With `timeout`, throws SuspendTimeoutError when none came in time. With
    * `taint`, the message comes wrapped as tainted from that source.
    */
-  receive<T = Json>(options: ReceiveOptions & { taint: string }): Promise<Tainted<T>>;
-  receive<T = Json>(options?: ReceiveOptions): Promise<T>;
+  receive<T = Json>(options: ReceiveOptions<T> & { taint: string }): Promise<Tainted<T>>;
+  receive<T = Json>(options?: ReceiveOptions<T>): Promise<T>;
   /**
    * Ends this generation and continues the chain as a new one (ADR 0109): the successor
    * `<chainId>~<n+1>` starts this flow (the code registered now) with `carry` as its input, and
@@ -161,12 +169,19 @@ export interface FlowContext {
    * unless `detached`, within this one's deadline, and spending from this one's budget. The
    * handle is plain JSON (it can travel in a carry). See runtime/children.ts.
    */
-  spawn(flow: string | Flow, input?: unknown, options?: SpawnOptions): Promise<ChildHandle>;
+  spawn<I, O>(
+    flow: Flow<I, O>,
+    ...args: undefined extends I
+      ? [input?: NoInfer<I>, options?: SpawnOptions]
+      : [input: NoInfer<I>, options?: SpawnOptions]
+  ): Promise<ChildHandle<O>>;
+  spawn(flow: string, input?: unknown, options?: SpawnOptions): Promise<ChildHandle>;
   /**
    * Waits for a child (a handle, or the id of a child of this chain) to end, following it
    * through its rotations; returns its output, or throws ChildFailedError.
    */
-  awaitChild<T = Json>(child: ChildHandle | string): Promise<T>;
+  awaitChild<O>(child: ChildHandle<O>): Promise<O>;
+  awaitChild<T = unknown>(child: string): Promise<T>;
 }
 
 export interface ContextDeps {
@@ -499,8 +514,10 @@ export function makeContext(
       return call("sleep", async () => void (await wait("sleep", epochMs)));
     },
 
-    async suspend<T>(options: SuspendOptions = {}): Promise<T> {
+    async suspend<T>(options: SuspendOptions<T> = {}): Promise<T> {
       const timeout = options.timeout;
+      const schema =
+        options.schema === undefined ? undefined : checkedSchema(options.schema, "suspend schema");
       if (
         timeout !== undefined &&
         (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout <= 0)
@@ -509,7 +526,7 @@ export function makeContext(
           `suspend timeout must be a finite number > 0, got ${String(timeout)}`,
         );
       }
-      return call("suspend", async () => {
+      return call<T>("suspend", async () => {
         const callId = await wait(
           "suspend",
           timeout === undefined ? undefined : deps.now() + timeout,
@@ -520,7 +537,10 @@ export function makeContext(
             `suspend ${callId} of execution "${run.id}" timed out after ${timeout} ms`,
           );
         }
-        return own(frame?.output) as T;
+        const payload = own(frame?.output);
+        return schema === undefined
+          ? (payload as T)
+          : validated(schema, payload, `the resume payload of suspend ${callId}`);
       });
     },
 

@@ -11,7 +11,6 @@
  * The timers are not unref'd: a deadline is not a background task.
  */
 import { MAX_TIMER_CHUNK_MS, type Clock } from "../kernel/clock.ts";
-import { InvalidInputError } from "../kernel/errors.ts";
 
 /** Arms `fire` for `deadlineAtMs`; never fires synchronously. Returns the disarm. */
 export function armDeadline(
@@ -42,17 +41,4 @@ export function armDeadline(
 /** The time left before `deadlineAtMs` on `clock`, capped at the budget (may be <= 0). */
 export function remainingMs(clock: Clock, deadlineAtMs: number, budgetMs: number): number {
   return Math.min(deadlineAtMs - clock.now(), budgetMs);
-}
-
-/**
- * `timeoutMs` and `deadlineMs` are finite numbers > 0; NaN, 0, negatives and Infinity are refused
- * (omit the field for no limit).
- */
-export function checkedDuration(value: unknown, what: string): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw new InvalidInputError(
-      `${what} must be a finite number of milliseconds > 0 (omit it for no limit), got ${typeof value === "number" ? value : JSON.stringify(value)}`,
-    );
-  }
-  return value;
 }

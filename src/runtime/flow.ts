@@ -7,75 +7,13 @@
  */
 import { createHash } from "node:crypto";
 import { InvalidInputError } from "../kernel/errors.ts";
-import {
-  readBudget,
-  type Budget,
-  type ResourceDelta,
-  type ResourceSnapshot,
-} from "../kernel/resources.ts";
+import { readBudget, type Budget } from "../kernel/resources.ts";
 import type { FlowContext } from "./context.ts";
-import type { ExecuteOptions } from "../effects/middleware.ts";
+import type { Effect, EffectContext, ExecuteOptions, TaintingEffect } from "../effects/effect.ts";
 import { checkedRetryPolicy } from "../effects/retry.ts";
-import { checkedDuration } from "./deadline.ts";
+import { checkedDuration } from "../kernel/limits.ts";
 import { checkedTaintSource } from "../kernel/taint.ts";
-
-export interface EffectContext {
-  executionId: string;
-  /** The step's deterministic call id within the execution. */
-  stepId: string;
-  /** 1 on the first attempt; higher when the step is re-run after a crash. */
-  attempt: number;
-  /** Stable across retries and recovery: pass it to the outside world to deduplicate. */
-  idempotencyKey: string;
-  /** Aborted when the runtime closes or loses the execution; forward it to what you call. */
-  signal: AbortSignal;
-  /** What the execution had spent when this attempt started. */
-  resources: ResourceSnapshot;
-  /** Reports what this attempt cost (tokens, cost, ...); metering writes it after the effect. */
-  meter(delta: ResourceDelta): void;
-  /**
-   * Tells the runtime what this attempt has cost so far, for when it is cut short before it can
-   * meter (a cancel, a step timeout): the runtime then meters `soFar()`, marked as an estimate.
-   * A streaming LLM call registers its running estimate here.
-   */
-  provisional?(soFar: () => ResourceDelta | undefined): void;
-  /**
-   * Adds attributes to this step's trace span (OpenTelemetry names: `gen_ai.*` for an LLM call),
-   * present only while that span records (docs/tracing.md). Call it as
-   * `ectx.annotate?.({ ... })`: when it is absent the call short-circuits and the attributes are
-   * not even built.
-   */
-  readonly annotate?: (attributes: StepAttributes) => void;
-}
-
-/** Span attributes an effect reports (OpenTelemetry's attribute values; undefined is skipped). */
-export type StepAttributes = Record<string, string | number | boolean | string[] | undefined>;
-
-export interface Effect<I, O> {
-  readonly name: string;
-  run(input: I, ectx: EffectContext): Promise<O> | O;
-  /**
-   * Refuses a malformed input before anything is recorded (throw InvalidInputError). Pure: it
-   * runs on every call, replays included.
-   */
-  checkInput?(input: I): void;
-  /** Options for every call of this effect (a retry policy, say); a call's own override them. */
-  readonly options?: ExecuteOptions;
-  /**
-   * Marks every output of this effect as tainted from this source (a web fetch, a tool): the
-   * step's recorded output is the wrapper `{ $tainted, value }` (kernel/taint.ts). A call's own
-   * `taint` option names another source instead.
-   */
-  readonly taintsOutput?: string;
-  /**
-   * Refuses an input that holds a tainted value anywhere in it with TaintedInputError, before
-   * anything is recorded (a shell, a payment): `untaint` what a person or a check has cleared.
-   */
-  readonly refusesTainted?: boolean;
-}
-
-/** An effect whose output is always tainted: `ctx.execute` of it resolves to a `Tainted<O>`. */
-export type TaintingEffect<I, O> = Effect<I, O> & { readonly taintsOutput: string };
+import { checkedSchema, type StandardSchemaV1 } from "../kernel/schema.ts";
 
 /** What `step$` takes: the call options every call gets, and the effect's taint declarations. */
 export interface StepDefinitionOptions extends Omit<ExecuteOptions, "taint"> {
@@ -85,7 +23,16 @@ export interface StepDefinitionOptions extends Omit<ExecuteOptions, "taint"> {
   refusesTainted?: boolean;
 }
 
-export interface FlowOptions {
+export interface FlowOptions<I = unknown, O = unknown> {
+  /**
+   * The input's schema (any Standard Schema: zod, valibot, arktype, ...). `start` validates the
+   * input with it before anything is recorded and records the schema's output; a carry into the
+   * next generation (`continueAsNew`) and a child's input (`ctx.spawn`) are validated the same
+   * way. A refused input is InvalidInputError with the schema's issues in `details.issues`.
+   */
+  input?: StandardSchemaV1<unknown, I>;
+  /** The output's schema: a body that returns what fails it fails with InvalidInputError. */
+  output?: StandardSchemaV1<unknown, O>;
   /** Declared version; defaults to "1". Change it when a change is not replay-compatible. */
   version?: string;
   /** Older versions this code can replay (their executions recover under it). */
@@ -107,9 +54,15 @@ export interface Flow<I = unknown, O = unknown> {
   readonly fingerprint: string;
   readonly budget?: Budget;
   readonly deadlineMs?: number;
+  /** The input's schema, when the flow declares one (FlowOptions.input). */
+  readonly input?: StandardSchemaV1<unknown, I>;
+  /** The output's schema, when the flow declares one (FlowOptions.output). */
+  readonly output?: StandardSchemaV1<unknown, O>;
   /** A method, so that a Flow<I, O> is usable wherever a Flow<unknown, unknown> is. */
   body(this: void, ctx: FlowContext, input: I): Promise<O>;
 }
+
+export type { Effect, EffectContext, StepAttributes, TaintingEffect } from "../effects/effect.ts";
 
 const MAX_NAME_LENGTH = 100;
 
@@ -124,18 +77,23 @@ export function assertName(name: unknown, what: string): asserts name is string 
 }
 
 /**
- * Defines a flow.
+ * Defines a flow. Its input and output types flow from the body (or from `options.input`'s
+ * schema) into `runtime.start(flow, input)` and `handle.result()`.
  *
  * @example
  * const greet = flow$("greet", async (ctx, input: { name: string }) => {
  *   const text = await ctx.run("compose", async () => `hello ${input.name}`);
  *   return { text };
  * });
+ * // With a schema (zod here), the input is also checked at run time:
+ * const triage = flow$("triage", async (ctx, input) => input.ticket, {
+ *   input: z.object({ ticket: z.string() }),
+ * });
  */
 export function flow$<I, O>(
   name: string,
   body: (ctx: FlowContext, input: I) => Promise<O>,
-  options: FlowOptions = {},
+  options: FlowOptions<I, O> = {},
 ): Flow<I, O> {
   assertName(name, "flow name");
   if (typeof body !== "function") throw new InvalidInputError(`flow "${name}" needs a function`);
@@ -162,6 +120,12 @@ export function flow$<I, O>(
   }
   if (options.deadlineMs !== undefined) {
     out = { ...out, deadlineMs: checkedDuration(options.deadlineMs, `flow "${name}" deadlineMs`) };
+  }
+  if (options.input !== undefined) {
+    out = { ...out, input: checkedSchema(options.input, `flow "${name}" input`) };
+  }
+  if (options.output !== undefined) {
+    out = { ...out, output: checkedSchema(options.output, `flow "${name}" output`) };
   }
   return out;
 }

@@ -1,11 +1,11 @@
 /** What an ended execution came to: the answer of `handle.result()`. */
 import { InvariantViolation, type ErrorData } from "../kernel/errors.ts";
-import type { Json } from "../kernel/json.ts";
 import type { ExecutionState } from "../fold/state.ts";
 
-export interface Outcome {
+/** `O` is the flow's output type (`unknown` for an execution started by name). */
+export interface Outcome<O = unknown> {
   status: "completed" | "failed" | "cancelled" | "continued";
-  output?: Json;
+  output?: O;
   error?: ErrorData;
   continuedTo?: string;
 }

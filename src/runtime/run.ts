@@ -37,6 +37,7 @@ import { jsonText, type Json } from "../kernel/json.ts";
 import type { ResourceDelta } from "../kernel/resources.ts";
 import { cancelSpecs } from "./cancel.ts";
 import { armDeadline } from "./deadline.ts";
+import { validated } from "../kernel/schema.ts";
 import { fold } from "../fold/fold.ts";
 import { indexChanges } from "../fold/index-changes.ts";
 import type { Flow } from "./flow.ts";
@@ -207,7 +208,12 @@ export class Run {
     if (!this.live) return;
     let json: Json | undefined;
     try {
-      json = this.host.boundOutput(output, this.flow.name);
+      const schema = this.flow.output;
+      const checked =
+        schema === undefined
+          ? output
+          : await validated(schema, output, `the output of flow "${this.flow.name}"`);
+      json = this.host.boundOutput(checked, this.flow.name);
     } catch (e) {
       await this.finishFailed(e);
       return;

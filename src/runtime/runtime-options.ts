@@ -119,10 +119,10 @@ export interface CallerOptions {
   as?: string;
 }
 
-export interface ExecutionHandle {
+export interface ExecutionHandle<O = unknown> {
   readonly id: string;
   /** Waits for the execution's outcome; settlement is by the terminal fact in the log. */
-  result(): Promise<Outcome>;
+  result(): Promise<Outcome<O>>;
   /** Cancels the execution (see `Runtime.cancel`); false when it had already ended. */
   cancel(reason?: string): Promise<boolean>;
   /** Its LLM steps' text deltas as they stream, in this process (see `Runtime.deltas`). */

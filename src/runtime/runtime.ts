@@ -82,7 +82,8 @@ import { delay } from "./system.ts";
 const CLOSE_WAIT_MS = 5000;
 import { checkedReason } from "./cancel.ts";
 import { subscribeDeltas, type LiveDelta } from "../providers/deltas.ts";
-import { checkedDuration } from "./deadline.ts";
+import { checkedDuration } from "../kernel/limits.ts";
+import { validated } from "../kernel/schema.ts";
 import { checkedScheduleName, cronOf, fireSchedules, type ScheduleOptions } from "./schedules.ts";
 
 /** How many addressed ids remember the chain head routing last found for them. */
@@ -113,6 +114,19 @@ export class Runtime extends RuntimeCore {
     return this;
   }
 
+  /**
+   * Starts `flow` with `input` (typed by the flow: a wrong input does not compile, and
+   * `result()` resolves to the flow's output type). A flow's input schema is checked first,
+   * before anything is recorded (InvalidInputError listing the issues). Starting by name is
+   * typed `unknown`.
+   */
+  start<I, O>(
+    flow: Flow<I, O>,
+    ...args: undefined extends I
+      ? [input?: NoInfer<I>, options?: StartOptions]
+      : [input: NoInfer<I>, options?: StartOptions]
+  ): Promise<ExecutionHandle<O>>;
+  start(flow: string, input?: unknown, options?: StartOptions): Promise<ExecutionHandle>;
   async start(
     flow: string | Flow,
     input?: unknown,
@@ -131,7 +145,11 @@ export class Runtime extends RuntimeCore {
     const id = options.id ?? this.ids.newId();
     assertValidId(id);
     assertCreatable(id);
-    const json = boundedJson(input, `input of flow "${name}"`, this.limits.maxInputBytes);
+    const checked =
+      registered.input === undefined
+        ? input
+        : await validated(registered.input, input, `the input of flow "${name}"`);
+    const json = boundedJson(checked, `input of flow "${name}"`, this.limits.maxInputBytes);
     const budget =
       options.budget === undefined
         ? registered.budget

@@ -14,7 +14,8 @@
  *     its row locks, so appends to those executions wait and claims pass them over; the server
  *     ends such a session after IDLE_IN_TRANSACTION_MS, and what it had not committed is gone.
  */
-import pg from "pg";
+import type pg from "pg";
+import { requirePeer } from "../../peers.ts";
 import { InvalidInputError } from "../../kernel/errors.ts";
 import { APPEND_ROUTINE } from "./append-routine.ts";
 
@@ -33,18 +34,23 @@ function parseInt8(value: string): number {
   return Number(value);
 }
 
+/** The `pg` driver, an optional peer: loaded when a store is first opened (issue 19). */
+export function pgDriver(): typeof pg {
+  return requirePeer<typeof pg>("pg", "loomwork/postgres");
+}
+
 /** D1: int8 as number; every other type as pg parses it by default. */
 const types: pg.CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: "text" | "binary") =>
     oid === INT8_OID && format !== "binary"
       ? parseInt8
-      : (pg.types.getTypeParser(oid, format) as (
+      : (pgDriver().types.getTypeParser(oid, format) as (
           value: string,
         ) => unknown)) as pg.CustomTypesConfig["getTypeParser"],
 };
 
 export function newPool(connectionString: string, max: number): pg.Pool {
-  const pool = new pg.Pool({
+  const pool = new (pgDriver().Pool)({
     connectionString,
     max,
     types,
@@ -188,7 +194,7 @@ export async function transaction<T>(pool: pg.Pool, fn: (tx: Tx) => Promise<T>):
 }
 
 export function pgCode(e: unknown): string | undefined {
-  return e instanceof pg.DatabaseError ? e.code : undefined;
+  return e instanceof pgDriver().DatabaseError ? e.code : undefined;
 }
 
 function asInputError(e: unknown): unknown {

@@ -11,7 +11,8 @@
  *     the last. If it drops it reconnects, with a growing delay, while anyone is subscribed;
  *     wakes sent while it was down are lost (a fleet member's poll covers them).
  */
-import pg from "pg";
+import type pg from "pg";
+import { pgDriver } from "./db.ts";
 import type { FleetWake } from "../spi.ts";
 
 export const MAX_PAYLOAD_BYTES = 7999;
@@ -107,7 +108,7 @@ export class WakeListener {
   }
 
   private async open(): Promise<void> {
-    const client = new pg.Client({
+    const client = new (pgDriver().Client)({
       connectionString: this.connectionString,
       keepAlive: true,
       application_name: "loom-listen",

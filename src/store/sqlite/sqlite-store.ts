@@ -7,7 +7,8 @@
  * `synchronous` defaults to FULL: a committed append survives a power loss, not only a crash of
  * the process. NORMAL survives `kill -9` and is faster; choose it knowingly.
  */
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
+import { requirePeer } from "../../peers.ts";
 import type { Envelope, EnvelopeMeta, ExecutionStatus } from "../../kernel/events.ts";
 import { LoomError, ensureError } from "../../kernel/errors.ts";
 import { jsonText } from "../../kernel/json.ts";
@@ -66,7 +67,7 @@ function headOf(id: string): string {
 }
 
 export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
-  const db = new Database(path);
+  const db = new (requirePeer<typeof Database>("better-sqlite3", "loomwork/sqlite"))(path);
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
   db.pragma("journal_mode = WAL");
   db.pragma(`synchronous = ${options.synchronous ?? "FULL"}`);

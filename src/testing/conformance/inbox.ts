@@ -1,5 +1,5 @@
 /** S12: a chain's inbox is a dense, ordered stream per chain, read by topic past a cursor. */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "./vitest.ts";
 import type { Json } from "../../kernel/json.ts";
 import { T0, type Harness } from "./helpers.ts";
 

@@ -2,9 +2,9 @@
  * S8: the snapshot with the highest seq wins. S5: everything committed reads back the same after
  * the store is closed and reopened (a process restart).
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "./vitest.ts";
 import { initialState, type Snapshot } from "../../fold/state.ts";
-import type { Store } from "../spi.ts";
+import type { Store } from "../../store/spi.ts";
 import {
   acquire,
   appendOne,

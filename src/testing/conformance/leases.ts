@@ -2,7 +2,7 @@
  * S6: the lease is a compare-and-set judged by the caller's clock, with a fence that every
  * acquire increments. S3: an append is refused unless it carries the lease's current fence.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "./vitest.ts";
 import {
   acquire,
   appendOne,

@@ -3,11 +3,11 @@
  * S14: compaction deletes the unkept events a snapshot covers, keeps the last one, and leaves
  * the sequence numbers, the head, the list and the next append as they were.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "./vitest.ts";
 import { isLoomError } from "../../kernel/errors.ts";
 import type { Envelope, EventKind } from "../../kernel/events.ts";
 import { initialState } from "../../fold/state.ts";
-import type { Store } from "../spi.ts";
+import type { Store } from "../../store/spi.ts";
 import {
   acquire,
   appendOne,

@@ -3,7 +3,7 @@
  * notice) takes effect in its transaction, and only when the batch is appended. S10: a notice is
  * taken once, by its owner.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "./vitest.ts";
 import { initialState } from "../../fold/state.ts";
 import {
   appendOne,

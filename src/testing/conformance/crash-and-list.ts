@@ -2,9 +2,9 @@
  * S1 across a crash (a fault injected at the commit boundary), and the execution list that the
  * batches' `status` and `flow` fields maintain.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "./vitest.ts";
 import type { IndexChanges } from "../../fold/index-changes.ts";
-import type { AppendBatch } from "../spi.ts";
+import type { AppendBatch } from "../../store/spi.ts";
 import {
   acquire,
   batch,

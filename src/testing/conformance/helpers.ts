@@ -2,12 +2,12 @@
  * Builders and checks shared by the conformance suites: envelopes, batches, a started execution,
  * and the store harness that opens (and afterwards closes) the stores a test uses.
  */
-import { expect } from "vitest";
+import { expect } from "./vitest.ts";
 import type { Envelope, EventKind, ExecutionStatus } from "../../kernel/events.ts";
 import { isLoomError, type ErrorData } from "../../kernel/errors.ts";
 import type { Json } from "../../kernel/json.ts";
 import { indexChanges } from "../../fold/index-changes.ts";
-import type { AppendBatch, AppendOutcome, Lease, Store, StoreHooks } from "../spi.ts";
+import type { AppendBatch, AppendOutcome, Lease, Store, StoreHooks } from "../../store/spi.ts";
 
 /** The suites' clock: every `at` and `nowMs` is near this, far from the wall clock. */
 export const T0 = 1_000_000;

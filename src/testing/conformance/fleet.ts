@@ -11,11 +11,11 @@
  *   peer: (store) => postgresStore({ connectionString, schema: store.schema }),
  * });
  */
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "./vitest.ts";
 import { isLoomError } from "../../kernel/errors.ts";
 import type { ExecutionStatus } from "../../kernel/events.ts";
 import { indexChanges } from "../../fold/index-changes.ts";
-import type { FleetStore, FleetWake, Lease, Store, StoreHooks } from "../spi.ts";
+import type { FleetStore, FleetWake, Lease, Store, StoreHooks } from "../../store/spi.ts";
 import {
   acquire,
   appendOne,

@@ -4,9 +4,9 @@
  * batch of SUBJECT_ERASED events only (the fence and sequence checks still apply); any other
  * batch it refuses.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "./vitest.ts";
 import type { Envelope, ExecutionStatus } from "../../kernel/events.ts";
-import type { AppendBatch, Store } from "../spi.ts";
+import type { AppendBatch, Store } from "../../store/spi.ts";
 import {
   acquire,
   appendOne,

@@ -13,8 +13,8 @@
  *   },
  * });
  */
-import { afterEach, describe } from "vitest";
-import type { Store, StoreHooks } from "../spi.ts";
+import { afterEach, describe } from "./vitest.ts";
+import type { Store, StoreHooks } from "../../store/spi.ts";
 import { appendSuite } from "./appends.ts";
 import { batchExtrasSuite } from "./batch-extras.ts";
 import { crashAndListSuite } from "./crash-and-list.ts";

@@ -3,9 +3,9 @@
  * commit settles each execution's batch on its own. E4: nothing is appended after a terminal
  * status.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "./vitest.ts";
 import type { Envelope } from "../../kernel/events.ts";
-import type { AppendOutcome } from "../spi.ts";
+import type { AppendOutcome } from "../../store/spi.ts";
 import {
   acquire,
   appendOne,

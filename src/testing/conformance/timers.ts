@@ -2,10 +2,10 @@
  * S7: timer rows are written (and cleared) by the batch that carries their events, in its
  * transaction, and come due by wake time, earliest first.
  */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "./vitest.ts";
 import type { Envelope } from "../../kernel/events.ts";
 import { indexChanges, type IndexChanges } from "../../fold/index-changes.ts";
-import type { Store } from "../spi.ts";
+import type { Store } from "../../store/spi.ts";
 import {
   acquire,
   appendOne,

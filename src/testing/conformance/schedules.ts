@@ -1,5 +1,5 @@
 /** S11: schedules keep their start and cursor across a redefinition; a cursor never moves back. */
-import { describe, expect, it } from "vitest";
+import { describe, expect, it } from "./vitest.ts";
 import { T0, type Harness } from "./helpers.ts";
 
 const minutely = { name: "m", flow: "f", cron: "* * * * *", timezone: "UTC", fromMs: T0 };

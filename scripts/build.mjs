@@ -1,0 +1,47 @@
+#!/usr/bin/env node
+// The package build (`npm run build`, run by `prepare` and `prepack`): ESM JavaScript, `.d.ts`
+// and their maps from src/ into dist/, by TypeScript itself (tsconfig.build.json).
+//
+// The sources import each other with `.ts` specifiers, which `rewriteRelativeImportExtensions`
+// turns into `.js` in the emitted JavaScript but not in declarations (TypeScript #61037). A
+// declaration that names `./x.ts` needs `allowImportingTsExtensions` in the user's tsconfig
+// with some tools, so the last step rewrites every relative `.ts` specifier in dist/**/*.d.ts
+// to `.js`, and then refuses to finish if one is left.
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const dist = join(root, "dist");
+const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
+
+rmSync(dist, { recursive: true, force: true });
+execFileSync(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json")], {
+  cwd: root,
+  stdio: "inherit",
+});
+
+const RELATIVE_TS = /((?:from|import)\s*\(?\s*)(["'])(\.{1,2}\/[^"']+)\.ts\2/g;
+let rewritten = 0;
+for (const file of walk(dist)) {
+  if (!file.endsWith(".d.ts")) continue;
+  const text = readFileSync(file, "utf8");
+  const next = text.replace(RELATIVE_TS, (_m, lead, q, path) => `${lead}${q}${path}.js${q}`);
+  if (next !== text) {
+    writeFileSync(file, next);
+    rewritten += 1;
+  }
+  if (RELATIVE_TS.test(next)) throw new Error(`build: ${file} still imports a .ts file`);
+}
+writeFileSync(join(dist, ".built"), `${new Date().toISOString()}\n`);
+process.stdout.write(`build: dist/ written, ${rewritten} declaration files rewritten to .js\n`);
+
+function* walk(dir) {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) yield* walk(path);
+    else yield path;
+  }
+}
