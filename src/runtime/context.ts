@@ -169,11 +169,11 @@ export interface FlowContext {
    * unless `detached`, within this one's deadline, and spending from this one's budget. The
    * handle is plain JSON (it can travel in a carry). See runtime/children.ts.
    */
-  spawn<I, O>(
-    flow: Flow<I, O>,
-    ...args: undefined extends I
-      ? [input?: NoInfer<I>, options?: SpawnOptions]
-      : [input: NoInfer<I>, options?: SpawnOptions]
+  spawn<I, O, In>(
+    flow: Flow<I, O, In>,
+    ...args: undefined extends In
+      ? [input?: NoInfer<In>, options?: SpawnOptions]
+      : [input: NoInfer<In>, options?: SpawnOptions]
   ): Promise<ChildHandle<O>>;
   spawn(flow: string, input?: unknown, options?: SpawnOptions): Promise<ChildHandle>;
   /**

@@ -23,14 +23,14 @@ export interface StepDefinitionOptions extends Omit<ExecuteOptions, "taint"> {
   refusesTainted?: boolean;
 }
 
-export interface FlowOptions<I = unknown, O = unknown> {
+export interface FlowOptions<I = unknown, O = unknown, In = I> {
   /**
    * The input's schema (any Standard Schema: zod, valibot, arktype, ...). `start` validates the
    * input with it before anything is recorded and records the schema's output; a carry into the
    * next generation (`continueAsNew`) and a child's input (`ctx.spawn`) are validated the same
    * way. A refused input is InvalidInputError with the schema's issues in `details.issues`.
    */
-  input?: StandardSchemaV1<unknown, I>;
+  input?: StandardSchemaV1<In, I>;
   /** The output's schema: a body that returns what fails it fails with InvalidInputError. */
   output?: StandardSchemaV1<unknown, O>;
   /** Declared version; defaults to "1". Change it when a change is not replay-compatible. */
@@ -46,7 +46,11 @@ export interface FlowOptions<I = unknown, O = unknown> {
   deadlineMs?: number;
 }
 
-export interface Flow<I = unknown, O = unknown> {
+/**
+ * A flow: its body takes `I` and returns `O`; `start` takes `In`, which is `I` unless an input
+ * schema transforms what it accepts (zod's defaults, say) into what the body gets.
+ */
+export interface Flow<I = unknown, O = unknown, In = I> {
   readonly kind: "loom.flow";
   readonly name: string;
   readonly version: string;
@@ -55,7 +59,7 @@ export interface Flow<I = unknown, O = unknown> {
   readonly budget?: Budget;
   readonly deadlineMs?: number;
   /** The input's schema, when the flow declares one (FlowOptions.input). */
-  readonly input?: StandardSchemaV1<unknown, I>;
+  readonly input?: StandardSchemaV1<In, I>;
   /** The output's schema, when the flow declares one (FlowOptions.output). */
   readonly output?: StandardSchemaV1<unknown, O>;
   /** A method, so that a Flow<I, O> is usable wherever a Flow<unknown, unknown> is. */
@@ -90,11 +94,11 @@ export function assertName(name: unknown, what: string): asserts name is string 
  *   input: z.object({ ticket: z.string() }),
  * });
  */
-export function flow$<I, O>(
+export function flow$<I, O, In = I>(
   name: string,
   body: (ctx: FlowContext, input: I) => Promise<O>,
-  options: FlowOptions<I, O> = {},
-): Flow<I, O> {
+  options: FlowOptions<I, O, In> = {},
+): Flow<I, O, In> {
   assertName(name, "flow name");
   if (typeof body !== "function") throw new InvalidInputError(`flow "${name}" needs a function`);
   const version = options.version ?? "1";
@@ -106,7 +110,7 @@ export function flow$<I, O>(
     throw new InvalidInputError(`flow "${name}" compatibleVersions must be strings`);
   }
   const fingerprint = createHash("sha256").update(body.toString()).digest("hex").slice(0, 16);
-  const flow: Flow<I, O> = {
+  const flow: Flow<I, O, In> = {
     kind: "loom.flow",
     name,
     version,

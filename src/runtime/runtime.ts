@@ -120,11 +120,11 @@ export class Runtime extends RuntimeCore {
    * before anything is recorded (InvalidInputError listing the issues). Starting by name is
    * typed `unknown`.
    */
-  start<I, O>(
-    flow: Flow<I, O>,
-    ...args: undefined extends I
-      ? [input?: NoInfer<I>, options?: StartOptions]
-      : [input: NoInfer<I>, options?: StartOptions]
+  start<I, O, In>(
+    flow: Flow<I, O, In>,
+    ...args: undefined extends In
+      ? [input?: NoInfer<In>, options?: StartOptions]
+      : [input: NoInfer<In>, options?: StartOptions]
   ): Promise<ExecutionHandle<O>>;
   start(flow: string, input?: unknown, options?: StartOptions): Promise<ExecutionHandle>;
   async start(
