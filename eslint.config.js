@@ -7,6 +7,10 @@ const impure = {
     {
       patterns: [
         { group: ["node:*"], message: "kernel, fold and analytics stay pure: no Node modules." },
+        {
+          group: ["**/runtime/*", "**/cli/*", "**/ui/*", "**/remote/*", "**/store/*"],
+          message: "kernel, fold and analytics sit below the store and the runtime.",
+        },
       ],
     },
   ],
@@ -30,6 +34,24 @@ const impure = {
   ],
 };
 
+/**
+ * The rooms below the runtime see the Effect contract (src/effects/effect.ts), the store SPI and
+ * the kernel, never the runtime or a face of it (issue 19; docs/architecture.md).
+ */
+const belowRuntime = {
+  "no-restricted-imports": [
+    "error",
+    {
+      patterns: [
+        {
+          group: ["**/runtime/*", "**/cli/*", "**/ui/*", "**/remote/*"],
+          message: "a room below the runtime imports neither the runtime nor the CLI, UI or remote.",
+        },
+      ],
+    },
+  ],
+};
+
 export default tseslint.config(
   { ignores: ["node_modules/**", "artifacts/**", ".tmp/**", "dist/**"] },
   js.configs.recommended,
@@ -48,6 +70,10 @@ export default tseslint.config(
       ],
       "@typescript-eslint/require-await": "off",
     },
+  },
+  {
+    files: ["src/effects/**", "src/providers/**", "src/store/**", "src/trust/**", "src/testing/**"],
+    rules: belowRuntime,
   },
   { files: ["src/kernel/**", "src/fold/**", "src/analytics/**"], rules: impure },
   { files: ["**/*.js", "**/*.mjs"], ...tseslint.configs.disableTypeChecked },
