@@ -45,7 +45,8 @@ const belowRuntime = {
       patterns: [
         {
           group: ["**/runtime/*", "**/cli/*", "**/ui/*", "**/remote/*"],
-          message: "a room below the runtime imports neither the runtime nor the CLI, UI or remote.",
+          message:
+            "a room below the runtime imports neither the runtime nor the CLI, UI or remote.",
         },
       ],
     },
@@ -53,7 +54,7 @@ const belowRuntime = {
 };
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", "artifacts/**", ".tmp/**", "dist/**"] },
+  { ignores: ["node_modules/**", "artifacts/**", ".tmp/**", "dist/**", "dist.next/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

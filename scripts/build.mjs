@@ -7,18 +7,21 @@
 // declaration that names `./x.ts` needs `allowImportingTsExtensions` in the user's tsconfig
 // with some tools, so the last step rewrites every relative `.ts` specifier in dist/**/*.d.ts
 // to `.js`, and then refuses to finish if one is left.
+//
+// It builds into dist.next/ and swaps it in only when everything succeeded, so a type error in
+// src/ leaves the last good dist/ in place (and no dist/.built is written for a broken build).
 import { execFileSync } from "node:child_process";
-import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
-const dist = join(root, "dist");
+const dist = join(root, "dist.next");
 const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
 
 rmSync(dist, { recursive: true, force: true });
-execFileSync(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json")], {
+execFileSync(process.execPath, [tsc, "-p", join(root, "tsconfig.build.json"), "--outDir", dist], {
   cwd: root,
   stdio: "inherit",
 });
@@ -36,6 +39,8 @@ for (const file of walk(dist)) {
   if (RELATIVE_TS.test(next)) throw new Error(`build: ${file} still imports a .ts file`);
 }
 writeFileSync(join(dist, ".built"), `${new Date().toISOString()}\n`);
+rmSync(join(root, "dist"), { recursive: true, force: true });
+renameSync(dist, join(root, "dist"));
 process.stdout.write(`build: dist/ written, ${rewritten} declaration files rewritten to .js\n`);
 
 function* walk(dir) {
