@@ -15,7 +15,7 @@
  *     ends such a session after IDLE_IN_TRANSACTION_MS, and what it had not committed is gone.
  */
 import type pg from "pg";
-import { requirePeer } from "../../peers.ts";
+import { pgDriver } from "./driver.ts";
 import { InvalidInputError } from "../../kernel/errors.ts";
 import { APPEND_ROUTINE } from "./append-routine.ts";
 
@@ -32,11 +32,6 @@ const INPUT_CODES = new Set(["22021", "22P05", "22P02", "22003"]);
 
 function parseInt8(value: string): number {
   return Number(value);
-}
-
-/** The `pg` driver, an optional peer: loaded when a store is first opened (issue 19). */
-export function pgDriver(): typeof pg {
-  return requirePeer<typeof pg>("pg", "loomwork/postgres");
 }
 
 /** D1: int8 as number; every other type as pg parses it by default. */

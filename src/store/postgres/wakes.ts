@@ -12,7 +12,7 @@
  *     wakes sent while it was down are lost (a fleet member's poll covers them).
  */
 import type pg from "pg";
-import { pgDriver } from "./db.ts";
+import { pgDriver } from "./driver.ts";
 import type { FleetWake } from "../spi.ts";
 
 export const MAX_PAYLOAD_BYTES = 7999;
