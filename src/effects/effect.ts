@@ -7,6 +7,7 @@
  */
 import type { Json } from "../kernel/json.ts";
 import type { Budget, ResourceDelta, ResourceSnapshot } from "../kernel/resources.ts";
+import type { Middleware } from "./compose.ts";
 
 export interface EffectContext {
   executionId: string;
@@ -134,3 +135,6 @@ export interface RetryPolicy {
   /** Whether a failure may be retried (default: `defaultIsRetryable`). Never asked on an abort. */
   isRetryable?: (error: unknown, ctx: MiddlewareContext) => boolean;
 }
+
+/** A middleware around every effect call (effects/middleware.ts composes the chain). */
+export type EffectMiddleware = Middleware<MiddlewareContext>;

@@ -10,13 +10,17 @@
 import { QuotaExceededError } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
 import { addResources, exhausted, type ResourceDelta } from "../kernel/resources.ts";
-import { compose, type Middleware } from "./compose.ts";
+import { compose } from "./compose.ts";
 import { retryMiddleware } from "./retry.ts";
-import type { MiddlewareContext, RetryPolicy } from "./effect.ts";
+import type { EffectMiddleware, RetryPolicy } from "./effect.ts";
 
-export type { BudgetInForce, ExecuteOptions, MiddlewareContext } from "./effect.ts";
+export type {
+  BudgetInForce,
+  EffectMiddleware,
+  ExecuteOptions,
+  MiddlewareContext,
+} from "./effect.ts";
 
-export type EffectMiddleware = Middleware<MiddlewareContext>;
 
 /**
  * Refuses the effect, before it runs, when a budget in force is used up. A QuotaExceededError the

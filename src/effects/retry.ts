@@ -16,8 +16,7 @@
 import { InvalidInputError, isLoomError, RetryableError } from "../kernel/errors.ts";
 import { rerunning } from "./compose.ts";
 import { abortableDelay } from "./delay.ts";
-import type { MiddlewareContext, RetryPolicy } from "./effect.ts";
-import type { EffectMiddleware } from "./middleware.ts";
+import type { EffectMiddleware, MiddlewareContext, RetryPolicy } from "./effect.ts";
 
 export type { RetryPolicy } from "./effect.ts";
 

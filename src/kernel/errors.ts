@@ -12,7 +12,7 @@
  * checks the shape, not the prototype: an error read back from a store is not an instance of
  * anything.
  */
-import type { Json } from "./json.ts";
+import type { Json } from "./json-value.ts";
 
 export interface ErrorData {
   name: string;

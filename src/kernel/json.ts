@@ -6,8 +6,9 @@
  * being silently changed by `JSON.stringify`.
  */
 import { InvalidInputError, PayloadTooLargeError } from "./errors.ts";
+import type { Json } from "./json-value.ts";
 
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type { Json } from "./json-value.ts";
 
 /** How deep arrays and objects may nest in a value that enters the log: `[[1]]` is 2 deep. */
 export const MAX_DEPTH = 256;

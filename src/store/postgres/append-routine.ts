@@ -36,16 +36,12 @@
  */
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { ERASURE_KIND } from "../append-check.ts";
-import type { Tables } from "./db.ts";
+import { APPEND_ROUTINE, type Tables } from "./tables.ts";
 import { MAX_PAYLOAD_BYTES } from "./wakes.ts";
 import { NOT_A_WAKE_ROW } from "../rows.ts";
 
-/**
- * The routine's name in the schema, with its version (R1). Version 2 lets an erasure follow the end
- * of a log (S20); a schema upgraded from version 1 keeps `loom_append_1` for the processes of the
- * release before, which refuse such a batch, as that release did.
- */
-export const APPEND_ROUTINE = "loom_append_2";
+export { APPEND_ROUTINE } from "./tables.ts";
+
 /** What `to_regprocedure` needs to find it. */
 export const APPEND_ROUTINE_ARGS = "(text[], json, bigint)";
 

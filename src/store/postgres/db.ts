@@ -17,7 +17,6 @@
 import type pg from "pg";
 import { pgDriver } from "./driver.ts";
 import { InvalidInputError } from "../../kernel/errors.ts";
-import { APPEND_ROUTINE } from "./append-routine.ts";
 
 export type Queryable = pg.Pool | pg.PoolClient;
 
@@ -58,41 +57,7 @@ export function newPool(connectionString: string, max: number): pg.Pool {
   return pool;
 }
 
-/** The schema's tables, quoted and qualified. */
-export interface Tables {
-  migrations: string;
-  events: string;
-  executions: string;
-  leases: string;
-  timers: string;
-  snapshots: string;
-  notices: string;
-  schedules: string;
-  inbox: string;
-  inboxHeads: string;
-  /** Key material (keys.ts, S19). */
-  keys: string;
-  /** The append routine (append-routine.ts). */
-  appendRoutine: string;
-}
-
-export function tables(schema: string): Tables {
-  const t = (name: string) => `"${schema}".${name}`;
-  return {
-    migrations: t("migrations"),
-    events: t("events"),
-    executions: t("executions"),
-    leases: t("leases"),
-    timers: t("timers"),
-    snapshots: t("snapshots"),
-    notices: t("notices"),
-    schedules: t("schedules"),
-    inbox: t("inbox"),
-    inboxHeads: t("inbox_heads"),
-    keys: t("keys"),
-    appendRoutine: t(APPEND_ROUTINE),
-  };
-}
+export { tables, type Tables } from "./tables.ts";
 
 /**
  * A statement with a fixed text, prepared once per connection under its name (the pool's
