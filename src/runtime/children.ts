@@ -45,7 +45,11 @@ import type { Budget } from "../kernel/resources.ts";
 import { checkedDuration } from "../kernel/limits.ts";
 import { validated } from "../kernel/schema.ts";
 import { startPayload } from "./runtime-support.ts";
-import type { ContextDeps, FlowContext } from "./context.ts";
+import type { ChildHandle, FlowContext, SpawnOptions } from "./contract.ts";
+import type { ChildDeps, ContextDeps } from "./context-deps.ts";
+
+export type { ChildHandle, SpawnOptions } from "./contract.ts";
+export type { ChildDeps } from "./context-deps.ts";
 import { halted, type Run, type EventSpec } from "./run.ts";
 
 /** A child awaited with ctx.awaitChild ended failed or cancelled (its error is `details.error`). */
@@ -53,42 +57,6 @@ export class ChildFailedError extends defineError("LOOM_CHILD_FAILED") {}
 
 /** A child id already holds an execution that another spawn started (O1). */
 export class ChildConflictError extends defineError("LOOM_CHILD_CONFLICT") {}
-
-export interface SpawnOptions {
-  /** Names the child: its id is `<parentId>::<key>#<i>` (default: the flow's name). */
-  key?: string;
-  /** A detached child is not cancelled with its parent, and outlives a rotation (D5). */
-  detached?: boolean;
-  /** At most this much of the parent's budget (O6), or the child's own when the parent has none. */
-  budget?: Budget;
-  /** The child's deadline, capped by the parent's (O5). */
-  deadlineMs?: number;
-}
-
-declare const childOutput: unique symbol;
-
-/**
- * What ctx.spawn returns: plain JSON, so it can travel in a carry (D5). `O` is the child flow's
- * output type, for `ctx.awaitChild` (a type only: no such field exists at run time).
- */
-export interface ChildHandle<O = unknown> {
-  id: string;
-  flow: string;
-  detached: boolean;
-  /** The child's output type; never set. A method, so handles convert between output types. */
-  [childOutput]?(output: O): void;
-}
-
-/** What the runtime gives the child syscalls. */
-export interface ChildDeps {
-  flow(name: string): Flow | undefined;
-  /** O1: writes the child's sequence 0 as its parent's record says (idempotent), and drives it. */
-  startChild(parent: ExecutionState, childId: string): Promise<void>;
-  /** How the chain `childId` heads ended (routed), or undefined while it runs. */
-  childOutcome(childId: string): Promise<ChildOutcome | undefined>;
-  /** O7: whether `childId` was spawned by a member of the chain `chainId`. */
-  spawnedInChain(childId: string, chainId: string): Promise<boolean>;
-}
 
 const keyOf = (flow: string, key: unknown): string => {
   if (key === undefined) return keyProblem(flow) === undefined ? flow : "child";

@@ -16,14 +16,9 @@ import { checkedTaintSource, taint } from "../kernel/taint.ts";
 import { RECEIVE } from "../fold/fold.ts";
 import { chainOf } from "../fold/state.ts";
 import type { InboxMessage } from "../store/spi.ts";
-import type { ContextDeps, FlowContext } from "./context.ts";
-import {
-  checkedName,
-  consumeSpecs,
-  cursorOf,
-  DEFAULT_TOPIC,
-  type ReceiveOptions,
-} from "./inbox.ts";
+import type { FlowContext, ReceiveOptions } from "./contract.ts";
+import type { ContextDeps } from "./context-deps.ts";
+import { checkedName, consumeSpecs, cursorOf, DEFAULT_TOPIC } from "./inbox.ts";
 import { halted, type Run } from "./run.ts";
 
 export function chainSyscalls(

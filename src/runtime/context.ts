@@ -4,7 +4,7 @@
  * Every call goes through `call`, which enforces R7 (one outstanding call per scope) and halts
  * the body when its run has stopped (R6).
  */
-import { checkedSchema, validated, type StandardSchemaV1 } from "../kernel/schema.ts";
+import { checkedSchema, validated } from "../kernel/schema.ts";
 import { spentWithGrants } from "../fold/children.ts";
 import { abortableDelay } from "../effects/delay.ts";
 import {
@@ -20,8 +20,7 @@ import {
 } from "../kernel/errors.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import { boundedJson, copyJson, type Json } from "../kernel/json.ts";
-import type { Limits } from "../kernel/limits.ts";
-import { checkedTaintSource, findTaint, taint, type Tainted } from "../kernel/taint.ts";
+import { checkedTaintSource, findTaint, taint } from "../kernel/taint.ts";
 import {
   assertName,
   checkedBudget,
@@ -30,12 +29,10 @@ import {
   checkedRefusesTainted,
   type Effect,
   type EffectContext,
-  type TaintingEffect,
 } from "./flow.ts";
 import { halted, merged, type EventSpec, type Run } from "./run.ts";
 import { chainSyscalls } from "./context-chain.ts";
-import type { Flow } from "./flow.ts";
-import { childSyscalls, type ChildDeps, type ChildHandle, type SpawnOptions } from "./children.ts";
+import { childSyscalls } from "./children.ts";
 import { armDeadline, remainingMs } from "./deadline.ts";
 import {
   makeMiddlewareContext,
@@ -47,156 +44,16 @@ import {
 } from "./effect-call.ts";
 import { isDimension, spentIn, type Budget } from "../kernel/resources.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
-import type { InboxMessage } from "../store/spi.ts";
-import { type ReceiveOptions } from "./inbox.ts";
 import { type ExecuteOptions, type MiddlewareContext } from "../effects/middleware.ts";
+import type { FlowContext, RunOptions, SuspendOptions } from "./contract.ts";
+import type { ContextDeps } from "./context-deps.ts";
 
-export interface SuspendOptions<T = unknown> {
-  /** Milliseconds to wait for a resume before the suspend throws SuspendTimeoutError. */
-  timeout?: number;
-  /**
-   * The resume payload's schema (any Standard Schema): the body gets the schema's output, or
-   * InvalidInputError listing the issues when the payload fails it. The payload is recorded as it
-   * was sent and checked as the body reads it, on every run, so a replay answers the same; a body
-   * that catches the refusal may suspend again for a better answer.
-   */
-  schema?: StandardSchemaV1<unknown, T>;
-}
+export type { FlowContext, RunOptions, SuspendOptions } from "./contract.ts";
+export type { ContextDeps } from "./context-deps.ts";
 
-/** Options of a `ctx.run` step. */
-export interface RunOptions {
-  /**
-   * The step fails with StepTimeoutError this long after its first attempt's logged start, on
-   * the runtime clock, also across crashes; its signal aborts then. A finite number > 0.
-   */
-  timeoutMs?: number;
-  /**
-   * At most once: the step's start is durable before its code runs, and a crash after that is
-   * not followed by a re-run: the flow gets InDoubtError instead. Default: at least once.
-   */
-  atMostOnce?: boolean;
-  /**
-   * Marks the step's output as tainted from this source (`"tool:search"`): what is recorded,
-   * and so what a replay returns, is the wrapper `{ $tainted, value }` (kernel/taint.ts).
-   */
-  taint?: string;
-}
-
-/** What `step` needs to know of a call beyond its name and input. */
 interface StepOptions extends RunOptions {
   /** An effect through the middleware chain (it may meter). */
   meterable?: boolean;
-}
-
-export interface FlowContext {
-  readonly executionId: string;
-  /**
-   * Runs `fn` once as a durable step; a re-run returns its recorded result. With `taint`, the
-   * result is the taint wrapper of what `fn` returned.
-   */
-  run<T>(
-    name: string,
-    fn: (ectx: EffectContext) => Promise<T> | T,
-    options: RunOptions & { taint: string },
-  ): Promise<Tainted<T>>;
-  run<T>(
-    name: string,
-    fn: (ectx: EffectContext) => Promise<T> | T,
-    options?: RunOptions,
-  ): Promise<T>;
-  /**
-   * Runs an effect (or a `step$`) with a recorded input through the middleware chain; `options`
-   * (a retry policy, say) override the effect's own for this call. An effect that declares
-   * `refusesTainted` throws TaintedInputError, before anything is recorded, for an input that
-   * holds a tainted value; one that `taintsOutput` (or a call with `taint`) resolves to a wrapper.
-   */
-  execute<I, O>(
-    effect: TaintingEffect<I, O>,
-    input: I,
-    options?: ExecuteOptions,
-  ): Promise<Tainted<O>>;
-  execute<I, O>(
-    effect: Effect<I, O>,
-    input: I,
-    options: ExecuteOptions & { taint: string },
-  ): Promise<Tainted<O>>;
-  execute<I, O>(effect: Effect<I, O>, input: I, options?: ExecuteOptions): Promise<O>;
-  /** Records the value of a synchronous, non-deterministic choice; a re-run gets the same value. */
-  decide<T>(name: string, fn: () => T): Promise<T>;
-  /** A durable timer: survives restarts; waits above 2^31-1 ms are armed in chunks. */
-  sleep(ms: number): Promise<void>;
-  /** Sleeps until an epoch-ms time on the runtime clock. */
-  sleepUntil(epochMs: number): Promise<void>;
-  /** Parks until `runtime.resume(id, payload)` and returns the payload. */
-  suspend<T = Json>(options?: SuspendOptions<T>): Promise<T>;
-  /** Runs branches concurrently; each is a scope of its own, so its call ids are stable. */
-  parallel<T>(branches: readonly ((ctx: FlowContext) => Promise<T>)[]): Promise<T[]>;
-  /** The runtime clock's time, recorded so a re-run sees the same value. */
-  now(): number;
-  /**
-   * Asks for more of one budget dimension (ADR 0032 R2): grant = min(request, ceiling - spent),
-   * recorded as a decision, so a re-run gets the same grant; the budget's limit in that
-   * dimension becomes spent + grant, and spending past it is QUOTA_EXCEEDED as usual.
-   */
-  negotiateBudget(
-    dimension: string,
-    request: number,
-    options: { ceiling: number },
-  ): Promise<number>;
-  /**
-   * Runs `fn` under a named budget besides the execution's: its effects' spend counts toward
-   * both, and its effects are refused once it is spent while the rest of the flow goes on.
-   * Budgets of the same name share their spend.
-   */
-  nestedBudget<T>(name: string, budget: Budget, fn: (ctx: FlowContext) => Promise<T>): Promise<T>;
-  /**
-   * Takes the next message of the chain's inbox (`runtime.send`), in order, each once; parks
-   * until one comes. With `timeout`, throws SuspendTimeoutError when none came in time. With
-   * `taint`, the message comes wrapped as tainted from that source.
-   */
-  receive<T = Json>(options: ReceiveOptions<T> & { taint: string }): Promise<Tainted<T>>;
-  receive<T = Json>(options?: ReceiveOptions<T>): Promise<T>;
-  /**
-   * Ends this generation and continues the chain as a new one (ADR 0109): the successor
-   * `<chainId>~<n+1>` starts this flow (the code registered now) with `carry` as its input, and
-   * inherits what was spent, the inbox cursors and the chain deadline. Never returns. Needs
-   * `features.continueAsNew`; refused (before anything is recorded) from a ctx.parallel branch,
-   * with a wait outstanding, or with a carry over `maxCarryBytes`.
-   */
-  continueAsNew(carry?: unknown): Promise<never>;
-  /**
-   * Starts `flow` as a child execution `<id>::<key>#<i>` (issue 8): cancelled with this one
-   * unless `detached`, within this one's deadline, and spending from this one's budget. The
-   * handle is plain JSON (it can travel in a carry). See runtime/children.ts.
-   */
-  spawn<I, O, In>(
-    flow: Flow<I, O, In>,
-    ...args: undefined extends In
-      ? [input?: NoInfer<In>, options?: SpawnOptions]
-      : [input: NoInfer<In>, options?: SpawnOptions]
-  ): Promise<ChildHandle<O>>;
-  spawn(flow: string, input?: unknown, options?: SpawnOptions): Promise<ChildHandle>;
-  /**
-   * Waits for a child (a handle, or the id of a child of this chain) to end, following it
-   * through its rotations; returns its output, or throws ChildFailedError.
-   */
-  awaitChild<O>(child: ChildHandle<O>): Promise<O>;
-  awaitChild<T = unknown>(child: string): Promise<T>;
-}
-
-export interface ContextDeps {
-  limits: Limits;
-  now(): number;
-  /** A topic's messages in a chain's inbox past `afterSeq` (one batch). */
-  readInbox(chainId: string, topic: string, afterSeq: number): Promise<InboxMessage[]>;
-  /** The largest carry `continueAsNew` takes (bytes of JSON text). */
-  maxCarryBytes: number;
-  /** Rotates the run to its successor (undefined while `features.continueAsNew` is off). */
-  rotate: ((run: Run, carry: Json | undefined) => void) | undefined;
-  /** What children need from the runtime (children.ts); undefined where nothing supervises. */
-  children?: ChildDeps;
-  /** The effect middleware chain, composed (see effects/middleware.ts). */
-  chain: (ctx: MiddlewareContext) => Promise<unknown>;
 }
 
 /** Names the kernel records decisions under; a user's decision may not start with "$". */

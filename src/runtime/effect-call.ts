@@ -18,8 +18,8 @@ import {
   type ExecuteOptions,
   type MiddlewareContext,
 } from "../effects/middleware.ts";
-import type { ContextDeps } from "./context.ts";
-import type { EffectContext, StepAttributes } from "./flow.ts";
+import type { ContextDeps } from "./context-deps.ts";
+import type { EffectContext, StepAttributes } from "../effects/effect.ts";
 import { merged, type EventSpec, type Run } from "./run.ts";
 import type { StepSpan } from "./tracing.ts";
 

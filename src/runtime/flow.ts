@@ -8,12 +8,14 @@
 import { createHash } from "node:crypto";
 import { InvalidInputError } from "../kernel/errors.ts";
 import { readBudget, type Budget } from "../kernel/resources.ts";
-import type { FlowContext } from "./context.ts";
+import type { Flow, FlowContext, FlowOptions } from "./contract.ts";
+
+export type { Flow, FlowOptions } from "./contract.ts";
 import type { Effect, EffectContext, ExecuteOptions, TaintingEffect } from "../effects/effect.ts";
 import { checkedRetryPolicy } from "../effects/retry.ts";
 import { checkedDuration } from "../kernel/limits.ts";
 import { checkedTaintSource } from "../kernel/taint.ts";
-import { checkedSchema, type StandardSchemaV1 } from "../kernel/schema.ts";
+import { checkedSchema } from "../kernel/schema.ts";
 
 /** What `step$` takes: the call options every call gets, and the effect's taint declarations. */
 export interface StepDefinitionOptions extends Omit<ExecuteOptions, "taint"> {
@@ -21,49 +23,6 @@ export interface StepDefinitionOptions extends Omit<ExecuteOptions, "taint"> {
   taintsOutput?: string;
   /** As `Effect.refusesTainted`: a tainted input is refused with TaintedInputError. */
   refusesTainted?: boolean;
-}
-
-export interface FlowOptions<I = unknown, O = unknown, In = I> {
-  /**
-   * The input's schema (any Standard Schema: zod, valibot, arktype, ...). `start` validates the
-   * input with it before anything is recorded and records the schema's output; a carry into the
-   * next generation (`continueAsNew`) and a child's input (`ctx.spawn`) are validated the same
-   * way. A refused input is InvalidInputError with the schema's issues in `details.issues`.
-   */
-  input?: StandardSchemaV1<In, I>;
-  /** The output's schema: a body that returns what fails it fails with InvalidInputError. */
-  output?: StandardSchemaV1<unknown, O>;
-  /** Declared version; defaults to "1". Change it when a change is not replay-compatible. */
-  version?: string;
-  /** Older versions this code can replay (their executions recover under it). */
-  compatibleVersions?: readonly string[];
-  /** What each execution may spend; `start({ budget })` overrides it. */
-  budget?: Budget;
-  /**
-   * How long each execution may run, from its logged start on the runtime clock; past it, the
-   * execution is cancelled (DeadlineExceededError). `start({ deadlineMs })` overrides it.
-   */
-  deadlineMs?: number;
-}
-
-/**
- * A flow: its body takes `I` and returns `O`; `start` takes `In`, which is `I` unless an input
- * schema transforms what it accepts (zod's defaults, say) into what the body gets.
- */
-export interface Flow<I = unknown, O = unknown, In = I> {
-  readonly kind: "loom.flow";
-  readonly name: string;
-  readonly version: string;
-  readonly compatibleVersions: readonly string[];
-  readonly fingerprint: string;
-  readonly budget?: Budget;
-  readonly deadlineMs?: number;
-  /** The input's schema, when the flow declares one (FlowOptions.input). */
-  readonly input?: StandardSchemaV1<In, I>;
-  /** The output's schema, when the flow declares one (FlowOptions.output). */
-  readonly output?: StandardSchemaV1<unknown, O>;
-  /** A method, so that a Flow<I, O> is usable wherever a Flow<unknown, unknown> is. */
-  body(this: void, ctx: FlowContext, input: I): Promise<O>;
 }
 
 export type { Effect, EffectContext, StepAttributes, TaintingEffect } from "../effects/effect.ts";

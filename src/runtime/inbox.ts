@@ -18,13 +18,14 @@
  * N4. Bad input (a topic or key that is not a short non-empty string, a payload with no JSON
  *     form or over its bound) is refused before the stream is appended to.
  */
-import type { StandardSchemaV1 } from "../kernel/schema.ts";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import { RECEIVE } from "../fold/fold.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { InboxMessage } from "../store/spi.ts";
-import type { EventSpec } from "./run.ts";
+import type { EventSpec } from "./journal.ts";
+
+export type { ReceiveOptions } from "./contract.ts";
 import type { CallerOptions } from "./runtime-options.ts";
 
 /** The topic of `send` and `receive` when none is named. */
@@ -39,24 +40,6 @@ export interface SendOptions extends CallerOptions {
    */
   key?: string;
   topic?: string;
-}
-
-export interface ReceiveOptions<T = unknown> {
-  topic?: string;
-  /** Milliseconds to wait for a message before the receive throws SuspendTimeoutError. */
-  timeout?: number;
-  /**
-   * Hands the message over tainted from this source (`"inbox:user"`): the body gets the wrapper
-   * `{ $tainted, value }` (kernel/taint.ts). The MESSAGE_CONSUMED fact keeps the message as it
-   * was sent (a sender may write it, N3); the mark is made as the body reads it, on every run.
-   */
-  taint?: string;
-  /**
-   * The message's schema (any Standard Schema): the body gets the schema's output, or
-   * InvalidInputError listing the issues. Checked as the body reads the message (the consumed
-   * message is recorded as it was sent), before a `taint` mark is put on it.
-   */
-  schema?: StandardSchemaV1<unknown, T>;
 }
 
 /** A topic or key: 1..200 characters, not `__proto__`. */

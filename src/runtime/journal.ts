@@ -10,6 +10,14 @@
  */
 import type { AppendBatch, Store } from "../store/spi.ts";
 import type { IndexChanges } from "../fold/index-changes.ts";
+import type { EventKind } from "../kernel/events.ts";
+import type { Json } from "../kernel/json.ts";
+
+export interface EventSpec {
+  kind: EventKind;
+  payload: Json;
+  kernel?: true;
+}
 
 interface Pending {
   batch: AppendBatch;

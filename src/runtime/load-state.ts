@@ -11,7 +11,7 @@ import { initialState, type ExecutionState } from "../fold/state.ts";
 import { indexChanges } from "../fold/index-changes.ts";
 import type { AppendBatch, Store } from "../store/spi.ts";
 import type { Journal } from "./journal.ts";
-import type { EventSpec } from "./run.ts";
+import type { EventSpec } from "./journal.ts";
 
 export async function loadState(store: Store, id: string): Promise<ExecutionState | undefined> {
   const snapshot = await store.loadSnapshot(id);

@@ -22,7 +22,7 @@
  * R9. A step's start is written at the next group commit if the step is still running, else
  *     inside its settling event (see deferStart).
  */
-import type { CallKind, Envelope, EventKind } from "../kernel/events.ts";
+import type { CallKind, Envelope } from "../kernel/events.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import {
   CancelledError,
@@ -35,24 +35,24 @@ import {
 } from "../kernel/errors.ts";
 import { jsonText, type Json } from "../kernel/json.ts";
 import type { ResourceDelta } from "../kernel/resources.ts";
-import { cancelSpecs } from "./cancel.ts";
+import { cancelSpecs } from "./cancel-specs.ts";
 import { armDeadline } from "./deadline.ts";
 import { validated } from "../kernel/schema.ts";
 import { fold } from "../fold/fold.ts";
 import { indexChanges } from "../fold/index-changes.ts";
 import type { Flow } from "./flow.ts";
 import type { AppendBatch } from "../store/spi.ts";
-import type { RunHost } from "./run-host.ts";
+import type { EventSpec } from "./journal.ts";
+
+export type { EventSpec } from "./journal.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
 import { cursorOf, deliverySpecs, waitingReceives } from "./inbox.ts";
 import type { DriveSpan, DriveStart } from "./tracing.ts";
-
-export interface EventSpec {
-  kind: EventKind;
-  payload: Json;
-  kernel?: true;
-}
+import type { Clock } from "../kernel/clock.ts";
+import type { InboxMessage } from "../store/spi.ts";
+import type { Journal } from "./journal.ts";
+import type { Tracing } from "./tracing.ts";
 
 interface Scope {
   pos: number;
@@ -117,6 +117,33 @@ export function merged(
 /** A promise that never settles: what a halted body waits on (R6). */
 export function halted<T>(): Promise<T> {
   return new Promise<T>(() => undefined);
+}
+
+/** What a Run needs from its runtime; the runtime implements it. */
+export interface RunHost {
+  readonly clock: Clock;
+  readonly journal: Journal;
+  readonly leaseTtlMs: number;
+  readonly ownerId: string;
+  /** The fewest events between snapshots (see Run.snapshotFor). */
+  readonly snapshotEvery: number;
+  /** Opens the span of each drive (tracing.ts). */
+  readonly tracing: Tracing;
+  /** Validates a flow's return value against the output bound. */
+  boundOutput(value: unknown, flowName: string): Json | undefined;
+  /** The run's body waits on something only the outside world settles. */
+  parked(run: Run): void;
+  /** The run recorded a terminal event (whose batch released the lease). */
+  ended(run: Run): void;
+  /** The run stopped without an outcome (fenced, non-determinism, closing). */
+  stopped(run: Run, error: Error): void;
+  renew(run: Run): void;
+  armTimer(executionId: string, callId: string, wakeAtMs: number): void;
+  disarmTimer(executionId: string, callId: string): void;
+  /** A topic's messages in a chain's inbox past `afterSeq` (one batch). */
+  readInbox(chainId: string, topic: string, afterSeq: number): Promise<InboxMessage[]>;
+  /** Reports an error no caller awaits. */
+  report(error: unknown): void;
 }
 
 export class Run {

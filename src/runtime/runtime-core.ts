@@ -38,9 +38,8 @@ import { cursorOf, deliverySpecs, READ_BATCH } from "./inbox.ts";
 import type { CallerOptions, RuntimeOptions } from "./runtime-options.ts";
 import { chainOf } from "../fold/state.ts";
 
-import { Run, type EventSpec } from "./run.ts";
+import { Run, type EventSpec, type RunHost } from "./run.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
-import type { RunHost } from "./run-host.ts";
 import { ParkedCache } from "./parked-cache.ts";
 import { TimerService } from "./timer-service.ts";
 import { delay, randomIds, systemClock } from "./system.ts";

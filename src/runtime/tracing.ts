@@ -39,7 +39,7 @@ import {
 } from "@opentelemetry/api";
 import { RuntimeClosedError } from "../kernel/errors.ts";
 import type { ExecutionState } from "../fold/state.ts";
-import type { StepAttributes } from "./flow.ts";
+import type { StepAttributes } from "../effects/effect.ts";
 
 /** The instrumentation scope of Loom's spans. */
 export const TRACER_NAME = "loomwork";

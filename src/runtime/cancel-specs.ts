@@ -1,0 +1,44 @@
+/**
+ * What a cancel appends: each running step metered (an estimate: its wall time and what it
+ * reported so far) and cancelled, then EXECUTION_CANCELLED. Pure: the run (run.ts) and the
+ * canceller (cancel.ts) both build the batch from the state they hold.
+ */
+import { CancelledError, errorToData, type LoomError } from "../kernel/errors.ts";
+import type { Json } from "../kernel/json.ts";
+import type { ResourceDelta } from "../kernel/resources.ts";
+import type { ExecutionState } from "../fold/state.ts";
+import type { EventSpec } from "./journal.ts";
+
+export function cancelSpecs(
+  state: ExecutionState,
+  reason: Json,
+  nowMs: number,
+  cause: LoomError = new CancelledError(
+    `execution "${state.executionId}" was cancelled: ${typeof reason === "string" ? reason : JSON.stringify(reason)}`,
+  ),
+  /** What a running attempt reports it has cost so far (this process's runs only). */
+  provisional: (callId: string) => ResourceDelta | undefined = () => undefined,
+): EventSpec[] {
+  const error = errorToData(cause) as unknown as Json;
+  const specs: EventSpec[] = [];
+  for (const [callId, f] of Object.entries(state.frames)) {
+    if (f.kind !== "step" || f.status !== "started") continue;
+    // A step in its retry backoff runs nothing; one running is metered since its attempt began.
+    if (f.retryAtMs === undefined) {
+      const began = f.attemptStartedAt ?? f.firstStartedAt;
+      // What the attempt says it spent so far (a stream's tokens), then its wall time.
+      const delta = {
+        ...provisional(callId),
+        wallMs: Math.max(0, nowMs - began),
+        estimated: true,
+      };
+      specs.push({
+        kind: "RESOURCE_METERED",
+        payload: { callId, delta: delta as unknown as Json },
+      });
+    }
+    specs.push({ kind: "STEP_CANCELLED", payload: { callId, error } });
+  }
+  specs.push({ kind: "EXECUTION_CANCELLED", payload: { reason, error }, kernel: true });
+  return specs;
+}
