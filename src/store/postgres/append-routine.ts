@@ -1,7 +1,8 @@
 /**
  * The append routine: a PL/pgSQL function in the store's schema that makes a whole group commit
  * (S4) one statement, so `appendMany` costs one round trip and commits on its own (autocommit).
- * append.ts says what it is sent and reads what it answers; this file is the SQL.
+ * append.ts says what it is sent and reads what it answers; this file is the SQL, built from named
+ * fragments in the order they run (a batch's writes, after its checks: append-routine-writes.ts).
  *
  * R1. It is installed beside the migrations, under their lock (migrations.ts M3), and named with
  *     its version (`loom_append_2`). A changed routine is a new name, never a replaced body: a
@@ -37,8 +38,7 @@
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { ERASURE_KIND } from "../append-check.ts";
 import { APPEND_ROUTINE, type Tables } from "./tables.ts";
-import { MAX_PAYLOAD_BYTES } from "./wakes.ts";
-import { NOT_A_WAKE_ROW } from "../rows.ts";
+import { batchWrites } from "./append-routine-writes.ts";
 
 export { APPEND_ROUTINE } from "./tables.ts";
 
@@ -57,19 +57,35 @@ const quoted = (values: Iterable<string>) => [...values].map((v) => `'${v}'`).jo
  * (as a mismatch), and is never cast to BIGINT.
  */
 export function appendRoutineSql(t: Tables, schema: string, channel: string): string {
-  const terminal = quoted(TERMINAL_STATUSES);
-  // Wakes are built here as JSON; one over PostgreSQL's payload limit is not sent (N2).
-  const notify = (wake: string) =>
-    `PERFORM pg_notify('${channel}', w) FROM (SELECT (${wake})::text AS w) AS wake
-        WHERE octet_length(w) <= ${MAX_PAYLOAD_BYTES}`;
+  return [
+    signature(schema),
+    declarations(),
+    "BEGIN",
+    lockRows(t),
+    batchLoop(),
+    batchState(t),
+    batchCheck(),
+    ...batchWrites(t, channel),
+    "  END LOOP;",
+    writeAppended(t),
+    answer(),
+  ].join("\n");
+}
+
+/** The function's name, arguments and settings (R1, R2: generic plans). */
+function signature(schema: string): string {
   return `
 CREATE FUNCTION "${schema}".${APPEND_ROUTINE}(ids text[], batches json, prune_notices_before bigint)
 RETURNS json LANGUAGE plpgsql
 -- Every statement below is a primary-key lookup or a write: a generic plan is the right one, and
 -- replanning "= ANY(ids)" at each call (a custom plan) would cost as much as running it.
 SET plan_cache_mode = force_generic_plan
-AS $routine$
-DECLARE
+AS $routine$`;
+}
+
+/** The routine's variables: the batch's execution as checked, and a call for several's (R4). */
+function declarations(): string {
+  return `DECLARE
   single boolean := cardinality(ids) = 1;
   b record;
   k int := -1;
@@ -102,9 +118,12 @@ DECLARE
   appended_ids text[] := '{}';
   appended_events json[] := '{}';
   refused json[] := '{}';
-  pruned boolean := prune_notices_before IS NULL;
-BEGIN
-  IF NOT single THEN
+  pruned boolean := prune_notices_before IS NULL;`;
+}
+
+/** R2, for several executions: every lease row, then every execution row, locked in id order. */
+function lockRows(t: Tables): string {
+  return `  IF NOT single THEN
     -- One element per execution from the start: an element assigned past the end of an empty
     -- array would make it start there, and unnest would no longer line it up with ids.
     seen := array_fill(NULL::boolean, ARRAY[cardinality(ids)]);
@@ -125,15 +144,23 @@ BEGIN
       INTO locked_executions, locked_heads, locked_statuses
       FROM (SELECT id, head, status FROM ${t.executions} WHERE id = ANY(ids)
             ORDER BY id FOR UPDATE) AS x;
-  END IF;
-  -- R3
+  END IF;`;
+}
+
+/** R3: the batches in order, each read as a record (the fields of `appendRoutineSql`'s doc). */
+function batchLoop(): string {
+  return `  -- R3
   FOR b IN SELECT * FROM json_to_recordset(batches) AS q(i text, j int, x numeric, f numeric,
       s text, fl text, h numeric, a0 bigint, a1 bigint, e json, co text, ce bigint, r text,
       ss bigint, sj text, nw text, nk text, tc boolean, td json, ts json)
   LOOP
     k := k + 1;
-    j := b.j;
-    IF single THEN
+    j := b.j;`;
+}
+
+/** R2: the batch's execution as the locked rows, and the batches before it, left it. */
+function batchState(t: Tables): string {
+  return `    IF single THEN
       -- R2, for one execution: its rows, locked as they are read; the batches before this one
       -- in the call wrote theirs already.
       SELECT l.fence, l.owner INTO lease_fence, lease_owner FROM ${t.leases} l
@@ -156,8 +183,13 @@ BEGIN
       lease_owner := owners[j];
       log_head := heads[j];
       log_status := statuses[j];
-    END IF;
-    -- append-check.ts effectiveFence and checkBatch, in their order. An ended log takes a batch
+    END IF;`;
+}
+
+/** R3, R5: the fence, terminal and sequence checks; a refused batch is answered, not applied. */
+function batchCheck(): string {
+  const terminal = quoted(TERMINAL_STATUSES);
+  return `    -- append-check.ts effectiveFence and checkBatch, in their order. An ended log takes a batch
     -- of erasures that keeps its status (erasureOf, S20); CASE reads the events only then. (In
     -- parentheses: PL/pgSQL ends an IF's condition at the first THEN outside them.)
     checked_fence := CASE WHEN b.co IS NULL THEN lease_fence
@@ -171,84 +203,12 @@ BEGIN
       refused := refused || json_build_object('n', k, 'h', log_head, 's', log_status,
         'f', lease_fence);
       CONTINUE;
-    END IF;
-    IF b.co IS NOT NULL THEN
-      INSERT INTO ${t.leases} (execution_id, owner, fence, expires_at)
-        VALUES (b.i, b.co, 1, b.ce) ON CONFLICT (execution_id) DO NOTHING;
-      IF NOT FOUND THEN
-        refused := refused || json_build_object('n', k, 'c', true);
-        CONTINUE;
-      END IF;
-      lease_fence := 1;
-      lease_owner := b.co;
-    END IF;
-    IF single THEN
-      INSERT INTO ${t.events} (execution_id, seq, kind, at, payload, meta)
-        SELECT b.i, ev.q, ev.k, ev.t, ev.p, ev.m
-        FROM json_to_recordset(b.e) AS ev(q bigint, k text, t bigint, p text, m text);
-      IF log_status IS NULL THEN
-        INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at)
-          VALUES (b.i, coalesce(b.fl, ''), b.s, b.h, b.a0, b.a1);
-      ELSE
-        UPDATE ${t.executions} SET status = b.s, head = b.h, updated_at = b.a1 WHERE id = b.i;
-      END IF;
-    ELSE
-      appended_ids := appended_ids || b.i;
-      appended_events := appended_events || b.e;
-      IF log_status IS NULL THEN
-        flows[j] := coalesce(b.fl, '');
-        created[j] := b.a0;
-      END IF;
-      heads[j] := b.h;
-      statuses[j] := b.s;
-      updated[j] := b.a1;
-    END IF;
-    IF b.r IS NOT NULL AND b.r = lease_owner THEN
-      UPDATE ${t.leases} SET owner = NULL WHERE execution_id = b.i;
-      lease_owner := NULL;
-    END IF;
-    IF NOT single THEN
-      fences[j] := lease_fence;
-      owners[j] := lease_owner;
-    END IF;
-    IF b.ss IS NOT NULL THEN
-      INSERT INTO ${t.snapshots} AS sn (execution_id, seq, state) VALUES (b.i, b.ss, b.sj)
-        ON CONFLICT (execution_id) DO UPDATE SET seq = excluded.seq, state = excluded.state
-        WHERE excluded.seq >= sn.seq;
-    END IF;
-    IF b.nw IS NOT NULL THEN
-      -- A notice to an owner that never takes it (it died) is dropped after a day.
-      IF NOT pruned THEN
-        DELETE FROM ${t.notices} WHERE at < prune_notices_before;
-        pruned := true;
-      END IF;
-      INSERT INTO ${t.notices} (owner, execution_id, kind, at) VALUES (b.nw, b.i, b.nk, b.a1);
-      ${notify(`json_build_object('kind', 'notice', 'owner', b.nw, 'executionId', b.i)`)};
-    END IF;
-    IF b.tc THEN
-      DELETE FROM ${t.timers} WHERE execution_id = b.i AND ${NOT_A_WAKE_ROW};
-    END IF;
-    IF b.td IS NOT NULL THEN
-      DELETE FROM ${t.timers} AS tm USING json_to_recordset(b.td) AS d(e text, t text)
-        WHERE tm.execution_id = d.e AND tm.timer_id = d.t;
-    END IF;
-    IF b.ts IS NOT NULL THEN
-      -- In the order given: two calls writing one pair of rows in opposite orders may deadlock,
-      -- and PostgreSQL aborts one of them, which runs again (db.ts D2).
-      INSERT INTO ${t.timers} (execution_id, timer_id, wake_at)
-        SELECT st.e, st.t, st.a FROM json_to_recordset(b.ts) AS st(e text, t text, a bigint)
-        ON CONFLICT (execution_id, timer_id) DO UPDATE SET wake_at = excluded.wake_at;
-      PERFORM pg_notify('${channel}', w) FROM (
-          SELECT json_build_object('kind', 'timer', 'executionId', st.e, 'wakeAtMs', st.a)::text
-          FROM json_to_recordset(b.ts) AS st(e text, t text, a bigint)
-        ) AS wake(w)
-        WHERE octet_length(w) <= ${MAX_PAYLOAD_BYTES};
-    END IF;
-    IF b.s IN ('pending', 'running') AND lease_owner IS NULL THEN
-      ${notify(`json_build_object('kind', 'runnable', 'executionId', b.i)`)};
-    END IF;
-  END LOOP;
-  -- R4
+    END IF;`;
+}
+
+/** R4, for several executions: the accepted batches' events and execution rows, after the loop. */
+function writeAppended(t: Tables): string {
+  return `  -- R4
   IF cardinality(appended_ids) > 0 THEN
     INSERT INTO ${t.events} (execution_id, seq, kind, at, payload, meta)
       SELECT a.id, ev.q, ev.k, ev.t, ev.p, ev.m
@@ -264,8 +224,12 @@ BEGIN
           AS w(id, fresh, flow, status, head, created, updated)
         WHERE w.fresh AND w.updated IS NOT NULL;
     END IF;
-  END IF;
-  -- R5
+  END IF;`;
+}
+
+/** R5: the refused batches only. */
+function answer(): string {
+  return `  -- R5
   RETURN array_to_json(refused);
 END
 $routine$`;

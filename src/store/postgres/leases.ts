@@ -33,12 +33,9 @@ const toLease = (r: LeaseRow): Lease => ({
   expiresAtMs: r.expires_at,
 });
 
-export function postgresLeases(
-  pool: pg.Pool,
-  t: Tables,
-  channel: string,
-): LeaseStore & Pick<FleetStore, "claimRunnable"> {
-  const s = {
+/** The statements of leases and claims, prepared per connection under their names. */
+function leaseStatements(t: Tables) {
+  return {
     // L1: mirrors leaseAvailable: free, released, the same owner's, expired, or taken over.
     acquire: statement(
       "acquire_lease",
@@ -84,7 +81,14 @@ export function postgresLeases(
        RETURNING l.execution_id, l.owner, l.fence, l.expires_at`,
     ),
   };
+}
 
+export function postgresLeases(
+  pool: pg.Pool,
+  t: Tables,
+  channel: string,
+): LeaseStore & Pick<FleetStore, "claimRunnable"> {
+  const s = leaseStatements(t);
   return {
     async acquireLease(id, owner, opts) {
       const expiresAtMs = opts.nowMs + opts.ttlMs;
@@ -121,23 +125,8 @@ export function postgresLeases(
     },
 
     async claimRunnable(owner, opts) {
+      checkClaim(opts);
       const { flows, limit, ttlMs, nowMs } = opts;
-      const names: unknown = flows;
-      if (!Array.isArray(names) || names.some((f) => typeof f !== "string")) {
-        throw new InvalidInputError("claimRunnable: flows must be an array of flow names");
-      }
-      for (const [name, value] of [
-        ["limit", limit],
-        ["ttlMs", ttlMs],
-        ["nowMs", nowMs],
-      ] as const) {
-        if (!Number.isSafeInteger(value) || value < 0) {
-          throw new InvalidInputError(
-            `claimRunnable: ${name} must be a non-negative integer, got ${String(value)}`,
-            { [name]: String(value) },
-          );
-        }
-      }
       if (flows.length === 0 || limit === 0) return [];
       const { rows } = await run<LeaseRow>(
         pool,
@@ -146,4 +135,25 @@ export function postgresLeases(
       return rows.map(toLease).sort((a, b) => (a.executionId < b.executionId ? -1 : 1));
     },
   };
+}
+
+/** A claim's options, checked before they reach SQL: bad input, not a driver error (D3). */
+function checkClaim(opts: Parameters<FleetStore["claimRunnable"]>[1]): void {
+  const { flows, limit, ttlMs, nowMs } = opts;
+  const names: unknown = flows;
+  if (!Array.isArray(names) || names.some((f) => typeof f !== "string")) {
+    throw new InvalidInputError("claimRunnable: flows must be an array of flow names");
+  }
+  for (const [name, value] of [
+    ["limit", limit],
+    ["ttlMs", ttlMs],
+    ["nowMs", nowMs],
+  ] as const) {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new InvalidInputError(
+        `claimRunnable: ${name} must be a non-negative integer, got ${String(value)}`,
+        { [name]: String(value) },
+      );
+    }
+  }
 }

@@ -1,0 +1,147 @@
+/**
+ * The append routine's writes of one accepted batch: the part of its loop body (append-routine.ts
+ * R3) that follows the checks, as fragments of PL/pgSQL in the order the routine runs them. The
+ * variables they use (`b` the batch record, `j` its execution's place in the call, `lease_owner`,
+ * `lease_fence`, `log_status`, the arrays of a call for several) are declared by the routine.
+ *
+ * The invariants are the routine's, kept here:
+ * - R3: a claimed lease is created only where no lease row exists; a claim that finds one is
+ *   refused (R5 `{n, c: true}`) having written nothing (S3). A release, snapshot (S8), notice
+ *   (S10) and timer rows (S7, S15) are the batch's, in its turn.
+ * - R4: one execution's events and execution row are written as its batch is taken; a call for
+ *   several keeps them for the routine's writes after its loop.
+ * - wakes.ts N1, N2: every wake goes out with `pg_notify` in the call's transaction, so only if the
+ *   batch commits, and not at all when its JSON is over PostgreSQL's payload limit.
+ */
+import type { Tables } from "./tables.ts";
+import { MAX_PAYLOAD_BYTES } from "./wakes.ts";
+import { NOT_A_WAKE_ROW } from "../rows.ts";
+
+/** The writes of an accepted batch, in order (R3). */
+export function batchWrites(t: Tables, channel: string): string[] {
+  const notify = notifier(channel);
+  return [
+    claimLease(t),
+    appendEvents(t),
+    releaseLease(t),
+    saveSnapshot(t),
+    postNotice(t, notify),
+    timerRows(t, channel),
+    runnableWake(notify),
+  ];
+}
+
+/** N2: `PERFORM`s a wake built as JSON; one over PostgreSQL's payload limit is not sent (N2). */
+type Notify = (wake: string) => string;
+
+function notifier(channel: string): Notify {
+  return (wake) =>
+    `PERFORM pg_notify('${channel}', w) FROM (SELECT (${wake})::text AS w) AS wake
+        WHERE octet_length(w) <= ${MAX_PAYLOAD_BYTES}`;
+}
+
+/** R3, S3: a claimed lease is created only where no row exists; else the claim lost (R5 `c`). */
+function claimLease(t: Tables): string {
+  return `    IF b.co IS NOT NULL THEN
+      INSERT INTO ${t.leases} (execution_id, owner, fence, expires_at)
+        VALUES (b.i, b.co, 1, b.ce) ON CONFLICT (execution_id) DO NOTHING;
+      IF NOT FOUND THEN
+        refused := refused || json_build_object('n', k, 'c', true);
+        CONTINUE;
+      END IF;
+      lease_fence := 1;
+      lease_owner := b.co;
+    END IF;`;
+}
+
+/** R4: one execution's events and row written now; several's kept for `writeAppended`. */
+function appendEvents(t: Tables): string {
+  return `    IF single THEN
+      INSERT INTO ${t.events} (execution_id, seq, kind, at, payload, meta)
+        SELECT b.i, ev.q, ev.k, ev.t, ev.p, ev.m
+        FROM json_to_recordset(b.e) AS ev(q bigint, k text, t bigint, p text, m text);
+      IF log_status IS NULL THEN
+        INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at)
+          VALUES (b.i, coalesce(b.fl, ''), b.s, b.h, b.a0, b.a1);
+      ELSE
+        UPDATE ${t.executions} SET status = b.s, head = b.h, updated_at = b.a1 WHERE id = b.i;
+      END IF;
+    ELSE
+      appended_ids := appended_ids || b.i;
+      appended_events := appended_events || b.e;
+      IF log_status IS NULL THEN
+        flows[j] := coalesce(b.fl, '');
+        created[j] := b.a0;
+      END IF;
+      heads[j] := b.h;
+      statuses[j] := b.s;
+      updated[j] := b.a1;
+    END IF;`;
+}
+
+/** S9: the batch's release, if its owner holds the lease; the lease kept for the next batch. */
+function releaseLease(t: Tables): string {
+  return `    IF b.r IS NOT NULL AND b.r = lease_owner THEN
+      UPDATE ${t.leases} SET owner = NULL WHERE execution_id = b.i;
+      lease_owner := NULL;
+    END IF;
+    IF NOT single THEN
+      fences[j] := lease_fence;
+      owners[j] := lease_owner;
+    END IF;`;
+}
+
+/** S8: a snapshot never replaces a newer one. */
+function saveSnapshot(t: Tables): string {
+  return `    IF b.ss IS NOT NULL THEN
+      INSERT INTO ${t.snapshots} AS sn (execution_id, seq, state) VALUES (b.i, b.ss, b.sj)
+        ON CONFLICT (execution_id) DO UPDATE SET seq = excluded.seq, state = excluded.state
+        WHERE excluded.seq >= sn.seq;
+    END IF;`;
+}
+
+/** S10, S18: a notice, its owner woken; the day-old notices pruned once per call. */
+function postNotice(t: Tables, notify: Notify): string {
+  return `    IF b.nw IS NOT NULL THEN
+      -- A notice to an owner that never takes it (it died) is dropped after a day.
+      IF NOT pruned THEN
+        DELETE FROM ${t.notices} WHERE at < prune_notices_before;
+        pruned := true;
+      END IF;
+      INSERT INTO ${t.notices} (owner, execution_id, kind, at) VALUES (b.nw, b.i, b.nk, b.a1);
+      ${notify(`json_build_object('kind', 'notice', 'owner', b.nw, 'executionId', b.i)`)};
+    END IF;`;
+}
+
+/**
+ * S7, S15, S18: the batch's timer rows as timer-plan.ts computed them (its own rows cleared but
+ * never wake rows, rows deleted, rows set), and a wake per row set.
+ */
+function timerRows(t: Tables, channel: string): string {
+  return `    IF b.tc THEN
+      DELETE FROM ${t.timers} WHERE execution_id = b.i AND ${NOT_A_WAKE_ROW};
+    END IF;
+    IF b.td IS NOT NULL THEN
+      DELETE FROM ${t.timers} AS tm USING json_to_recordset(b.td) AS d(e text, t text)
+        WHERE tm.execution_id = d.e AND tm.timer_id = d.t;
+    END IF;
+    IF b.ts IS NOT NULL THEN
+      -- In the order given: two calls writing one pair of rows in opposite orders may deadlock,
+      -- and PostgreSQL aborts one of them, which runs again (db.ts D2).
+      INSERT INTO ${t.timers} (execution_id, timer_id, wake_at)
+        SELECT st.e, st.t, st.a FROM json_to_recordset(b.ts) AS st(e text, t text, a bigint)
+        ON CONFLICT (execution_id, timer_id) DO UPDATE SET wake_at = excluded.wake_at;
+      PERFORM pg_notify('${channel}', w) FROM (
+          SELECT json_build_object('kind', 'timer', 'executionId', st.e, 'wakeAtMs', st.a)::text
+          FROM json_to_recordset(b.ts) AS st(e text, t text, a bigint)
+        ) AS wake(w)
+        WHERE octet_length(w) <= ${MAX_PAYLOAD_BYTES};
+    END IF;`;
+}
+
+/** S18: a batch that leaves its execution pending or running with no lease held wakes a claimer. */
+function runnableWake(notify: Notify): string {
+  return `    IF b.s IN ('pending', 'running') AND lease_owner IS NULL THEN
+      ${notify(`json_build_object('kind', 'runnable', 'executionId', b.i)`)};
+    END IF;`;
+}
