@@ -14,7 +14,7 @@ export type {
   LlmUsage,
 } from "./llm-core.ts";
 export { collectStream, PRICE_SOURCE, type CollectStreamOptions } from "./llm-core.ts";
-export { type LiveDelta } from "./deltas.ts";
+export { type LiveDelta } from "../effects/deltas.ts";
 export {
   streamTokenBudget,
   charsOver4,

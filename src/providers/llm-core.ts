@@ -4,7 +4,7 @@ import type { ResourceDelta, TokenCounts } from "../kernel/resources.ts";
 import { checkedTaintSource } from "../kernel/taint.ts";
 import { assertPeer, importPeer } from "../peers.ts";
 import type { EffectContext } from "../effects/effect.ts";
-import { publishDelta } from "./deltas.ts";
+import { publishDelta } from "../effects/deltas.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
 
 export const PRICE_SOURCE = "@pydantic/genai-prices 0.1.8";

@@ -27,10 +27,12 @@
  *     before their signature is verified (B3).
  * H6. Once the runtime is closed every endpoint answers 503, /health included. `close()`
  *     resolves when nothing of the server runs any more: no connection, no handler, no count.
+ *
+ * What each endpoint does is worker-routes.ts's; this module is the HTTP around it.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { InvalidInputError, ensureError, isLoomError, type LoomError } from "../kernel/errors.ts";
+import { InvalidInputError, ensureError, type LoomError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Runtime } from "../runtime/runtime.ts";
 import { ActiveExecutions } from "./active-executions.ts";
@@ -40,11 +42,12 @@ import {
   MAX_UNVERIFIED_BYTES,
   UnverifiedBytes,
   parseBody,
+  type BodyLimits,
   readSignedBody,
 } from "./request-body.ts";
 import { checkedSecret } from "./signing.ts";
 import { errorBody, statusOf } from "./wire.ts";
-import { checkedCancel, checkedDispatch, reasonText } from "./worker-runtime.ts";
+import { workerRoutes, type Routes } from "./worker-routes.ts";
 
 export interface WorkerServerOptions {
   /** The runtime executions run on; it has the flows registered and its background loop on. */
@@ -75,13 +78,6 @@ export interface WorkerServer {
   close(): Promise<void>;
 }
 
-interface Answer {
-  status: number;
-  body: Json;
-}
-
-type Handler = (body: unknown) => Promise<Answer>;
-
 /** The most a request's headers may take, when the request timeout is longer. */
 const MAX_HEADERS_TIMEOUT_MS = 10_000;
 
@@ -98,54 +94,11 @@ export function createWorkerServer(options: WorkerServerOptions): WorkerServer {
   const local = new LocalWorkerRuntime(runtime);
   const active = new ActiveExecutions(runtime, report);
 
-  const routes: Record<string, Record<string, Handler>> = {
-    "/dispatch": {
-      POST: async (body) => {
-        const id = await local.accept(checkedDispatch(body));
-        active.add(id);
-        return { status: 202, body: { executionId: id } };
-      },
-    },
-    "/cancel": {
-      POST: async (body) => {
-        const request = checkedCancel(body);
-        const why = reasonText(request.reason);
-        const cancelled = await runtime.cancel(request.executionId, why);
-        return { status: 200, body: { executionId: request.executionId, cancelled } };
-      },
-    },
-    "/health": {
-      GET: async () => {
-        await assertOpen(runtime);
-        const count = await active.count();
-        return { status: 200, body: { ok: true, owner: runtime.ownerId, active: count } };
-      },
-    },
-  };
-
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const path = (req.url ?? "/").split("?")[0] ?? "/";
-    const endpoint = Object.hasOwn(routes, path) ? routes[path] : undefined;
-    const handler =
-      endpoint && Object.hasOwn(endpoint, req.method ?? "")
-        ? endpoint[req.method ?? ""]
-        : undefined;
-    if (!endpoint || !handler) {
-      const allowed = endpoint ? Object.keys(endpoint).join(", ") : undefined;
-      const error = new InvalidInputError(
-        endpoint ? `${path} takes ${allowed}, not ${req.method}` : `no endpoint ${path}`,
-      );
-      return send(res, endpoint ? 405 : 404, errorBody(error), { close: true, allow: allowed });
-    }
-    const read = await readSignedBody(req, { secret, maxBodyBytes, unverified });
-    if (!read.ok) return send(res, statusOf(read.error), errorBody(read.error), { close: true });
-    try {
-      const answer = await handler(req.method === "GET" ? undefined : parseBody(read.text));
-      send(res, answer.status, answer.body);
-    } catch (e) {
-      send(res, statusOf(e), errorBody(e));
-    }
-  };
+  const handle = requestHandler(workerRoutes(runtime, local, active), {
+    secret,
+    maxBodyBytes,
+    unverified,
+  });
 
   const running = new Set<Promise<void>>();
   const server = createServer(
@@ -173,17 +126,7 @@ export function createWorkerServer(options: WorkerServerOptions): WorkerServer {
     get unverifiedBytes() {
       return unverified.held;
     },
-    listen(port, host = "127.0.0.1") {
-      return new Promise<string>((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(port, host, () => {
-          server.off("error", reject);
-          const address = server.address() as AddressInfo;
-          const name = address.family === "IPv6" ? `[${address.address}]` : address.address;
-          resolve(`http://${name}:${address.port}`);
-        });
-      });
-    },
+    listen: (port, host = "127.0.0.1") => listenOn(server, port, host),
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
@@ -195,17 +138,49 @@ export function createWorkerServer(options: WorkerServerOptions): WorkerServer {
 }
 
 /**
- * Throws RuntimeClosedError once the runtime is closed (H6). The runtime has no public flag;
- * every method of it that acts checks that it is open before it looks at its arguments, so a
- * cancel of the empty id answers RuntimeClosedError when closed and InvalidIdError when open,
- * reading and writing nothing either way.
+ * Answers one request: 404 or 405 for what no endpoint takes, then the body read and its signature
+ * checked (H1, H2), then the endpoint's handler, whose failure is answered as data (H3).
  */
-async function assertOpen(runtime: Runtime): Promise<void> {
-  try {
-    await runtime.cancel("");
-  } catch (e) {
-    if (isLoomError(e, "LOOM_RUNTIME_CLOSED")) throw e;
-  }
+function requestHandler(
+  routes: Routes,
+  limits: BodyLimits,
+): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  return async (req, res) => {
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
+    const endpoint = Object.hasOwn(routes, path) ? routes[path] : undefined;
+    const handler =
+      endpoint && Object.hasOwn(endpoint, req.method ?? "")
+        ? endpoint[req.method ?? ""]
+        : undefined;
+    if (!endpoint || !handler) {
+      const allowed = endpoint ? Object.keys(endpoint).join(", ") : undefined;
+      const error = new InvalidInputError(
+        endpoint ? `${path} takes ${allowed}, not ${req.method}` : `no endpoint ${path}`,
+      );
+      return send(res, endpoint ? 405 : 404, errorBody(error), { close: true, allow: allowed });
+    }
+    const read = await readSignedBody(req, limits);
+    if (!read.ok) return send(res, statusOf(read.error), errorBody(read.error), { close: true });
+    try {
+      const answer = await handler(req.method === "GET" ? undefined : parseBody(read.text));
+      send(res, answer.status, answer.body);
+    } catch (e) {
+      send(res, statusOf(e), errorBody(e));
+    }
+  };
+}
+
+/** Listens on `port` of `host`; resolves with the server's URL. */
+function listenOn(server: Server, port: number, host: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      const address = server.address() as AddressInfo;
+      const name = address.family === "IPv6" ? `[${address.address}]` : address.address;
+      resolve(`http://${name}:${address.port}`);
+    });
+  });
 }
 
 function send(

@@ -7,9 +7,11 @@
  * long it waits between deltas, the usage it reports (cache tokens included), statuses to
  * answer the first requests with (a 529 with `x-should-retry`, say), an `event: error` in the
  * middle of the first streams, and tool calls (`tool_use` blocks) to end the answer with. It records every request,
- * and whether and when the client closed a stream before its last delta.
+ * and whether and when the client closed a stream before its last delta. This module judges each
+ * request; the stream written for it is fake-anthropic-stream.ts's.
  */
-import { openStream, serveJson, splitText, type StreamRecord } from "./fake-server.ts";
+import { streamMessage } from "./fake-anthropic-stream.ts";
+import { serveJson, splitText, type FakeToolCall, type StreamRecord } from "./fake-server.ts";
 
 export interface FakeAnthropicOptions {
   text?: string;
@@ -34,11 +36,7 @@ export interface FakeAnthropicOptions {
 }
 
 /** A tool call a fake server answers with. */
-export interface FakeToolCall {
-  id: string;
-  name: string;
-  input: Record<string, unknown>;
-}
+export type { FakeToolCall } from "./fake-server.ts";
 
 export interface FakeRequest extends StreamRecord {
   body: {
@@ -104,77 +102,18 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
       );
       return;
     }
-    const end = openStream(res, record);
-    const send = (event: string, data: unknown) =>
-      res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-    send("message_start", {
-      type: "message_start",
-      message: {
-        id: "msg_fake",
-        type: "message",
-        role: "assistant",
-        content: [],
-        model,
-        stop_reason: null,
-        stop_sequence: null,
-        usage: { ...usage, output_tokens: 1 },
-      },
+    await streamMessage(res, {
+      record,
+      deltas,
+      errorAfter: opts.errorAfter?.[requests.length - 1],
+      deltaMs: () => opts.deltaMs,
+      model,
+      usage,
+      outputTokens,
+      toolCalls,
+      stopReason,
+      finalInputTokens: () => opts.finalInputTokens,
     });
-    send("content_block_start", {
-      type: "content_block_start",
-      index: 0,
-      content_block: { type: "text", text: "" },
-    });
-    send("ping", { type: "ping" });
-    const errorAfter = opts.errorAfter?.[requests.length - 1];
-    for (const delta of deltas) {
-      if (record.closedEarly) return;
-      if (opts.deltaMs) await new Promise((r) => setTimeout(r, opts.deltaMs));
-      if (record.closedEarly) return;
-      if (errorAfter !== undefined && record.deltasSent >= errorAfter) {
-        send("error", {
-          type: "error",
-          error: { type: "overloaded_error", message: "Overloaded" },
-        });
-        end();
-        return;
-      }
-      send("content_block_delta", {
-        type: "content_block_delta",
-        index: 0,
-        delta: { type: "text_delta", text: delta },
-      });
-      record.deltasSent++;
-    }
-    send("content_block_stop", { type: "content_block_stop", index: 0 });
-    toolCalls.forEach((t, i) => {
-      const index = i + 1;
-      send("content_block_start", {
-        type: "content_block_start",
-        index,
-        content_block: { type: "tool_use", id: t.id, name: t.name, input: {} },
-      });
-      // The input streams as JSON in pieces, as the API sends it.
-      for (const partial of splitText(JSON.stringify(t.input), 7)) {
-        send("content_block_delta", {
-          type: "content_block_delta",
-          index,
-          delta: { type: "input_json_delta", partial_json: partial },
-        });
-      }
-      send("content_block_stop", { type: "content_block_stop", index });
-    });
-    send("message_delta", {
-      type: "message_delta",
-      delta: { stop_reason: stopReason, stop_sequence: null },
-      // Cumulative; the input figure only when set (the API may repeat it here).
-      usage: {
-        output_tokens: outputTokens,
-        ...(opts.finalInputTokens === undefined ? {} : { input_tokens: opts.finalInputTokens }),
-      },
-    });
-    send("message_stop", { type: "message_stop" });
-    end();
   });
   return {
     baseURL: `http://127.0.0.1:${server.port}`,

@@ -12,11 +12,19 @@
  *
  * Set per server: the text, characters per delta, milliseconds between deltas, the usage it
  * reports, statuses for the first requests, an error midway through the first streams, and tool
- * calls to end the answer with. It records every request and early closes.
+ * calls to end the answer with. It records every request and early closes. This module judges
+ * each request; what is written for it is fake-openai-streams.ts's.
  */
 import type { ServerResponse } from "node:http";
-import { openStream, serveJson, splitText } from "./fake-server.ts";
-import type { FakeRequest, FakeToolCall } from "./fake-anthropic.ts";
+import type { FakeRequest } from "./fake-anthropic.ts";
+import {
+  chatStream,
+  completion,
+  response,
+  responsesStream,
+  type Answer,
+} from "./fake-openai-streams.ts";
+import { serveJson, splitText, type FakeToolCall } from "./fake-server.ts";
 
 export interface FakeOpenAiOptions {
   text?: string;
@@ -43,17 +51,6 @@ export interface FakeOpenAi {
 
 type OpenAiRequest = FakeOpenAi["requests"][number];
 
-/** What one answer is made of, for either API. */
-interface Answer {
-  record: OpenAiRequest;
-  deltas: string[];
-  text: string;
-  model: string;
-  toolCalls: FakeToolCall[];
-  errorAfter: number | undefined;
-  usage: { prompt: number; completion: number; cached: number; written: number };
-}
-
 export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeOpenAi> {
   let opts = options;
   const requests: FakeOpenAi["requests"] = [];
@@ -78,6 +75,7 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
       model: body.model ?? "gpt-4o",
       toolCalls: opts.toolCalls ?? [],
       errorAfter: opts.errorAfter?.[requests.length - 1],
+      deltaMs: () => opts.deltaMs,
       usage: {
         prompt: opts.promptTokens ?? 11,
         completion: Math.ceil(text.length / 4),
@@ -95,109 +93,6 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
     }
   });
 
-  /** Writes the deltas at the set rate; false when the client left or the stream failed. */
-  async function streamDeltas(
-    a: Answer,
-    write: (delta: string) => void,
-    fail: () => void,
-  ): Promise<boolean> {
-    for (const delta of a.deltas) {
-      if (a.record.closedEarly) return false;
-      if (opts.deltaMs) await new Promise((r) => setTimeout(r, opts.deltaMs));
-      if (a.record.closedEarly) return false;
-      if (a.errorAfter !== undefined && a.record.deltasSent >= a.errorAfter) {
-        fail();
-        return false;
-      }
-      write(delta);
-      a.record.deltasSent++;
-    }
-    return true;
-  }
-
-  async function chatStream(res: ServerResponse, a: Answer): Promise<void> {
-    const end = openStream(res, a.record);
-    const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
-    const base = { id: "chatcmpl-fake", created: 1, model: a.model };
-    const chunk = (delta: unknown, finish: string | null) => ({
-      ...base,
-      object: "chat.completion.chunk",
-      choices: [{ index: 0, delta, finish_reason: finish }],
-      usage: null,
-    });
-    send(chunk({ role: "assistant", content: "" }, null));
-    const whole = await streamDeltas(
-      a,
-      (delta) => send(chunk({ content: delta }, null)),
-      () => {
-        send({ error: { message: "The server had an error", type: "server_error", code: null } });
-        end();
-      },
-    );
-    if (!whole) return;
-    a.toolCalls.forEach((t, index) => {
-      send(
-        chunk(
-          {
-            tool_calls: [
-              { index, id: t.id, type: "function", function: { name: t.name, arguments: "" } },
-            ],
-          },
-          null,
-        ),
-      );
-      for (const part of splitText(JSON.stringify(t.input), 7)) {
-        send(chunk({ tool_calls: [{ index, function: { arguments: part } }] }, null));
-      }
-    });
-    send(chunk({}, a.toolCalls.length > 0 ? "tool_calls" : "stop"));
-    if (a.record.body.stream_options?.include_usage) {
-      send({ ...base, object: "chat.completion.chunk", choices: [], usage: chatUsage(a) });
-    }
-    res.write("data: [DONE]\n\n");
-    end();
-  }
-
-  async function responsesStream(res: ServerResponse, a: Answer): Promise<void> {
-    const end = openStream(res, a.record);
-    let seq = 0;
-    const send = (type: string, data: Record<string, unknown>) =>
-      res.write(
-        `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...data })}\n\n`,
-      );
-    send("response.created", { response: response(a, "in_progress") });
-    const whole = await streamDeltas(
-      a,
-      (delta) =>
-        send("response.output_text.delta", {
-          item_id: "msg_fake",
-          output_index: 0,
-          content_index: 0,
-          delta,
-        }),
-      () => {
-        send("error", { code: "server_error", message: "The server had an error", param: null });
-        end();
-      },
-    );
-    if (!whole) return;
-    a.toolCalls.forEach((t, i) => {
-      const item = functionCall(t, "in_progress", "");
-      send("response.output_item.added", { output_index: i + 1, item });
-      for (const delta of splitText(JSON.stringify(t.input), 7)) {
-        send("response.function_call_arguments.delta", {
-          item_id: item.id,
-          output_index: i + 1,
-          delta,
-        });
-      }
-      const done = functionCall(t, "completed", JSON.stringify(t.input));
-      send("response.output_item.done", { output_index: i + 1, item: done });
-    });
-    send("response.completed", { response: response(a, "completed") });
-    end();
-  }
-
   return {
     baseURL: `http://127.0.0.1:${server.port}/v1`,
     requests,
@@ -211,76 +106,4 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
 function json(res: ServerResponse, body: unknown): void {
   res.writeHead(200, { "content-type": "application/json" });
   res.end(JSON.stringify(body));
-}
-
-function chatUsage(a: Answer) {
-  return {
-    prompt_tokens: a.usage.prompt,
-    completion_tokens: a.usage.completion,
-    total_tokens: a.usage.prompt + a.usage.completion,
-    prompt_tokens_details: { cached_tokens: a.usage.cached, cache_write_tokens: a.usage.written },
-  };
-}
-
-function completion(a: Answer) {
-  const toolCalls = a.toolCalls.map((t) => ({
-    id: t.id,
-    type: "function",
-    function: { name: t.name, arguments: JSON.stringify(t.input) },
-  }));
-  return {
-    id: "chatcmpl-fake",
-    created: 1,
-    model: a.model,
-    object: "chat.completion",
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: "assistant",
-          content: a.text,
-          ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
-        },
-        finish_reason: toolCalls.length > 0 ? "tool_calls" : "stop",
-      },
-    ],
-    usage: chatUsage(a),
-  };
-}
-
-function functionCall(t: FakeToolCall, status: string, args: string) {
-  return {
-    id: `fc_${t.id}`,
-    type: "function_call",
-    status,
-    call_id: t.id,
-    name: t.name,
-    arguments: args,
-  };
-}
-
-/** A Response object: empty while in progress, the whole answer and usage once completed. */
-function response(a: Answer, status: "in_progress" | "completed") {
-  const base = { id: "resp_fake", object: "response", created_at: 1, model: a.model, status };
-  if (status === "in_progress") return { ...base, output: [] };
-  return {
-    ...base,
-    output: [
-      {
-        id: "msg_fake",
-        type: "message",
-        role: "assistant",
-        status: "completed",
-        content: [{ type: "output_text", text: a.text, annotations: [] }],
-      },
-      ...a.toolCalls.map((t) => functionCall(t, "completed", JSON.stringify(t.input))),
-    ],
-    usage: {
-      input_tokens: a.usage.prompt,
-      input_tokens_details: { cached_tokens: a.usage.cached, cache_write_tokens: a.usage.written },
-      output_tokens: a.usage.completion,
-      output_tokens_details: { reasoning_tokens: 0 },
-      total_tokens: a.usage.prompt + a.usage.completion,
-    },
-  };
 }

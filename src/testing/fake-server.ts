@@ -1,4 +1,7 @@
-/** What the fake provider servers share: a JSON-bodied local HTTP server, deltas, SSE streams. */
+/**
+ * What the fake provider servers share: a JSON-bodied local HTTP server, deltas written at a set
+ * rate, SSE streams, and the tool calls they answer with.
+ */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 
 /** What a fake server records of each request (see fake-anthropic.ts, fake-openai.ts). */
@@ -11,6 +14,13 @@ export interface StreamRecord {
   closedEarly: boolean;
   /** When the client closed it (performance.now() of this process), if early. */
   closedAt?: number;
+}
+
+/** A tool call a fake server answers with. */
+export interface FakeToolCall {
+  id: string;
+  name: string;
+  input: Record<string, unknown>;
 }
 
 /** A local server on 127.0.0.1 whose handler gets each request's parsed JSON body. */
@@ -62,4 +72,35 @@ export function openStream(res: ServerResponse, record: StreamRecord): () => voi
     finished = true;
     res.end();
   };
+}
+
+/** One stream's deltas, and how to write them (see `writeDeltas`). */
+export interface DeltaStream {
+  record: StreamRecord;
+  deltas: string[];
+  /** After how many deltas the stream fails (undefined: it does not). */
+  errorAfter: number | undefined;
+  /** Milliseconds between deltas, read before each (a server's `set` may change it midway). */
+  deltaMs: () => number | undefined;
+}
+
+/** Writes the deltas at the set rate; false when the client left or the stream failed. */
+export async function writeDeltas(
+  s: DeltaStream,
+  write: (delta: string) => void,
+  fail: () => void,
+): Promise<boolean> {
+  for (const delta of s.deltas) {
+    if (s.record.closedEarly) return false;
+    const deltaMs = s.deltaMs();
+    if (deltaMs) await new Promise((r) => setTimeout(r, deltaMs));
+    if (s.record.closedEarly) return false;
+    if (s.errorAfter !== undefined && s.record.deltasSent >= s.errorAfter) {
+      fail();
+      return false;
+    }
+    write(delta);
+    s.record.deltasSent++;
+  }
+  return true;
 }

@@ -21,6 +21,12 @@ const sleep = (id: string, seq: number, timerId: string, wakeAtMs: number) =>
   envelope(id, seq, "TIMER_SCHEDULED", { callId: timerId, scope: "", name: "sleep", wakeAtMs });
 
 export function crashAndListSuite(h: Harness): void {
+  crashTests(h);
+  listTests(h);
+}
+
+/** S1 across a crash: a commit that fails leaves no part of any batch of the call. */
+function crashTests(h: Harness): void {
   describe("no partial batch after a crash mid-transaction (S1)", () => {
     it("a commit that fails leaves nothing of any batch in the call, and the store goes on", async () => {
       let failing = false;
@@ -73,7 +79,10 @@ export function crashAndListSuite(h: Harness): void {
       expect(due.map((t) => t.timerId)).toEqual(["tb", "ta2"]);
     });
   });
+}
 
+/** The execution list the batches' `status` and `flow` maintain: filters and paging. */
+function listTests(h: Harness): void {
   describe("list", () => {
     async function seed(h: Harness) {
       const store = await h.open();

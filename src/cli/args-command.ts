@@ -1,0 +1,70 @@
+/**
+ * What a command line means once parsed (args.ts): one typed `Command`, and the defaults a
+ * command takes for what its line leaves out. Types and constants only.
+ */
+import type { ExecutionStatus } from "../kernel/events.ts";
+
+export const DEFAULT_DB = "./loom.db";
+export const DEFAULT_PG_SCHEMA = "loom";
+/** `loom ui`'s port when `--port` is not given. */
+export const DEFAULT_UI_PORT = 7070;
+
+export interface Common {
+  /** As given on the command line; resolved against the working directory when opened. */
+  db: string;
+  /** A PostgreSQL database instead of the SQLite file (`--pg`, `--pg-schema`). */
+  pg?: { url: string; schema: string };
+}
+
+export type Command =
+  | { name: "help" }
+  /** Takes no database: it writes a project scaffold into `dir`. */
+  | { name: "init"; dir: string }
+  | (Common & {
+      name: "run";
+      module: string;
+      flow: string;
+      input: unknown;
+      id?: string;
+      subject?: string;
+      /** No progress lines on stderr. */
+      quiet: boolean;
+    })
+  | (Common & { name: "worker"; module: string; maxActive?: number })
+  | (Common & {
+      name: "serve";
+      module: string;
+      port: number;
+      host: string;
+      secretEnv: string;
+      maxActive?: number;
+    })
+  | (Common & {
+      name: "ls";
+      status?: ExecutionStatus[];
+      flow?: string;
+      limit?: number;
+      /** Only ids after this one (paging). */
+      after?: string;
+      json: boolean;
+    })
+  | (Common & { name: "show"; id: string; json: boolean })
+  | (Common & { name: "resume"; id: string; payload: unknown })
+  | (Common & { name: "cancel"; id: string; reason?: string })
+  | (Common & { name: "schedules"; json: boolean })
+  | (Common & { name: "verify"; id: string; json: boolean })
+  | (Common & { name: "erase-subject"; subject: string; json: boolean })
+  | (Common & { name: "send"; id: string; message: unknown; topic?: string; key?: string })
+  | (Common & {
+      name: "fork";
+      id: string;
+      atSequence: number;
+      newId?: string;
+      /** Drive the fork here, with this module's flows, and print its outcome. */
+      module?: string;
+      quiet: boolean;
+    })
+  | (Common & { name: "ui"; port: number; host: string; allowHosts: string[] });
+
+/** Every command but `help`: each has a line of the flag table and a parser. */
+export type CommandName = Exclude<Command["name"], "help">;
