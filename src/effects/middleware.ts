@@ -21,7 +21,6 @@ export type {
   MiddlewareContext,
 } from "./effect.ts";
 
-
 /**
  * Refuses the effect, before it runs, when a budget in force is used up. A QuotaExceededError the
  * effect throws itself (a stream severed by its guard, K8.4) is recorded as a QUOTA_EXCEEDED

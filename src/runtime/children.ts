@@ -50,7 +50,8 @@ import type { ChildDeps, ContextDeps } from "./context-deps.ts";
 
 export type { ChildHandle, SpawnOptions } from "./contract.ts";
 export type { ChildDeps } from "./context-deps.ts";
-import { halted, type Run, type EventSpec } from "./run.ts";
+import { halted, type EventSpec } from "./run.ts";
+import { own, type Scope } from "./syscalls-scope.ts";
 
 /** A child awaited with ctx.awaitChild ended failed or cancelled (its error is `details.error`). */
 export class ChildFailedError extends defineError("LOOM_CHILD_FAILED") {}
@@ -102,17 +103,9 @@ function spawnPayload(
   return payload;
 }
 
-export function childSyscalls(
-  run: Run,
-  deps: ContextDeps,
-  scope: string,
-  call: <T>(what: string, body: () => Promise<T>) => Promise<T>,
-  own: <T>(value: T) => T,
-): Pick<FlowContext, "spawn" | "awaitChild"> {
-  const children = (): ChildDeps => {
-    if (!deps.children) throw new InvalidInputError("children need a runtime that supervises them");
-    return deps.children;
-  };
+/** `ctx.spawn` and `ctx.awaitChild` of one scope (made by `makeContext`, which owns R6/R7). */
+export function childSyscalls(s: Scope): Pick<FlowContext, "spawn" | "awaitChild"> {
+  const { deps, call } = s;
   return {
     async spawn(flow: string | Flow, input?: unknown, options: SpawnOptions = {}) {
       if (options === null || typeof options !== "object") {
@@ -123,7 +116,7 @@ export function childSyscalls(
         throw new InvalidInputError("ctx.spawn needs a flow or a flow's name");
       }
       const key = keyOf(name, options.key);
-      let json = boundedJson(input, `input of child flow "${name}"`, deps.limits.maxInputBytes);
+      const json = boundedJson(input, `input of child flow "${name}"`, deps.limits.maxInputBytes);
       const settings = {
         detached: options.detached === true,
         budget: options.budget === undefined ? undefined : checkedBudget(options.budget, "spawn"),
@@ -132,67 +125,7 @@ export function childSyscalls(
             ? undefined
             : checkedDuration(options.deadlineMs, "spawn deadlineMs"),
       };
-      return call("spawn", async () => {
-        const claim = run.claim(scope, "spawn", key);
-        // The i-th spawn under `key` in this scope: `<parentId>::<key>#<i>` at the root (P1). A
-        // recorded spawn keeps the id it recorded (a fork's or a restore's copy names the
-        // original's child, which it does not own).
-        const recordedId = run.state.frames[claim.callId]?.childId;
-        const childId = claim.recorded && recordedId ? recordedId : childIdOf(run.id, claim.callId);
-        if (!claim.recorded) {
-          // Needed only to record a spawn: a re-run replays one without the child's code.
-          const registered = children().flow(name);
-          if (!registered) {
-            throw new UnknownFlowError(
-              `ctx.spawn: no flow named ${JSON.stringify(name)} is registered`,
-            );
-          }
-          if (childId.length > MAX_ID_LENGTH) {
-            throw new InvalidInputError(
-              `ctx.spawn: the child id "${childId}" would be over ${MAX_ID_LENGTH} characters; use a shorter key`,
-            );
-          }
-          if (registered.input !== undefined) {
-            const value = await validated(
-              registered.input,
-              json,
-              `the input of child flow "${name}"`,
-            );
-            json = boundedJson(value, `input of child flow "${name}"`, deps.limits.maxInputBytes);
-          }
-          const head = { callId: claim.callId, scope, key, childId };
-          const payload = spawnPayload(run.state, head, registered, json, settings, deps.now());
-          const done = run.enqueue([{ kind: "CHILD_STARTED", payload }]);
-          claim.take();
-          await done;
-        }
-        const record = childOf(run.state._children, childId);
-        const handle: ChildHandle = { id: childId, flow: name, detached: settings.detached };
-        // O1: the child exists from here on (on a re-run, it is written now if a crash lost it),
-        // unless its slot settled (retention may have released it: it must not run again) or it
-        // is not this execution's own.
-        if (!record || record.outcome || childId !== childIdOf(run.id, claim.callId)) {
-          return own(handle);
-        }
-        try {
-          await children().startChild(run.state, childId);
-        } catch (e) {
-          if (!(e instanceof ChildConflictError)) {
-            // Not the flow's failure (a store error, a missing flow on this runtime): the run
-            // stops without an outcome and recovery re-drives it, so a re-run cannot diverge.
-            run.stop(e instanceof Error ? e : new Error(String(e)));
-            return halted<ChildHandle>();
-          }
-          // The id holds someone else's execution: the slot settles failed, once, so nothing of
-          // that execution is read or cancelled through it (O1).
-          if (!record.outcome) {
-            const outcome = { status: "failed", error: errorToData(e) } as unknown as Json;
-            await run.enqueue([{ kind: "CHILD_DONE", payload: { childId, outcome } }]);
-          }
-          throw e;
-        }
-        return own(handle);
-      });
+      return call("spawn", () => spawnIn(s, name, key, json, settings));
     },
 
     async awaitChild<T = Json>(child: ChildHandle | string): Promise<T> {
@@ -200,58 +133,132 @@ export function childSyscalls(
       if (typeof childId !== "string" || childId === "") {
         throw new InvalidInputError("ctx.awaitChild needs a child handle or a child id");
       }
-      return call("awaitChild", async () => {
-        const claim = run.claim(scope, "child", AWAIT_CHILD);
-        const callId = claim.callId;
-        if (!claim.recorded) {
-          const known = childOf(run.state._children, childId);
-          let ours: boolean;
-          let ended: ChildOutcome | undefined;
-          const kids = children();
-          try {
-            ours = known !== undefined;
-            ours ||= await kids.spawnedInChain(childId, chainOf(run.state).chainId);
-            // O2: a child that already ended settles the wait in the same batch.
-            if (ours && !known?.outcome) ended = await kids.childOutcome(childId);
-          } catch (e) {
-            // A store that failed is not the flow's failure: the run stops without an outcome
-            // (R6) and recovery re-drives it, as receive does.
-            run.stop(e instanceof Error ? e : new Error(String(e)));
-            return halted<T>();
-          }
-          if (!ours) {
-            throw new InvalidInputError(
-              `ctx.awaitChild: "${childId}" is not a child of execution "${run.id}" or of its chain`,
-            );
-          }
-          const specs: EventSpec[] = [
-            { kind: "SUSPENDED", payload: { callId, scope, name: AWAIT_CHILD, childId } },
-          ];
-          if (ended) {
-            specs.push({
-              kind: "CHILD_DONE",
-              payload: { childId, outcome: ended as unknown as Json },
-            });
-          }
-          const done = run.enqueue(specs);
-          claim.take();
-          await done;
-        } else if (run.state.frames[callId]?.childId !== childId) {
-          throw new InvalidInputError(
-            `ctx.awaitChild ${callId} of execution "${run.id}" was recorded for another child than "${childId}"`,
-          );
-        }
-        if (run.state.frames[callId]?.status === "waiting") await run.waitFor(scope, callId);
-        const outcome = readChildOutcome(run.state.frames[callId]?.output);
-        if (!outcome) return halted<T>();
-        if (outcome.status === "completed") return own(outcome.output) as T;
-        throw new ChildFailedError(
-          `child "${childId}" ${outcome.status}${outcome.error ? `: ${outcome.error.message}` : ""}`,
-          { childId, status: outcome.status, error: (outcome.error ?? null) as unknown as Json },
-        );
-      });
+      return call("awaitChild", () => awaitIn<T>(s, childId));
     },
   };
+}
+
+/** `ctx.spawn` inside its call: records the spawn (once) and starts the child (O1). */
+async function spawnIn(
+  s: Scope,
+  name: string,
+  key: string,
+  json: Json | undefined,
+  settings: { detached: boolean; budget: Budget | undefined; deadlineMs: number | undefined },
+): Promise<ChildHandle> {
+  const { run, deps, scope } = s;
+  const claim = run.claim(scope, "spawn", key);
+  // The i-th spawn under `key` in this scope: `<parentId>::<key>#<i>` at the root (P1). A
+  // recorded spawn keeps the id it recorded (a fork's or a restore's copy names the
+  // original's child, which it does not own).
+  const recordedId = run.state.frames[claim.callId]?.childId;
+  const childId = claim.recorded && recordedId ? recordedId : childIdOf(run.id, claim.callId);
+  if (!claim.recorded) {
+    // Needed only to record a spawn: a re-run replays one without the child's code.
+    const registered = childDepsOf(deps).flow(name);
+    if (!registered) {
+      throw new UnknownFlowError(`ctx.spawn: no flow named ${JSON.stringify(name)} is registered`);
+    }
+    if (childId.length > MAX_ID_LENGTH) {
+      throw new InvalidInputError(
+        `ctx.spawn: the child id "${childId}" would be over ${MAX_ID_LENGTH} characters; use a shorter key`,
+      );
+    }
+    if (registered.input !== undefined) {
+      const value = await validated(registered.input, json, `the input of child flow "${name}"`);
+      json = boundedJson(value, `input of child flow "${name}"`, deps.limits.maxInputBytes);
+    }
+    const head = { callId: claim.callId, scope, key, childId };
+    const payload = spawnPayload(run.state, head, registered, json, settings, deps.now());
+    const done = run.enqueue([{ kind: "CHILD_STARTED", payload }]);
+    claim.take();
+    await done;
+  }
+  const record = childOf(run.state._children, childId);
+  const handle: ChildHandle = { id: childId, flow: name, detached: settings.detached };
+  // O1: the child exists from here on (on a re-run, it is written now if a crash lost it),
+  // unless its slot settled (retention may have released it: it must not run again) or it
+  // is not this execution's own.
+  if (!record || record.outcome || childId !== childIdOf(run.id, claim.callId)) {
+    return own(handle);
+  }
+  try {
+    await childDepsOf(deps).startChild(run.state, childId);
+  } catch (e) {
+    if (!(e instanceof ChildConflictError)) {
+      // Not the flow's failure (a store error, a missing flow on this runtime): the run
+      // stops without an outcome and recovery re-drives it, so a re-run cannot diverge.
+      run.stop(e instanceof Error ? e : new Error(String(e)));
+      return halted<ChildHandle>();
+    }
+    // The id holds someone else's execution: the slot settles failed, once, so nothing of
+    // that execution is read or cancelled through it (O1).
+    if (!record.outcome) {
+      const outcome = { status: "failed", error: errorToData(e) } as unknown as Json;
+      await run.enqueue([{ kind: "CHILD_DONE", payload: { childId, outcome } }]);
+    }
+    throw e;
+  }
+  return own(handle);
+}
+
+/** `ctx.awaitChild` inside its call: waits for the child's slot to settle (O2, O7). */
+async function awaitIn<T>(s: Scope, childId: string): Promise<T> {
+  const { run, deps, scope } = s;
+  const claim = run.claim(scope, "child", AWAIT_CHILD);
+  const callId = claim.callId;
+  if (!claim.recorded) {
+    const known = childOf(run.state._children, childId);
+    let ours: boolean;
+    let ended: ChildOutcome | undefined;
+    const kids = childDepsOf(deps);
+    try {
+      ours = known !== undefined;
+      ours ||= await kids.spawnedInChain(childId, chainOf(run.state).chainId);
+      // O2: a child that already ended settles the wait in the same batch.
+      if (ours && !known?.outcome) ended = await kids.childOutcome(childId);
+    } catch (e) {
+      // A store that failed is not the flow's failure: the run stops without an outcome
+      // (R6) and recovery re-drives it, as receive does.
+      run.stop(e instanceof Error ? e : new Error(String(e)));
+      return halted<T>();
+    }
+    if (!ours) {
+      throw new InvalidInputError(
+        `ctx.awaitChild: "${childId}" is not a child of execution "${run.id}" or of its chain`,
+      );
+    }
+    const specs: EventSpec[] = [
+      { kind: "SUSPENDED", payload: { callId, scope, name: AWAIT_CHILD, childId } },
+    ];
+    if (ended) {
+      specs.push({
+        kind: "CHILD_DONE",
+        payload: { childId, outcome: ended as unknown as Json },
+      });
+    }
+    const done = run.enqueue(specs);
+    claim.take();
+    await done;
+  } else if (run.state.frames[callId]?.childId !== childId) {
+    throw new InvalidInputError(
+      `ctx.awaitChild ${callId} of execution "${run.id}" was recorded for another child than "${childId}"`,
+    );
+  }
+  if (run.state.frames[callId]?.status === "waiting") await run.waitFor(scope, callId);
+  const outcome = readChildOutcome(run.state.frames[callId]?.output);
+  if (!outcome) return halted<T>();
+  if (outcome.status === "completed") return own(outcome.output) as T;
+  throw new ChildFailedError(
+    `child "${childId}" ${outcome.status}${outcome.error ? `: ${outcome.error.message}` : ""}`,
+    { childId, status: outcome.status, error: (outcome.error ?? null) as unknown as Json },
+  );
+}
+
+/** What the runtime gives the child syscalls; refused where nothing supervises children. */
+function childDepsOf(deps: ContextDeps): ChildDeps {
+  if (!deps.children) throw new InvalidInputError("children need a runtime that supervises them");
+  return deps.children;
 }
 
 /** The sequence 0 of a spawned child, from its parent's record of the spawn (O1, O5, O6). */

@@ -52,12 +52,67 @@ export async function writeFork(
   atSequence: number,
   newId: string,
 ): Promise<ExecutionState> {
+  const { first, prefix } = await forkablePrefix(deps.store, id, atSequence);
+  // V2: every copied envelope names its origin; a chain member's copy is a chain of its own.
+  const member = fold(initialState(id), first)._chain !== undefined;
+  const forkedFrom: Json = { executionId: id, seq: atSequence };
+  const events: Envelope[] = prefix.map((e) => ({
+    executionId: newId,
+    seq: e.seq,
+    kind: e.kind,
+    at: e.at,
+    payload: e.payload,
+    meta: {
+      ...(e.meta?.kernel === true ? { kernel: true as const } : {}),
+      fence: 1,
+      forkedFrom,
+      ...(member ? { forkChain: { chainId: newId, generation: 0 } } : {}),
+    },
+  }));
+  const state = initialState(newId);
+  for (const e of events) fold(state, e);
+  // V1: one batch, with the new id's lease (fence 1): the fork exists whole or not at all.
+  try {
+    await deps.journal.append({
+      executionId: newId,
+      events,
+      expectedSeq: 0,
+      fence: 1,
+      status: state.status,
+      flow: state.flow,
+      index: withWatches(indexChanges(events), state, deps.clock.now()),
+      claimLease: { owner: deps.ownerId, expiresAtMs: deps.clock.now() + deps.leaseTtlMs },
+      ...(state._subject === undefined ? {} : { subject: state._subject }),
+    });
+  } catch (e) {
+    if (e instanceof SequenceConflictError || (e instanceof Error && /fence/i.test(e.message))) {
+      throw new ExecutionConflictError(
+        `execution "${newId}" already exists: a fork needs a new id`,
+        {
+          executionId: newId,
+        },
+      );
+    }
+    throw e;
+  }
+  return state;
+}
+
+/**
+ * V4: the prefix [0..atSequence] of `id`'s log a fork copies, and its first event; refused
+ * before anything is written when the point is not one a fork may start from.
+ */
+async function forkablePrefix(
+  store: Store,
+  id: string,
+  atSequence: number,
+): Promise<{ first: Envelope; prefix: Envelope[] }> {
   if (!Number.isSafeInteger(atSequence) || atSequence < 0) {
     throw new InvalidInputError(
       `a fork point is a sequence number >= 0, got ${String(atSequence)}`,
     );
   }
-  const read = await deps.store.read(id, 0, atSequence + 1);
+  const read = await store.read(id, 0, atSequence + 1);
   if (read.length === 0) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
   // V4: a compacted log has a gap (store S14): only a prefix dense from 0 is the fork's history.
   // One shorter than the fork point while the log goes on past it lost its end to a compaction.
@@ -88,47 +143,7 @@ export async function writeFork(
       `sequence ${atSequence} of "${id}" is at or after its end (${ended.kind}): fork an earlier point`,
     );
   }
-  const member = fold(initialState(id), first)._chain !== undefined;
-  const forkedFrom: Json = { executionId: id, seq: atSequence };
-  const events: Envelope[] = prefix.map((e) => ({
-    executionId: newId,
-    seq: e.seq,
-    kind: e.kind,
-    at: e.at,
-    payload: e.payload,
-    meta: {
-      ...(e.meta?.kernel === true ? { kernel: true as const } : {}),
-      fence: 1,
-      forkedFrom,
-      ...(member ? { forkChain: { chainId: newId, generation: 0 } } : {}),
-    },
-  }));
-  const state = initialState(newId);
-  for (const e of events) fold(state, e);
-  try {
-    await deps.journal.append({
-      executionId: newId,
-      events,
-      expectedSeq: 0,
-      fence: 1,
-      status: state.status,
-      flow: state.flow,
-      index: withWatches(indexChanges(events), state, deps.clock.now()),
-      claimLease: { owner: deps.ownerId, expiresAtMs: deps.clock.now() + deps.leaseTtlMs },
-      ...(state._subject === undefined ? {} : { subject: state._subject }),
-    });
-  } catch (e) {
-    if (e instanceof SequenceConflictError || (e instanceof Error && /fence/i.test(e.message))) {
-      throw new ExecutionConflictError(
-        `execution "${newId}" already exists: a fork needs a new id`,
-        {
-          executionId: newId,
-        },
-      );
-    }
-    throw e;
-  }
-  return state;
+  return { first, prefix };
 }
 
 /** V5: the copy's watch rows, one per child it waits for, due at once. */

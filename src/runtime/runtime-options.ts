@@ -6,7 +6,7 @@ import type { Store } from "../store/spi.ts";
 import type { Budget } from "../kernel/resources.ts";
 import type { EffectMiddleware } from "../effects/middleware.ts";
 import type { Outcome } from "./outcome.ts";
-import type { LiveDelta } from "../providers/deltas.ts";
+import type { LiveDelta } from "../effects/deltas.ts";
 import type { PayloadCodec } from "../trust/codec.ts";
 import type { AuditSetting } from "../trust/audit.ts";
 

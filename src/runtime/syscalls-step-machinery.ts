@@ -1,0 +1,223 @@
+/**
+ * The step machinery: the life of one step that `ctx.run` or `ctx.execute` asked for
+ * (syscalls-steps.ts). The step is answered from the fold when the log settled it; else its start
+ * is recorded (or deferred), its code runs as an attempt under its timeout and its span, and the
+ * event that settles it (STEP_COMPLETED or STEP_FAILED, after the attempt's facts) is appended.
+ *
+ * Invariants kept here (tests cite them by these names):
+ * - R2 (run.ts): a step the log settled is answered from the fold, never run again.
+ * - R9 (run.ts): a step's start is deferred to the next group commit, unless it is at-most-once.
+ * - K8.1, K8.3: a step's timeout counts from its first attempt's logged start, on the runtime
+ *   clock; a step whose timeout passed starts no new attempt.
+ * - K9: an at-most-once step interrupted after it started fails with InDoubtError, never re-runs.
+ * - T3, T4 (tracing.ts): a step that runs in this drive runs under its span, which its drive ends
+ *   if the run ends first.
+ * The step path is hot: nothing here allocates or awaits what the step does not need.
+ */
+import { abortableDelay } from "../effects/delay.ts";
+import { InDoubtError, StepTimeoutError, errorFromData, errorToData } from "../kernel/errors.ts";
+import { boundedJson, type Json } from "../kernel/json.ts";
+import { taint } from "../kernel/taint.ts";
+import type { RunOptions } from "./contract.ts";
+import type { ContextDeps } from "./context-deps.ts";
+import { armDeadline, remainingMs } from "./deadline.ts";
+import { startAttempt, StepCall, type StepAttempt, type StepTimeout } from "./effect-call.ts";
+import type { EffectContext } from "./flow.ts";
+import { halted, merged, type EventSpec, type Run } from "./run.ts";
+import { own, type Scope } from "./syscalls-scope.ts";
+
+export interface StepOptions extends RunOptions {
+  /** An effect through the middleware chain (it may meter). */
+  meterable?: boolean;
+}
+
+/** A step's code: an effect through its chain, or a `ctx.run` function. */
+type StepFn<T> = (ectx: EffectContext, attempt: StepAttempt) => Promise<T> | T;
+
+/**
+ * One step of scope `s`, from its claim to its settling event: resolves with its output, or
+ * rejects with its error (recorded), or halts when the run stopped (R6).
+ */
+export async function step<T>(
+  s: Scope,
+  name: string,
+  input: Json | undefined,
+  hasInput: boolean,
+  fn: StepFn<T>,
+  opts: StepOptions = {},
+): Promise<T> {
+  const { run, deps, scope } = s;
+  const claim = run.claim(scope, "step", name);
+  const callId = claim.callId;
+  const frame = claim.recorded ? run.state.frames[callId] : undefined;
+  if (frame?.status === "completed") return own(frame.output) as T;
+  if (frame && frame.status !== "started") throw errorFromData(frame.error);
+  const payload: { [k: string]: Json } = { callId, scope, name };
+  if (hasInput && input !== undefined) payload.input = input;
+  claim.take();
+  // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
+  const timeout =
+    opts.timeoutMs === undefined
+      ? undefined
+      : stepTimeout(deps, run.id, callId, opts.timeoutMs, frame?.firstStartedAt ?? deps.now());
+  const atMostOnce = opts.atMostOnce === true;
+  if (frame && atMostOnce && frame.retryAtMs === undefined) {
+    // K9: its last attempt started and never settled; whether it took effect is unknown.
+    return settleFailed<T>(run, callId, inDoubt(run, callId), []);
+  }
+  if (frame) {
+    // Recovered between attempts: the recorded backoff still holds (retry.ts), but not past
+    // the timeout; a step whose timeout passed starts no new attempt (K8.1 pre-flight).
+    const due = Math.min(frame.retryAtMs ?? -Infinity, timeout?.atMs ?? Infinity);
+    if (!(await retryDue(run, deps, Number.isFinite(due) ? due : undefined))) return halted();
+    if (timeout?.passed()) return settleFailed<T>(run, callId, timeout.error(), []);
+    // A re-run of a step whose start was recorded counts an attempt at once.
+    await startAttempt(run, payload, atMostOnce);
+  } else if (atMostOnce) {
+    // Durable before the effect runs, so a crash leaves it in doubt, never silently re-run.
+    await startAttempt(run, merged(payload, { startedAt: deps.now() }), true);
+  } else {
+    run.deferStart(callId, payload); // R9
+  }
+  const attempt = new StepCall(
+    run,
+    callId,
+    payload,
+    opts.meterable === true,
+    atMostOnce,
+    timeout,
+    run.trace?.step(callId, name, opts.meterable === true ? "effect" : "run"), // T3
+  );
+  const ectx = attempt.ectx;
+  const disarm = timeout === undefined ? undefined : armTimeout(attempt, timeout);
+  let outcome: { output: Json | undefined } | { error: unknown };
+  try {
+    const meterable = opts.meterable === true;
+    // Under its span when it has one (T3): spans made by the step's code are its children.
+    const value = await (attempt.span
+      ? attempt.span.within(() => callStep(fn, ectx, attempt, meterable))
+      : callStep(fn, ectx, attempt, meterable));
+    // Wrapped before it is recorded: the log, and so every replay, holds the mark.
+    const marked = opts.taint === undefined ? value : taint(value, opts.taint);
+    outcome = { output: stepBound(deps, marked, `output of step "${callId}"`) };
+  } catch (e) {
+    outcome = { error: e };
+  } finally {
+    disarm?.();
+    if (attempt.controller) run.release(attempt.controller);
+    run.provisionals.delete(callId);
+  }
+  // A run that ended or stopped meanwhile ended this step's span with its drive (T4).
+  if (!run.live) return halted();
+  if ("error" in outcome) {
+    attempt.span?.failed(outcome.error);
+    return settleFailed<T>(run, callId, outcome.error, attempt.facts);
+  }
+  attempt.span?.completed();
+  await run.enqueue(completedSpecs(run, callId, outcome.output, attempt.facts));
+  return own(outcome.output) as T;
+}
+
+/** Arms a step's timeout (K8.1): its signal aborts with the timeout's error once it passes. */
+function armTimeout(attempt: StepCall, timeout: StepTimeout): (() => void) | undefined {
+  const abort = () => attempt.controller?.abort(timeout.error());
+  attempt.signal();
+  if (timeout.passed()) abort();
+  else return armDeadline(timeout.clock, timeout.atMs, timeout.timeoutMs, abort);
+  return undefined;
+}
+
+/** What completes a step: the attempt's facts, then STEP_COMPLETED. */
+function completedSpecs(
+  run: Run,
+  callId: string,
+  output: Json | undefined,
+  facts: EventSpec[],
+): EventSpec[] {
+  // The start's fields first, as when it was spread: `callId` keeps its place among them.
+  const done: { [k: string]: Json } = run.takeStart(callId) ?? {};
+  done.callId = callId;
+  if (output !== undefined) done.output = output;
+  return facts.length === 0
+    ? [{ kind: "STEP_COMPLETED", payload: done }]
+    : [...facts, { kind: "STEP_COMPLETED", payload: done }];
+}
+
+/** Records a step's failure (with the attempt's facts) and throws it to the body. */
+async function settleFailed<R>(
+  run: Run,
+  callId: string,
+  thrown: unknown,
+  facts: EventSpec[],
+): Promise<R> {
+  const error = errorToData(thrown);
+  const failed = merged(run.takeStart(callId), { callId, error: error as unknown as Json });
+  await run.enqueue([...facts, { kind: "STEP_FAILED", payload: failed }]);
+  throw errorFromData(error);
+}
+
+/**
+ * Waits until a recovered step's next attempt is due; false if the run stopped meanwhile.
+ * Real time, cut short by the run stopping, like the backoff it continues.
+ */
+async function retryDue(
+  run: Run,
+  deps: ContextDeps,
+  retryAtMs: number | undefined,
+): Promise<boolean> {
+  const wait = retryAtMs === undefined ? 0 : retryAtMs - deps.now();
+  if (wait <= 0) return run.live;
+  const c = run.controller();
+  try {
+    await abortableDelay(wait, c.signal);
+    return run.live;
+  } catch {
+    return false;
+  } finally {
+    run.release(c);
+  }
+}
+
+/** A step's code: an effect through its chain (which invokes it), or a `ctx.run` function. */
+function callStep<T>(
+  fn: StepFn<T>,
+  ectx: EffectContext,
+  attempt: StepAttempt,
+  meterable: boolean,
+): Promise<T> | T {
+  return meterable ? fn(ectx, attempt) : attempt.invoke(() => fn(ectx, attempt));
+}
+
+/** A step's payload bounded by `limits.maxStepPayloadBytes`, as JSON. */
+export function stepBound(deps: ContextDeps, value: unknown, what: string): Json | undefined {
+  return boundedJson(value, what, deps.limits.maxStepPayloadBytes);
+}
+
+/** A step's timeout (K8.1), counted from `startedAtMs` on the runtime clock. */
+function stepTimeout(
+  deps: ContextDeps,
+  executionId: string,
+  callId: string,
+  timeoutMs: number,
+  startedAtMs: number,
+): StepTimeout {
+  const clock = { now: () => deps.now() };
+  const atMs = startedAtMs + timeoutMs;
+  return {
+    timeoutMs,
+    atMs,
+    clock,
+    error: () =>
+      new StepTimeoutError(
+        `step "${callId}" of execution "${executionId}" ran past its timeoutMs of ${timeoutMs} ms`,
+      ),
+    passed: () => remainingMs(clock, atMs, timeoutMs) <= 0,
+  };
+}
+
+/** K9: an at-most-once step whose last attempt started and never settled. */
+function inDoubt(run: Run, callId: string): InDoubtError {
+  return new InDoubtError(
+    `step "${callId}" of execution "${run.id}" is at-most-once and was interrupted after it started: whether it took effect is unknown, so it is not run again`,
+  );
+}

@@ -1,0 +1,157 @@
+/**
+ * Steps and effects: the syscalls of the flow context that do work, `ctx.run` (a function),
+ * `ctx.execute` (an effect through the middleware chain) and `ctx.decide` (a value computed once).
+ * Each checks what it was given before anything is claimed or recorded, then hands the step to
+ * the step machinery (syscalls-step-machinery.ts), which answers, runs and settles it.
+ *
+ * Invariants kept here:
+ * - R7 (run.ts): every one of them goes through the scope's `call`.
+ * - T5 (kernel/taint.ts): an effect that refuses tainted input is refused on the recorded form of
+ *   the input, before anything is claimed, so a live run and its replay decide alike.
+ * - A user's decision name may not start with "$": those are the kernel's ($now, $parallel).
+ */
+import { type ExecuteOptions, type MiddlewareContext } from "../effects/middleware.ts";
+import { InvalidInputError, TaintedInputError } from "../kernel/errors.ts";
+import type { Json } from "../kernel/json.ts";
+import { checkedTaintSource, findTaint } from "../kernel/taint.ts";
+import type { FlowContext, RunOptions } from "./contract.ts";
+import { makeMiddlewareContext, type StepAttempt } from "./effect-call.ts";
+import {
+  assertName,
+  checkedExecuteOptions,
+  checkedOptions,
+  checkedRefusesTainted,
+  type Effect,
+  type EffectContext,
+} from "./flow.ts";
+import { own, type Scope } from "./syscalls-scope.ts";
+import { step, stepBound, type StepOptions } from "./syscalls-step-machinery.ts";
+
+const NO_OPTIONS: ExecuteOptions = Object.freeze({});
+const NO_RUN_OPTIONS: RunOptions = Object.freeze({});
+
+export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "decide"> {
+  const { deps, call } = s;
+  return {
+    run<T>(
+      name: string,
+      fn: (ectx: EffectContext) => Promise<T> | T,
+      options?: RunOptions,
+    ): Promise<T> {
+      // Not async: `call` turns a throw into a rejection, and step's own promise is returned.
+      return call(`step "${String(name)}"`, () => {
+        assertName(name, "step name");
+        if (typeof fn !== "function")
+          throw new InvalidInputError(`step "${name}" needs a function`);
+        return step(s, name, undefined, false, fn, checkedRunOptions(options, name));
+      });
+    },
+
+    async execute<I, O>(effect: Effect<I, O>, input: I, options?: ExecuteOptions): Promise<O> {
+      if (!effect || typeof effect.run !== "function") {
+        throw new InvalidInputError("ctx.execute needs an effect ({ name, run }) or a step$");
+      }
+      assertName(effect.name, "effect name");
+      effect.checkInput?.(input);
+      const json = stepBound(deps, input, `input of step "${effect.name}"`);
+      // Before the call claims an id or records anything, so a replay refuses the same way.
+      if (effect.refusesTainted !== undefined) refuseTainted(effect, json);
+      const callOptions =
+        options === undefined
+          ? (effect.options ?? NO_OPTIONS)
+          : {
+              ...effect.options,
+              ...checkedExecuteOptions(options, `ctx.execute of "${effect.name}"`),
+            };
+      const source = callOptions.taint ?? effect.taintsOutput;
+      const runOptions: StepOptions = { ...runOptionsOf(callOptions), meterable: true };
+      if (source !== undefined) {
+        runOptions.taint = checkedTaintSource(source, `effect "${effect.name}" taintsOutput`);
+      }
+      return call(`step "${effect.name}"`, () =>
+        step(
+          s,
+          effect.name,
+          json,
+          true,
+          (ectx, attempt) =>
+            deps.chain(
+              middlewareContext(s, effect, input, callOptions, ectx, attempt),
+            ) as Promise<O>,
+          runOptions,
+        ),
+      );
+    },
+
+    async decide<T>(name: string, fn: () => T): Promise<T> {
+      assertName(name, "decision name");
+      if (name.startsWith("$"))
+        throw new InvalidInputError(`decision name ${JSON.stringify(name)} may not start with "$"`);
+      return call(`decision "${name}"`, () => decision(s, name, fn));
+    },
+  };
+}
+
+/** `ctx.decide` inside its call: the recorded value, or `fn`'s, recorded now. */
+async function decision<T>(s: Scope, name: string, fn: () => T): Promise<T> {
+  const { run, scope } = s;
+  const claim = run.claim(scope, "decision", name);
+  if (claim.recorded) return own(run.state._decisions[claim.callId]) as T;
+  const value = fn();
+  if (value instanceof Promise) {
+    throw new InvalidInputError(
+      `decision "${name}" returned a promise: decide takes a synchronous function (use ctx.run for async work)`,
+    );
+  }
+  const json = stepBound(s.deps, value, `value of decision "${name}"`) ?? null;
+  const done = run.enqueue([
+    {
+      kind: "DECISION_RECORDED",
+      payload: { callId: claim.callId, scope, name, value: json },
+    },
+  ]);
+  claim.take();
+  await done;
+  return own(json) as T;
+}
+
+function middlewareContext<I, O>(
+  s: Scope,
+  effect: Effect<I, O>,
+  input: I,
+  options: ExecuteOptions,
+  ectx: EffectContext,
+  attempt: StepAttempt,
+): MiddlewareContext {
+  return makeMiddlewareContext(s.run, s.deps, s.nested, effect.name, options, ectx, attempt, () =>
+    attempt.invoke(() => effect.run(input, ectx)),
+  );
+}
+
+/** `ctx.run` options, checked before anything is recorded. */
+function checkedRunOptions(value: unknown, name: string): RunOptions {
+  if (value === undefined) return NO_RUN_OPTIONS;
+  return checkedOptions(value, `step "${name}"`, ["timeoutMs", "atMostOnce", "taint"]);
+}
+
+/**
+ * Throws TaintedInputError when an effect that refuses tainted input gets some: the recorded
+ * (JSON) form of the input is what is searched, so live run and replay decide alike (T5).
+ */
+function refuseTainted(effect: Effect<unknown, unknown>, input: Json | undefined): void {
+  const owner = `effect "${effect.name}"`;
+  if (!checkedRefusesTainted(effect.refusesTainted, owner)) return;
+  const found = findTaint(input);
+  if (found === undefined) return;
+  throw new TaintedInputError(
+    `${owner} refuses tainted input: ${found.path} is tainted from ${JSON.stringify(found.source)} (untaint it once it is cleared)`,
+    { effect: effect.name, path: found.path, source: found.source },
+  );
+}
+
+function runOptionsOf(options: ExecuteOptions): RunOptions {
+  const out: RunOptions = {};
+  if (options.timeoutMs !== undefined) out.timeoutMs = options.timeoutMs;
+  if (options.atMostOnce !== undefined) out.atMostOnce = options.atMostOnce;
+  return out;
+}

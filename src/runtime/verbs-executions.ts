@@ -1,0 +1,333 @@
+/**
+ * The public verbs that act on one execution: register a flow, start, handle, resume, cancel,
+ * wait for the outcome, read its state or log, list. Each takes the runtime's state
+ * (runtime-state.ts); runtime.ts's Runtime hands it in, and keeps the TSDoc users read.
+ *
+ * Invariants (runtime.ts states them): W3 (what a verb does to one execution runs exclusive on
+ * its id), W4 (start: every refusal before any append), W5 (start: a caller-chosen id is an
+ * idempotent start), ADR 0111 (every verb on an existing execution authorizes first), ADR 0109
+ * D4 (resume: addressed to a continued generation, routed to the chain's head).
+ */
+import { isTerminalStatus } from "../kernel/events.ts";
+import type { Envelope } from "../kernel/events.ts";
+import {
+  ExecutionConflictError,
+  ExecutionNotFoundError,
+  InvalidInputError,
+  NonDeterminismError,
+  NotResumableError,
+  UnauthorizedError,
+  UnknownFlowError,
+  WaitTimeoutError,
+  isLoomError,
+} from "../kernel/errors.ts";
+import { boundedJson, type Json } from "../kernel/json.ts";
+import { assertValidId } from "../kernel/ids.ts";
+import { checkedDuration } from "../kernel/limits.ts";
+import { validated } from "../kernel/schema.ts";
+import type { ExecutionState } from "../fold/state.ts";
+import type { ExecutionSummary, ListQuery } from "../store/spi.ts";
+import { subscribeDeltas, type LiveDelta } from "../effects/deltas.ts";
+import { checkedBudget, isFlow, type Flow } from "./flow.ts";
+import { endEvent, mustLoad } from "./load-state.ts";
+import {
+  assertCreatable,
+  assertSameStart,
+  checkedPrincipal,
+  checkedSubject,
+  positive,
+  startPayload,
+  withDeadline,
+} from "./runtime-support.ts";
+import type { CallerOptions, ExecutionHandle, StartOptions } from "./runtime-options.ts";
+import { outcomeOf, type Outcome } from "./outcome.ts";
+import { delay } from "./system.ts";
+import { checkedReason } from "./cancel.ts";
+import { authorize, create, deliver } from "./runtime-core.ts";
+import { cancelRouted, refuseIfSucceeded, route } from "./runtime-routing.ts";
+import type { RuntimeState } from "./runtime-state.ts";
+
+export function registerFlow(s: RuntimeState, flow: Flow): void {
+  if (!isFlow(flow)) throw new InvalidInputError("registerFlow needs a flow made with flow$");
+  const existing = s.flows.get(flow.name);
+  if (existing && existing !== flow) {
+    throw new InvalidInputError(`a different flow named "${flow.name}" is already registered`);
+  }
+  if (flow.deadlineMs !== undefined) {
+    checkedDuration(flow.deadlineMs, `flow "${flow.name}" deadlineMs`);
+  }
+  s.flows.set(flow.name, flow);
+  s.nudge();
+}
+
+/** The registered flow `flow` names (registering it when it is one). */
+export function registered(s: RuntimeState, flow: string | Flow): Flow {
+  if (isFlow(flow)) registerFlow(s, flow);
+  const name = isFlow(flow) ? flow.name : flow;
+  const found = s.flows.get(name);
+  if (!found) {
+    throw new UnknownFlowError(`no flow named ${JSON.stringify(name)} is registered`);
+  }
+  return found;
+}
+
+/** Starts `flow` with `input` (runtime.ts `start`: W4, W5). */
+export async function start(
+  s: RuntimeState,
+  flow: string | Flow,
+  input?: unknown,
+  options: StartOptions = {},
+): Promise<ExecutionHandle> {
+  s.assertOpen();
+  if (isFlow(flow)) registerFlow(s, flow);
+  const name = isFlow(flow) ? flow.name : flow;
+  const registered = s.flows.get(name);
+  if (!registered) {
+    const known = [...s.flows.keys()].map((n) => `"${n}"`).join(", ") || "none";
+    throw new UnknownFlowError(
+      `no flow named ${JSON.stringify(name)} is registered (registered: ${known})`,
+    );
+  }
+  const id = options.id ?? s.ids.newId();
+  assertValidId(id);
+  assertCreatable(id);
+  const checked =
+    registered.input === undefined
+      ? input
+      : await validated(registered.input, input, `the input of flow "${name}"`);
+  const json = boundedJson(checked, `input of flow "${name}"`, s.limits.maxInputBytes);
+  const budget =
+    options.budget === undefined
+      ? registered.budget
+      : checkedBudget(options.budget, `execution "${id}"`);
+  const deadlineMs =
+    options.deadlineMs === undefined
+      ? registered.deadlineMs
+      : checkedDuration(options.deadlineMs, `execution "${id}" deadlineMs`);
+  const principal = checkedPrincipal(options.principal);
+  const subject = checkedSubject(options.subject);
+  const payload = startPayload(registered, json, { budget, deadlineMs });
+  if (principal !== undefined) payload.principal = principal;
+  if (subject !== undefined) payload.subject = subject;
+  if (options.drive !== undefined && typeof options.drive !== "boolean") {
+    throw new InvalidInputError("start option drive must be true or false");
+  }
+  await s.tasks.exclusive(id, () =>
+    create(
+      s,
+      registered,
+      id,
+      payload,
+      (known) => assertRepeatStart(known, id, registered.name, json, principal, subject),
+      [],
+      options.drive !== false,
+    ),
+  );
+  return handle(s, id, principal === undefined ? {} : { as: principal });
+}
+
+/** W5: a start that finds `known` under its id is the same start, by the same owner. */
+function assertRepeatStart(
+  known: ExecutionState,
+  id: string,
+  flow: string,
+  json: Json | undefined,
+  principal: string | undefined,
+  subject: string | undefined,
+): void {
+  // The owner first: another principal learns nothing of the flow or its input.
+  if (known._principal !== principal) {
+    throw new UnauthorizedError(
+      `execution "${id}" already exists and belongs to another principal`,
+      { executionId: id },
+    );
+  }
+  // A repeat start may not change whose data the execution holds (docs/trust.md).
+  if (known._subject !== subject) {
+    throw new ExecutionConflictError(
+      `execution "${id}" already exists with ${known._subject === undefined ? "no data subject" : "another data subject"}`,
+      { executionId: id },
+    );
+  }
+  assertSameStart(id, flow, json, known.flow, known.input);
+}
+
+/** A handle on `id`, acting as `caller` (runtime.ts `handle`). */
+export function handle(s: RuntimeState, id: string, caller: CallerOptions = {}): ExecutionHandle {
+  return {
+    id,
+    result: () => waitForCompletion(s, id, caller),
+    cancel: (reason) => cancel(s, id, reason, caller),
+    deltas: () => deltas(s, id),
+  };
+}
+
+/** The text deltas of the execution's running LLM steps, in this process (runtime.ts `deltas`). */
+export function deltas(s: RuntimeState, id: string): AsyncIterableIterator<LiveDelta> {
+  assertValidId(id);
+  return subscribeDeltas(
+    id,
+    outcome(s, id, {}).catch(() => undefined),
+  );
+}
+
+/** Cancels an execution from any process sharing the store (runtime.ts `cancel`, K8.2). */
+export async function cancel(
+  s: RuntimeState,
+  id: string,
+  reason?: string,
+  options: CallerOptions = {},
+): Promise<boolean> {
+  s.assertOpen();
+  assertValidId(id);
+  const why = checkedReason(reason);
+  await authorize(s, id, options);
+  return cancelRouted(s, id, why);
+}
+
+/** Answers the execution's suspend, routed to its chain's head (runtime.ts `resume`). */
+export async function resume(
+  s: RuntimeState,
+  id: string,
+  payload?: unknown,
+  options: CallerOptions = {},
+): Promise<void> {
+  s.assertOpen();
+  assertValidId(id);
+  const json = boundedJson(payload, `resume payload for "${id}"`, s.limits.maxStepPayloadBytes);
+  await authorize(s, id, options);
+  // A resume addressed to a continued generation goes to the chain's head (ADR 0109 D4),
+  // also when it continued while this resume was on its way (the start-to-commit window).
+  // Routed whenever chains are on, with the start-to-commit probe: a resume the predecessor
+  // took in that window would not reach the successor it already started.
+  let target = s.chains ? await route(s, id) : id;
+  for (let hops = 0; ; hops++) {
+    try {
+      return await resumeOne(s, target, json);
+    } catch (e) {
+      if (!s.chains || !(e instanceof NotResumableError) || hops >= s.maxChainHops) throw e;
+      // Continued, or its successor started: route onward (the probe finds it), once a
+      // rotation held here has committed (in its start-to-commit window routing lands here).
+      const held = s.runs.get(target);
+      if (held?.rotating) await held.done.catch(() => undefined);
+      const next = await route(s, target);
+      if (next === target) throw e;
+      target = next;
+    }
+  }
+}
+
+/** Answers the execution's suspend (the oldest waiting one, or the next one it makes). */
+async function resumeOne(s: RuntimeState, target: string, json: Json | undefined): Promise<void> {
+  const rotating = s.runs.get(target);
+  if (rotating?.rotating) {
+    // Its generation is ending: the resume belongs to the successor (routed by the caller).
+    await rotating.done.catch(() => undefined);
+    throw new NotResumableError(`execution "${target}" continued while the resume was sent`);
+  }
+  await s.tasks.exclusive(target, () =>
+    deliver(
+      s,
+      target,
+      (state) => {
+        if (isTerminalStatus(state.status)) {
+          throw new NotResumableError(
+            `execution "${target}" has ended (${state.status}) and cannot be resumed`,
+          );
+        }
+        const payload: Json = json === undefined ? {} : { payload: json };
+        return { kind: "RESUMED", payload };
+      },
+      true,
+      // A generation whose successor started (a rotation not yet committed, or crashed
+      // before its commit) would keep the payload from the chain: refused, the caller routes.
+      s.chains ? (state) => refuseIfSucceeded(s, state) : undefined,
+    ),
+  );
+}
+
+export async function waitForCompletion(
+  s: RuntimeState,
+  id: string,
+  options: { timeoutMs?: number } & CallerOptions = {},
+): Promise<Outcome> {
+  assertValidId(id);
+  await authorize(s, id, options);
+  return outcome(s, id, options);
+}
+
+/** Waits for `id`'s outcome (authorized by the caller of this function). */
+async function outcome(
+  s: RuntimeState,
+  id: string,
+  options: { timeoutMs?: number },
+): Promise<Outcome> {
+  if (options.timeoutMs !== undefined) positive(options.timeoutMs, 0, "timeoutMs");
+  const giveUpAt =
+    options.timeoutMs === undefined ? Infinity : performance.now() + options.timeoutMs;
+  const remaining = () => giveUpAt - performance.now();
+  let pause = 10;
+  for (;;) {
+    const stuck = s.stuck.get(id);
+    if (stuck) throw stuck;
+    const ended = s.outcomes.get(id);
+    if (ended) return ended;
+    const run = s.runs.get(id);
+    if (run?.phase === "active") {
+      // The run settles `done` while this process drives it; once it parks, another process
+      // may finish it, so the log decides from then on.
+      const settled = await withDeadline(
+        Promise.race([run.done.then((o) => ({ o })), run.whenParked().then(() => undefined)]),
+        remaining(),
+      ).catch((e: unknown) => {
+        if (isLoomError(e, "LOOM_WAIT_TIMEOUT") || e instanceof NonDeterminismError) throw e;
+        return undefined;
+      });
+      if (settled) return settled.o;
+      continue;
+    }
+    s.assertOpen();
+    const head = await s.store.head(id);
+    if (head < 0) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
+    if (await endEvent(s.store, id)) return outcomeOf(await mustLoad(s.store, id));
+    if (remaining() <= 0) {
+      throw new WaitTimeoutError(`execution "${id}" did not end within ${options.timeoutMs} ms`);
+    }
+    await delay(Math.min(pause, Math.max(1, remaining())));
+    pause = Math.min(pause * 2, 250);
+  }
+}
+
+export async function getState(
+  s: RuntimeState,
+  id: string,
+  options: CallerOptions = {},
+): Promise<ExecutionState> {
+  assertValidId(id);
+  await authorize(s, id, options);
+  const run = s.runs.get(id);
+  if (run?.phase === "active" && run.committedSeq === run.state.seq)
+    return structuredClone(run.state);
+  return mustLoad(s.store, id);
+}
+
+/** What a run held here has committed, without a store read (runtime.ts `heldState`). */
+export function heldState(s: RuntimeState, id: string): ExecutionState | undefined {
+  const run = s.runs.get(id);
+  if (!run?.live || run.committedSeq !== run.state.seq) return undefined;
+  return structuredClone(run.state);
+}
+
+export async function readLog(
+  s: RuntimeState,
+  id: string,
+  options: CallerOptions = {},
+): Promise<Envelope[]> {
+  assertValidId(id);
+  await authorize(s, id, options);
+  return s.store.read(id);
+}
+
+export function list(s: RuntimeState, query?: ListQuery): Promise<ExecutionSummary[]> {
+  return s.store.list(query);
+}
