@@ -1,5 +1,6 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
+import sizeRules from "./eslint.sizes.json" with { type: "json" };
 
 const impure = {
   "no-restricted-imports": [
@@ -53,6 +54,22 @@ const belowRuntime = {
   ],
 };
 
+/** The runtime sits below its faces: it imports no CLI, dashboard, remote seam or test double. */
+const runtimeRoom = {
+  "no-restricted-imports": [
+    "error",
+    {
+      patterns: [
+        {
+          group: ["**/cli/*", "**/ui/*", "**/remote/*", "**/testing/*", "**/analytics/*"],
+          message:
+            "the runtime imports neither its faces (cli, ui, remote) nor testing or analytics.",
+        },
+      ],
+    },
+  ],
+};
+
 export default tseslint.config(
   { ignores: ["node_modules/**", "artifacts/**", ".tmp/**", "dist/**", "dist.next/**"] },
   js.configs.recommended,
@@ -76,7 +93,12 @@ export default tseslint.config(
     files: ["src/effects/**", "src/providers/**", "src/store/**", "src/trust/**", "src/testing/**"],
     rules: belowRuntime,
   },
+  { files: ["src/runtime/**"], rules: runtimeRoom },
   { files: ["src/kernel/**", "src/fold/**", "src/analytics/**"], rules: impure },
+  // Sizes that keep a module readable (issue 24; STYLE 10): a file of src/ holds one concept in
+  // at most 400 lines, and a function fits on a screen (80 lines, blank lines and comments
+  // aside). The numbers are in eslint.sizes.json, which test/structure.test.ts reads too.
+  { files: ["src/**/*.ts"], rules: sizeRules },
   { files: ["**/*.js", "**/*.mjs"], ...tseslint.configs.disableTypeChecked },
   {
     // Plain-JavaScript scripts run by Node (the build, the package smoke test).
