@@ -49,6 +49,14 @@ export interface Effect<I, O> {
    * runs on every call, replays included.
    */
   checkInput?(input: I): void;
+  /**
+   * What one call may spend at most, per dimension (issue 20): budget admission holds it against
+   * every budget in force while the call runs, so calls running at once (parallel branches)
+   * cannot together pass a budget. Computed from the input (an LLM call's `maxTokens`); pure, it
+   * runs before anything is recorded. Without it a call holds nothing and is admitted while the
+   * budget is not spent. A method, so that an Effect<I, O> is usable as an Effect<unknown, O>.
+   */
+  reserve?(input: I): ResourceDelta;
   /** Options for every call of this effect (a retry policy, say); a call's own override them. */
   readonly options?: ExecuteOptions;
   /**
@@ -72,6 +80,8 @@ export interface BudgetInForce {
   name: string;
   budget: Budget;
   spent: ResourceSnapshot;
+  /** What other calls in flight hold against this budget (their reservations). */
+  held: ResourceSnapshot;
 }
 
 /** Per-call options of `ctx.execute(effect, input, options)`, over the effect's own. */
@@ -100,6 +110,13 @@ export interface MiddlewareContext extends EffectContext {
   readonly options: ExecuteOptions;
   /** The budgets in force, with what was spent in them when read (each attempt reads afresh). */
   readonly budgets: readonly BudgetInForce[];
+  /** What this call may spend at most (the effect's `reserve`), if it declares it. */
+  readonly reservation?: ResourceSnapshot | undefined;
+  /**
+   * Holds this call's reservation against the budgets in force until its attempt settles (budget
+   * admission calls it once the call is admitted; the runtime releases it).
+   */
+  hold?(): void;
   /** What `meter()` reported during this attempt so far. */
   metered(): ResourceDelta;
   /** Appends a kernel fact for this step (RESOURCE_METERED, QUOTA_EXCEEDED). */

@@ -8,8 +8,8 @@
  * log with or without the chain (G2).
  */
 import { QuotaExceededError } from "../kernel/errors.ts";
-import { isPlainObject, type Json } from "../kernel/json.ts";
-import { addResources, exhausted, type ResourceDelta } from "../kernel/resources.ts";
+import type { Json } from "../kernel/json.ts";
+import { addResources, exhausted, overBudget, type ResourceDelta } from "../kernel/resources.ts";
 import { compose } from "./compose.ts";
 import { retryMiddleware } from "./retry.ts";
 import type { EffectMiddleware, RetryPolicy } from "./effect.ts";
@@ -22,34 +22,29 @@ export type {
 } from "./effect.ts";
 
 /**
- * Refuses the effect, before it runs, when a budget in force is used up. A QuotaExceededError the
- * effect throws itself (a stream severed by its guard, K8.4) is recorded as a QUOTA_EXCEEDED
- * fact too, with what its details say (`estimated: true` for an estimate).
+ * Refuses the effect, before it runs, when a budget in force is used up, or would be with what the
+ * calls in flight hold and this call's reservation (Q4), and else holds the reservation while the
+ * call runs.
  */
 export function budgetAdmission(): EffectMiddleware {
   return async (ctx, next) => {
     for (const b of ctx.budgets) {
-      const dimension = exhausted(b.spent, b.budget);
+      const dimension = overBudget(b.spent, b.held, ctx.reservation, b.budget);
       if (dimension === undefined) continue;
       ctx.emit("QUOTA_EXCEEDED", { callId: ctx.stepId, dimension, budget: b.name });
+      const why =
+        exhausted(addResources(b.spent, b.held), b.budget) === undefined
+          ? "has no room for this call's reservation beside the calls in flight"
+          : "is spent";
       throw new QuotaExceededError(
-        `effect "${ctx.effect}" of execution "${ctx.executionId}" refused: the ${b.name} budget's ${dimension} is spent`,
+        `effect "${ctx.effect}" of execution "${ctx.executionId}" refused: the ${b.name} budget's ${dimension} ${why}`,
         { dimension, budget: b.name },
       );
     }
-    try {
-      return await next();
-    } catch (e) {
-      if (e instanceof QuotaExceededError) {
-        const details = isPlainObject(e.details) ? e.details : {};
-        ctx.emit("QUOTA_EXCEEDED", {
-          ...details,
-          callId: ctx.stepId,
-          dimension: typeof details.dimension === "string" ? details.dimension : "tokens",
-        });
-      }
-      throw e;
-    }
+    if (ctx.reservation !== undefined && ctx.budgets.length > 0) ctx.hold?.();
+    // A QuotaExceededError the effect throws itself (a stream its guard severed) is recorded by
+    // the runtime, whatever the chain (Q5 in runtime/syscalls-step-machinery.ts).
+    return next();
   };
 }
 

@@ -82,17 +82,44 @@ export function addResources(total: ResourceSnapshot, delta: unknown): ResourceS
 
 /** The first dimension of `budget` that `spent` has used up (Q3), or undefined. */
 export function exhausted(spent: ResourceSnapshot, budget: Budget | undefined): string | undefined {
+  return firstPast(spent, budget, (used, limit) => used >= limit);
+}
+
+/**
+ * Admission with reservations (Q4, issue 20): the first dimension of `budget` that a call holding
+ * `reservation` may not enter, or undefined. It may not when what is spent plus what other calls
+ * in flight hold (`held`) is at the limit already, or would pass it with this call's reservation:
+ * so calls running at once never hold more than the budget, and what they really spend is
+ * bounded by the budget plus what one call spends past its reservation.
+ */
+export function overBudget(
+  spent: ResourceSnapshot,
+  held: ResourceSnapshot,
+  reservation: ResourceSnapshot | undefined,
+  budget: Budget | undefined,
+): string | undefined {
+  const committed = addResources(spent, held);
+  const full = exhausted(committed, budget);
+  if (full !== undefined || reservation === undefined) return full;
+  return firstPast(addResources(committed, reservation), budget, (used, limit) => used > limit);
+}
+
+function firstPast(
+  spent: ResourceSnapshot,
+  budget: Budget | undefined,
+  past: (used: number, limit: number) => boolean,
+): string | undefined {
   if (!budget) return undefined;
   if (budget.tokens !== undefined) {
     const used = (spent.tokens?.input ?? 0) + (spent.tokens?.output ?? 0);
-    if (used >= budget.tokens) return "tokens";
+    if (past(used, budget.tokens)) return "tokens";
   }
   for (const k of SCALAR_DIMENSIONS) {
     const limit = budget[k];
-    if (limit !== undefined && (spent[k] ?? 0) >= limit) return k;
+    if (limit !== undefined && past(spent[k] ?? 0, limit)) return k;
   }
   for (const [k, limit] of Object.entries(budget.custom ?? {})) {
-    if ((spent.custom?.[k] ?? 0) >= limit) return `custom.${k}`;
+    if (past(spent.custom?.[k] ?? 0, limit)) return `custom.${k}`;
   }
   return undefined;
 }
@@ -129,6 +156,14 @@ export function spentIn(spent: ResourceSnapshot | undefined, dimension: string):
   if (dimension.startsWith("custom.")) return spent.custom?.[dimension.slice(7)] ?? 0;
   const v = spent[dimension as (typeof SCALAR_DIMENSIONS)[number]];
   return typeof v === "number" ? v : 0;
+}
+
+/** The limit of `budget` in `dimension`, or Infinity where it sets none. */
+export function limitIn(budget: Budget | undefined, dimension: string): number {
+  if (!budget) return Infinity;
+  if (dimension.startsWith("custom.")) return budget.custom?.[dimension.slice(7)] ?? Infinity;
+  const v = budget[dimension as "tokens" | (typeof SCALAR_DIMENSIONS)[number]];
+  return typeof v === "number" ? v : Infinity;
 }
 
 /** Whether `dimension` names a budget dimension. */

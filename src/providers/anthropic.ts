@@ -21,7 +21,9 @@ import {
   annotateRequest,
   checkEffectOptions,
   checkLlmInput,
+  DEFAULT_MAX_TOKENS,
   lazyClient,
+  llmReservation,
   parseArguments,
   StreamSession,
   type LlmEffectBase,
@@ -63,6 +65,7 @@ export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInpu
   return {
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
+    reserve: llmReservation,
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: async (input, ectx) => {
       annotateRequest(ectx, "anthropic", options.model, input);
@@ -77,7 +80,7 @@ export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInpu
 function params(options: AnthropicEffectOptions, input: LlmInput) {
   return {
     model: options.model,
-    max_tokens: input.maxTokens ?? 1024,
+    max_tokens: input.maxTokens ?? DEFAULT_MAX_TOKENS,
     messages: messages(input),
     ...(input.system === undefined ? {} : { system: input.system }),
     ...(input.tools === undefined

@@ -113,6 +113,20 @@ export function checkEffectOptions(options: LlmEffectBase): void {
   if (options.taint !== undefined) checkedTaintSource(options.taint, "an LLM effect's taint");
 }
 
+/** The output a call may stream when it names no `maxTokens` (Anthropic's request default too). */
+export const DEFAULT_MAX_TOKENS = 1024;
+
+/**
+ * What one LLM call may spend at most (Effect.reserve, issue 20): its prompt at characters / 4
+ * and its `maxTokens` of output (DEFAULT_MAX_TOKENS when it names none). Budget admission holds
+ * it while the call runs, so parallel calls cannot together pass a token budget.
+ */
+export function llmReservation(input: LlmInput): ResourceDelta {
+  let chars = input.system?.length ?? 0;
+  for (const m of input.messages) chars += m.content.length;
+  return { tokens: { input: Math.ceil(chars / 4), output: input.maxTokens ?? DEFAULT_MAX_TOKENS } };
+}
+
 /** Refuses a malformed LLM input before anything is recorded (every LLM effect's checkInput). */
 export function checkLlmInput(input: LlmInput): void {
   const bad = (why: string) => new InvalidInputError(`LLM input: ${why}`);

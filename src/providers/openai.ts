@@ -20,6 +20,7 @@ import {
   checkEffectOptions,
   checkLlmInput,
   lazyClient,
+  llmReservation,
   parseArguments,
   StreamSession,
   type LlmEffectBase,
@@ -73,6 +74,7 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
   return {
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
+    reserve: llmReservation,
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: async (input, ectx) => {
       annotateRequest(ectx, "openai", options.model, input);

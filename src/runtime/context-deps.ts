@@ -24,6 +24,8 @@ export interface ContextDeps {
   now(): number;
   /** A topic's messages in a chain's inbox past `afterSeq` (one batch). */
   readInbox(chainId: string, topic: string, afterSeq: number): Promise<InboxMessage[]>;
+  /** The outside ceilings of `ctx.negotiateBudget` (RuntimeOptions.negotiation, issue 20). */
+  negotiation: Readonly<Record<string, { ceiling: number }>>;
   /** The largest carry `continueAsNew` takes (bytes of JSON text). */
   maxCarryBytes: number;
   /** Rotates the run to its successor (undefined while `features.continueAsNew` is off). */

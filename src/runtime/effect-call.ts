@@ -197,6 +197,7 @@ export function makeMiddlewareContext(
   ectx: EffectContext,
   attempt: StepAttempt,
   invoke: () => Promise<unknown>,
+  reservation?: ResourceSnapshot,
 ): MiddlewareContext {
   let budgets: { seq: number; inForce: BudgetInForce[] } | undefined;
   // Methods, not arrow-valued properties: the TS runner names every named arrow it creates.
@@ -229,7 +230,18 @@ export function makeMiddlewareContext(
       if (budgets?.seq !== run.state.seq) {
         budgets = { seq: run.state.seq, inForce: budgetsInForce(run, nested) };
       }
-      return budgets.inForce;
+      // What other calls hold changes without the log moving: read it afresh (H3).
+      if (run.reservations.size === 0) return budgets.inForce;
+      return budgets.inForce.map((b) => ({
+        ...b,
+        held: run.reservations.heldAgainst(b.name, ectx.stepId),
+      }));
+    },
+    reservation,
+    hold() {
+      if (reservation === undefined) return;
+      const names = budgetsInForce(run, nested).map((b) => b.name);
+      run.reservations.hold(ectx.stepId, reservation, names);
     },
     metered() {
       return attempt.reported;
@@ -261,6 +273,7 @@ function budgetsInForce(run: Run, nested: readonly NestedBudget[]): BudgetInForc
       budget: run.state._budget,
       // Grants to children still running count as spent (children.ts O6, F10).
       spent: spentWithGrants(run.state),
+      held: {},
     });
   }
   for (const b of nested) {
@@ -268,6 +281,7 @@ function budgetsInForce(run: Run, nested: readonly NestedBudget[]): BudgetInForc
       name: b.name,
       budget: b.budget,
       spent: run.state._scopeResources?.[b.name] ?? {},
+      held: {},
     });
   }
   return budgets;

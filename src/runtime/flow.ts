@@ -7,7 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import { InvalidInputError } from "../kernel/errors.ts";
-import { readBudget, type Budget } from "../kernel/resources.ts";
+import { readBudget, SCALAR_DIMENSIONS, type Budget } from "../kernel/resources.ts";
 import type { Flow, FlowContext, FlowOptions } from "./contract.ts";
 
 export type { Flow, FlowOptions } from "./contract.ts";
@@ -93,12 +93,29 @@ export function flow$<I, O, In = I>(
   return out;
 }
 
-/** A budget checked before anything is recorded: every limit a finite number >= 0. */
+/** The keys a budget may have: its dimensions, and `custom` for dimensions of the user's own. */
+const BUDGET_KEYS = ["tokens", ...SCALAR_DIMENSIONS, "custom"] as const;
+
+/**
+ * A budget checked before anything is recorded: an object of the known dimensions only (a
+ * misspelled one, such as `token`, would otherwise limit nothing), each limit a finite number
+ * >= 0 (issue 20).
+ */
 export function checkedBudget(value: unknown, owner: string): Budget {
+  const valid = `(valid dimensions: ${BUDGET_KEYS.join(", ")})`;
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new InvalidInputError(`the budget of ${owner} must be an object ${valid}`);
+  }
+  const unknown = Object.keys(value).filter((k) => !(BUDGET_KEYS as readonly string[]).includes(k));
+  if (unknown.length > 0) {
+    throw new InvalidInputError(
+      `the budget of ${owner} has unknown ${unknown.length === 1 ? "dimension" : "dimensions"} ${unknown.map((k) => JSON.stringify(k)).join(", ")} ${valid}`,
+    );
+  }
   const budget = readBudget(value);
   if (!budget) {
     throw new InvalidInputError(
-      `the budget of ${owner} must be an object of finite numbers >= 0 (tokens, costUsd, ms, memBytes, wallMs, netBytes, custom)`,
+      `the budget of ${owner} must hold finite numbers >= 0 (custom: an object of them) ${valid}`,
     );
   }
   return budget;

@@ -50,6 +50,7 @@ import { RunAttempts } from "./run-attempts.ts";
 import { RunDrive, type DriveHost } from "./run-drive.ts";
 import { InboxReread, type InboxHost } from "./run-inbox.ts";
 import { RunScopes, type Claim, type WaitTimers } from "./run-scopes.ts";
+import { Reservations } from "./run-reservations.ts";
 
 export type { EventSpec } from "./journal.ts";
 export { merged } from "./run-appends.ts";
@@ -313,6 +314,8 @@ export class Run {
 
   /** Running attempts' provisional costs, by call id (EffectContext.provisional). */
   readonly provisionals: Map<string, () => ResourceDelta | undefined>;
+  /** The reservations its calls in flight hold against its budgets (issue 20). */
+  readonly reservations = new Reservations();
 
   /** What the running attempt of `callId` reports it has cost so far, if it reports. */
   provisional(callId: string): ResourceDelta | undefined {

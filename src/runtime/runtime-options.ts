@@ -10,8 +10,17 @@ import type { LiveDelta } from "../effects/deltas.ts";
 import type { PayloadCodec } from "../trust/codec.ts";
 import type { AuditSetting } from "../trust/audit.ts";
 
+/**
+ * How far `ctx.negotiateBudget` may raise a budget, per dimension, set outside every flow body
+ * (issue 20): a flow's own `{ ceiling }` can only lower it, and a dimension with no ceiling here
+ * is granted nothing beyond the execution's budget.
+ */
+export type NegotiationPolicy = Record<string, { ceiling: number }>;
+
 export interface RuntimeOptions {
   store: Store;
+  /** The outside ceilings of `ctx.negotiateBudget` (NegotiationPolicy). */
+  negotiation?: NegotiationPolicy;
   clock?: Clock;
   ids?: IdSource;
   /** Defaults to `<host>/<pid namespace>/<pid>/<nonce>`. */

@@ -43,6 +43,8 @@ import { randomIds, systemClock } from "./system.ts";
 import { FleetMember } from "./fleet.ts";
 import { Tracing } from "./tracing.ts";
 import { BackgroundLoop } from "./background-loop.ts";
+import type { NegotiationPolicy } from "./runtime-options.ts";
+import { checkedNegotiation } from "./syscalls-budgets.ts";
 
 const RECENT_OUTCOMES = 1000;
 /** The longest close() waits for background duties in flight. */
@@ -70,6 +72,8 @@ export class RuntimeState implements RunHost {
   readonly tracing: Tracing;
   readonly maxActive: number;
   readonly maxCarryBytes: number;
+  /** The outside ceilings of ctx.negotiateBudget (RuntimeOptions.negotiation). */
+  readonly negotiation: NegotiationPolicy;
   readonly maxChainHops: number;
   /** `features.continueAsNew`: chains exist, so addressing routes to a chain's head. */
   readonly chains: boolean;
@@ -117,6 +121,7 @@ export class RuntimeState implements RunHost {
     this.pollIntervalMs = positive(options.pollIntervalMs, 500, "pollIntervalMs");
     this.maxActive = positive(options.maxActive, Infinity, "maxActive");
     this.maxCarryBytes = positive(options.maxCarryBytes, 1024 * 1024, "maxCarryBytes");
+    this.negotiation = checkedNegotiation(options.negotiation);
     this.maxChainHops = positive(options.maxChainHops, 8, "maxChainHops");
     this.chains = options.features?.continueAsNew === true;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };

@@ -24,6 +24,7 @@ export function contextDeps(s: RuntimeState): ContextDeps {
     chain: s.chain,
     readInbox: (chainId, topic, afterSeq) => s.readInbox(chainId, topic, afterSeq),
     maxCarryBytes: s.maxCarryBytes,
+    negotiation: s.negotiation,
     rotate: s.chains
       ? (run, carry) => void rotate(chainDeps(s), run, carry, () => run.quiesced())
       : undefined,

@@ -4,13 +4,17 @@
  * of its own (a context whose metered effects also count against it).
  *
  * Invariants kept here:
+ * - N1 (issue 20): a flow cannot choose its own ceiling. The ceiling of a negotiation is the
+ *   runtime's (RuntimeOptions.negotiation) for that dimension, which the flow's `{ ceiling }` can
+ *   only lower; with none, the execution's budget in that dimension is the ceiling, so nothing is
+ *   granted beyond it.
  * - R2 (run.ts): a negotiation the log answers returns the grant it recorded.
  * - O6 (children.ts), F10 (fold/children.ts): grants to children still running count as spent.
  */
 import { spentWithGrants } from "../fold/children.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
 import { InvalidInputError } from "../kernel/errors.ts";
-import { isDimension, spentIn, type Budget } from "../kernel/resources.ts";
+import { isDimension, limitIn, spentIn, type Budget } from "../kernel/resources.ts";
 import type { FlowContext } from "./contract.ts";
 import { assertName, checkedBudget } from "./flow.ts";
 import type { Scope } from "./syscalls-scope.ts";
@@ -43,11 +47,15 @@ export function budgetSyscalls(s: Scope): Pick<FlowContext, "negotiateBudget" | 
         }
         // Grants to children still running count as spent (children.ts O6, F10).
         const spent = spentIn(spentWithGrants(run.state), dimension);
-        const grant = Math.max(0, Math.min(request, ceiling - spent));
+        // N1: the outside ceiling, which the flow's own can only lower.
+        const outside =
+          deps.negotiation[dimension]?.ceiling ?? limitIn(run.state._budget, dimension);
+        const effective = Math.min(ceiling, outside);
+        const grant = Math.max(0, Math.min(request, effective - spent));
         const value = {
           dimension,
           request,
-          ceiling: ceiling,
+          ceiling: effective,
           grant,
           limit: spent + grant,
         };
@@ -79,4 +87,23 @@ export function budgetSyscalls(s: Scope): Pick<FlowContext, "negotiateBudget" | 
       return fn(s.makeContext(run, deps, scope, [...nested, { name, budget: checked }]));
     },
   };
+}
+
+/** A runtime's negotiation policy, checked when the runtime is made (N1). */
+export function checkedNegotiation(value: unknown): Record<string, { ceiling: number }> {
+  if (value === undefined) return {};
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new InvalidInputError("negotiation must be an object of { ceiling } by dimension");
+  }
+  const out: Record<string, { ceiling: number }> = {};
+  for (const [dimension, rule] of Object.entries(value)) {
+    const ceiling = (rule as { ceiling?: unknown } | null)?.ceiling;
+    if (!isDimension(dimension) || typeof ceiling !== "number" || !(ceiling >= 0)) {
+      throw new InvalidInputError(
+        `negotiation.${dimension} must be { ceiling: a number >= 0 } for a dimension (tokens, costUsd, ms, memBytes, wallMs, netBytes or custom.<name>)`,
+      );
+    }
+    out[dimension] = { ceiling };
+  }
+  return out;
 }

@@ -37,7 +37,8 @@ export function parallelSyscalls(s: Scope): Pick<FlowContext, "parallel"> {
           branches.map(async (branch, i): Promise<T> => {
             const branchScope = scopes[i] ?? "";
             try {
-              return await branch(s.makeContext(run, deps, branchScope));
+              // A branch runs under the nested budgets around the parallel, as its body would.
+              return await branch(s.makeContext(run, deps, branchScope, s.nested));
             } finally {
               run.branchDone(branchScope);
             }

@@ -15,8 +15,14 @@
  * The step path is hot: nothing here allocates or awaits what the step does not need.
  */
 import { abortableDelay } from "../effects/delay.ts";
-import { InDoubtError, StepTimeoutError, errorFromData, errorToData } from "../kernel/errors.ts";
-import { boundedJson, type Json } from "../kernel/json.ts";
+import {
+  InDoubtError,
+  StepTimeoutError,
+  errorFromData,
+  errorToData,
+  isLoomError,
+} from "../kernel/errors.ts";
+import { boundedJson, isPlainObject, type Json } from "../kernel/json.ts";
 import { taint } from "../kernel/taint.ts";
 import type { RunOptions } from "./contract.ts";
 import type { ContextDeps } from "./context-deps.ts";
@@ -106,12 +112,18 @@ export async function step<T>(
     disarm?.();
     if (attempt.controller) run.release(attempt.controller);
     run.provisionals.delete(callId);
+    run.reservations.release(callId); // H2
   }
   // A run that ended or stopped meanwhile ended this step's span with its drive (T4).
   if (!run.live) return halted();
   if ("error" in outcome) {
     attempt.span?.failed(outcome.error);
-    return settleFailed<T>(run, callId, outcome.error, attempt.facts);
+    return settleFailed<T>(
+      run,
+      callId,
+      outcome.error,
+      withQuotaFact(callId, outcome.error, attempt.facts),
+    );
   }
   attempt.span?.completed();
   await run.enqueue(completedSpecs(run, callId, outcome.output, attempt.facts));
@@ -144,6 +156,22 @@ function completedSpecs(
 }
 
 /** Records a step's failure (with the attempt's facts) and throws it to the body. */
+/**
+ * Q5 (issue 20): a call that ends in QuotaExceededError (a refusal, or a stream its guard severed)
+ * leaves a QUOTA_EXCEEDED fact, whatever middleware chain is configured: the runtime adds one
+ * when the chain did not, with what the error's details say.
+ */
+function withQuotaFact(callId: string, error: unknown, facts: EventSpec[]): EventSpec[] {
+  if (!isLoomError(error, "LOOM_QUOTA_EXCEEDED")) return facts;
+  const recorded = facts.some(
+    (f) => f.kind === "QUOTA_EXCEEDED" && (f.payload as { callId?: unknown }).callId === callId,
+  );
+  if (recorded) return facts;
+  const details = isPlainObject(error.details) ? error.details : {};
+  const dimension = typeof details.dimension === "string" ? details.dimension : "tokens";
+  return [...facts, { kind: "QUOTA_EXCEEDED", payload: { ...details, callId, dimension } }];
+}
+
 async function settleFailed<R>(
   run: Run,
   callId: string,

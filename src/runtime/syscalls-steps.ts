@@ -26,6 +26,7 @@ import {
 } from "./flow.ts";
 import { own, type Scope } from "./syscalls-scope.ts";
 import { step, stepBound, type StepOptions } from "./syscalls-step-machinery.ts";
+import { addResources, type ResourceSnapshot } from "../kernel/resources.ts";
 
 const NO_OPTIONS: ExecuteOptions = Object.freeze({});
 const NO_RUN_OPTIONS: RunOptions = Object.freeze({});
@@ -56,6 +57,7 @@ export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "d
       const json = stepBound(deps, input, `input of step "${effect.name}"`);
       // Before the call claims an id or records anything, so a replay refuses the same way.
       if (effect.refusesTainted !== undefined) refuseTainted(effect, json);
+      const reservation = effect.reserve === undefined ? undefined : reservationOf(effect, input);
       const callOptions =
         options === undefined
           ? (effect.options ?? NO_OPTIONS)
@@ -76,7 +78,7 @@ export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "d
           true,
           (ectx, attempt) =>
             deps.chain(
-              middlewareContext(s, effect, input, callOptions, ectx, attempt),
+              middlewareContext(s, effect, input, callOptions, ectx, attempt, reservation),
             ) as Promise<O>,
           runOptions,
         ),
@@ -122,10 +124,39 @@ function middlewareContext<I, O>(
   options: ExecuteOptions,
   ectx: EffectContext,
   attempt: StepAttempt,
+  reservation: ResourceSnapshot | undefined,
 ): MiddlewareContext {
-  return makeMiddlewareContext(s.run, s.deps, s.nested, effect.name, options, ectx, attempt, () =>
-    attempt.invoke(() => effect.run(input, ectx)),
+  return makeMiddlewareContext(
+    s.run,
+    s.deps,
+    s.nested,
+    effect.name,
+    options,
+    ectx,
+    attempt,
+    () => attempt.invoke(() => effect.run(input, ectx)),
+    reservation,
   );
+}
+
+/**
+ * What a call of `effect` may spend at most (Effect.reserve, issue 20), checked before anything
+ * is recorded: an object of amounts >= 0 (what is not one is refused).
+ */
+function reservationOf<I>(effect: Effect<I, unknown>, input: I): ResourceSnapshot {
+  let declared: unknown;
+  try {
+    declared = effect.reserve?.(input);
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new InvalidInputError(`effect "${effect.name}" reserve threw: ${why}`);
+  }
+  if (declared === null || typeof declared !== "object" || Array.isArray(declared)) {
+    throw new InvalidInputError(
+      `effect "${effect.name}" reserve must return what one call may spend ({ tokens: { input, output }, costUsd, ... })`,
+    );
+  }
+  return addResources({}, declared);
 }
 
 /** `ctx.run` options, checked before anything is recorded. */

@@ -1,0 +1,268 @@
+/**
+ * Issue 20: spend is bounded on the paths this session closed. The invariant each test hunts for:
+ * what the effects really spent (the fake provider's own count) is at most the budget plus one
+ * reservation, what the log records is at most what was really spent, and a refusal leaves a
+ * QUOTA_EXCEEDED fact. (Crashed attempts, children's negotiation, unknown prices and forks are
+ * not closed yet: see the issue's note.)
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  createRuntime,
+  flow$,
+  isLoomError,
+  memoryStore,
+  QuotaExceededError,
+  step$,
+  streamTokenBudget,
+  type Budget,
+  type Runtime,
+  type RuntimeOptions,
+} from "../src/index.ts";
+import { anthropicEffect } from "../src/providers/anthropic.ts";
+import { fakeAnthropic, type FakeAnthropic } from "../src/testing/index.ts";
+
+const COST = 300;
+const open: Runtime[] = [];
+const servers: FakeAnthropic[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((r) => r.close()));
+  await Promise.all(servers.splice(0).map((s) => s.close()));
+});
+
+function runtime(options: Partial<RuntimeOptions> = {}): Runtime {
+  const r = createRuntime({ store: memoryStore(), ...options });
+  open.push(r);
+  return r;
+}
+
+/** A paid tool: each call really costs COST tokens, counted here, and declares that much. */
+function paidTool(name = "paid") {
+  const spent = { real: 0, calls: 0 };
+  const effect = step$(
+    name,
+    async (_input: null) => {
+      spent.calls += 1;
+      spent.real += COST;
+      // Give the other branches every chance to be admitted while this call is in flight.
+      await new Promise((r) => setTimeout(r, 5));
+      return COST;
+    },
+    {},
+  );
+  const metered = {
+    ...effect,
+    reserve: () => ({ tokens: { output: COST } }),
+    run: async (input: null, ectx: Parameters<typeof effect.run>[1]) => {
+      const out = await effect.run(input, ectx);
+      ectx.meter({ tokens: { output: COST } });
+      return out;
+    },
+  };
+  return { effect: metered, spent };
+}
+
+const refusedOr = (e: unknown) => {
+  if (e instanceof QuotaExceededError || isLoomError(e, "LOOM_QUOTA_EXCEEDED")) return "refused";
+  throw e;
+};
+
+async function recorded(r: Runtime, id: string) {
+  const state = await r.getState(id);
+  const tokens = state._resources?.tokens;
+  const events = await r.store.read(id, 0, 10_000);
+  return {
+    tokens: (tokens?.input ?? 0) + (tokens?.output ?? 0),
+    quotaFacts: events.filter((e) => e.kind === "QUOTA_EXCEEDED").length,
+  };
+}
+
+describe("spend paths (issue 20)", () => {
+  it("ctx.parallel with 10 branches: what calls in flight hold is reserved, so they cannot together pass the budget", async () => {
+    const { effect, spent } = paidTool();
+    const f = flow$("fan", async (ctx) =>
+      ctx.parallel(
+        Array.from(
+          { length: 10 },
+          () => async (c: typeof ctx) => c.execute(effect, null, { retry: false }).catch(refusedOr),
+        ),
+      ),
+    );
+    const r = runtime();
+    const out = await (
+      await r.start(f, undefined, { id: "fan", budget: { tokens: 1000 } })
+    ).result();
+    expect(out.status).toBe("completed");
+    expect(spent.real).toBeLessThanOrEqual(1000 + COST);
+    expect(spent.real).toBe(900); // three fit; the fourth would pass the budget with them
+    const log = await recorded(r, "fan");
+    expect(log.tokens).toBeLessThanOrEqual(spent.real);
+    expect(log.quotaFacts).toBe(7);
+  });
+
+  it("a nested budget holds across the parallel branches inside it", async () => {
+    const { effect, spent } = paidTool();
+    const f = flow$("nested-fan", async (ctx) =>
+      ctx.nestedBudget("tools", { tokens: 600 }, (inner) =>
+        inner.parallel(
+          Array.from(
+            { length: 5 },
+            () => async (c: typeof ctx) =>
+              c.execute(effect, null, { retry: false }).catch(refusedOr),
+          ),
+        ),
+      ),
+    );
+    const r = runtime();
+    const out = await (await r.start(f, undefined, { id: "nf" })).result();
+    expect(out.output).toEqual([COST, COST, "refused", "refused", "refused"]);
+    expect(spent.real).toBe(600);
+  });
+
+  it("retries: every attempt passes admission against what the failed ones spent", async () => {
+    let real = 0;
+    const flaky = {
+      name: "flaky",
+      reserve: () => ({ tokens: { output: COST } }),
+      run: async (_: null, ectx: { meter(d: object): void }) => {
+        real += COST;
+        ectx.meter({ tokens: { output: COST } });
+        throw new Error("the provider failed after charging");
+      },
+    };
+    const f = flow$("retries", async (ctx) =>
+      ctx
+        .execute(flaky, null, { retry: { maxAttempts: 10, initialDelayMs: 1, jitter: 0 } })
+        .catch(refusedOr),
+    );
+    const r = runtime();
+    const out = await (
+      await r.start(f, undefined, { id: "rt", budget: { tokens: 1000 } })
+    ).result();
+    expect(out.output).toBe("refused");
+    expect(real).toBeLessThanOrEqual(1000 + COST);
+    expect((await recorded(r, "rt")).tokens).toBeLessThanOrEqual(real);
+  });
+
+  it("parallel LLM calls: each holds its prompt and maxTokens, so a token budget bounds what the provider bills", async () => {
+    const fake = await fakeAnthropic({ text: "x".repeat(1600), deltaChars: 400, inputTokens: 10 });
+    servers.push(fake);
+    const llm = anthropicEffect({ model: "claude-sonnet-4-6", baseURL: fake.baseURL });
+    const f = flow$("llm-fan", async (ctx) =>
+      ctx.parallel(
+        Array.from(
+          { length: 8 },
+          () => async (c: typeof ctx) =>
+            c
+              .execute(
+                llm,
+                { messages: [{ role: "user", content: "hi" }], maxTokens: 500 },
+                {
+                  retry: false,
+                },
+              )
+              .then((res) => res.usage.inputTokens + res.usage.outputTokens)
+              .catch(refusedOr),
+        ),
+      ),
+    );
+    const r = runtime();
+    const budget = 1600;
+    const out = await (
+      await r.start(f, undefined, { id: "lf", budget: { tokens: budget } })
+    ).result();
+    const answered = (out.output ?? []).filter((x): x is number => typeof x === "number");
+    const billed = answered.reduce((a, b) => a + b, 0);
+    const reservation = 1 + 500; // "hi" at characters / 4, plus maxTokens
+    expect(answered.length).toBeGreaterThan(0);
+    expect(fake.requests.length).toBe(answered.length);
+    expect(billed).toBeLessThanOrEqual(budget + reservation);
+    expect((await recorded(r, "lf")).quotaFacts).toBe(8 - answered.length);
+  });
+
+  it("a flow cannot choose its own negotiation ceiling: without an outside one, nothing past the budget is granted", async () => {
+    const big = {
+      name: "big",
+      reserve: () => ({ tokens: { output: 500_000 } }),
+      run: async (_: null, ectx: { meter(d: object): void }) => {
+        ectx.meter({ tokens: { output: 500_000 } });
+        return "ran";
+      },
+    };
+    const f = flow$("greedy", async (ctx) => {
+      const grant = await ctx.negotiateBudget("tokens", 1_000_000, { ceiling: 1_000_000 });
+      const ran = await ctx.execute(big, null, { retry: false }).catch(refusedOr);
+      return { grant, ran };
+    });
+    const r = runtime();
+    const out = await (await r.start(f, undefined, { id: "g", budget: { tokens: 50 } })).result();
+    expect(out.output).toEqual({ grant: 50, ran: "refused" });
+    expect((await recorded(r, "g")).tokens).toBe(0);
+
+    // The runtime's policy is the ceiling; the flow's own can only lower it.
+    const policy = runtime({ negotiation: { tokens: { ceiling: 2000 } } });
+    const asks = flow$("asks", async (ctx) => [
+      await ctx.negotiateBudget("tokens", 5000, { ceiling: 1_000_000 }),
+      await ctx.negotiateBudget("tokens", 5000, { ceiling: 700 }),
+    ]);
+    const granted = await (
+      await policy.start(asks, undefined, { id: "a", budget: { tokens: 50 } })
+    ).result();
+    expect(granted.output).toEqual([2000, 700]);
+    expect(() => runtime({ negotiation: { tokens: { ceiling: -1 } } })).toThrow(/ceiling/);
+  });
+
+  it("a stream severed by its guard leaves a QUOTA_EXCEEDED fact with no middleware at all", async () => {
+    const fake = await fakeAnthropic({ text: "y".repeat(4000), deltaChars: 40, inputTokens: 10 });
+    servers.push(fake);
+    const llm = anthropicEffect({
+      model: "claude-sonnet-4-6",
+      baseURL: fake.baseURL,
+      guard: streamTokenBudget(100),
+    });
+    const f = flow$("severed", async (ctx) =>
+      ctx
+        .execute(llm, { messages: [{ role: "user", content: "talk" }] }, { retry: false })
+        .then(() => "finished")
+        .catch(refusedOr),
+    );
+    for (const middleware of [[], undefined]) {
+      const r = runtime(middleware === undefined ? {} : { middleware });
+      const id = middleware === undefined ? "sev-default" : "sev-bare";
+      expect((await (await r.start(f, undefined, { id })).result()).output).toBe("refused");
+      const facts = (await r.store.read(id, 0, 100)).filter((e) => e.kind === "QUOTA_EXCEEDED");
+      expect(facts).toHaveLength(1);
+      expect(facts[0]?.payload).toMatchObject({ dimension: "tokens", callId: expect.any(String) });
+    }
+  });
+
+  it("a misspelled dimension is refused wherever a budget is given, before anything is appended", async () => {
+    // Budgets as they come from a config file: the types cannot see the typo.
+    const budget = (json: string) => JSON.parse(json) as Budget;
+    const r = runtime();
+    const f = flow$("typo", async (ctx) => ctx.run("x", () => 1));
+    const refused = await r
+      .start(f, undefined, { id: "t1", budget: budget('{"token":500}') })
+      .catch((e: unknown) => e);
+    expect(refused).toMatchObject({ code: "LOOM_INVALID_INPUT" });
+    expect((refused as Error).message).toMatch(
+      /unknown dimension "token" \(valid dimensions: tokens,/,
+    );
+    expect(await r.store.read("t1", 0, 10)).toEqual([]);
+    expect(() => flow$("typo2", async () => 1, { budget: budget('{"cost":1}') })).toThrow(
+      /unknown dimension "cost"/,
+    );
+    const inner = flow$("inner-typo", async (ctx) => {
+      const nested = await ctx
+        .nestedBudget("n", budget('{"tokenz":5}'), async () => "ran")
+        .catch((e: unknown) => (isLoomError(e, "LOOM_INVALID_INPUT") ? "refused" : "other"));
+      const spawned = await ctx
+        .spawn(f, undefined, { budget: budget('{"tokens":5,"wall":1}') })
+        .then(() => "spawned")
+        .catch((e: unknown) => (isLoomError(e, "LOOM_INVALID_INPUT") ? "refused" : "other"));
+      return { nested, spawned };
+    });
+    r.registerFlow(f);
+    const out = await (await r.start(inner, undefined, { id: "t2" })).result();
+    expect(out.output).toEqual({ nested: "refused", spawned: "refused" });
+  });
+});
