@@ -211,6 +211,32 @@ describe("spend paths (issue 20)", () => {
     expect(() => runtime({ negotiation: { tokens: { ceiling: -1 } } })).toThrow(/ceiling/);
   });
 
+  it("a child granted part of its parent's budget cannot negotiate past its grant without an outside ceiling", async () => {
+    const { effect, spent } = paidTool();
+    const child = flow$("grantee", async (ctx) => {
+      const grant = await ctx.negotiateBudget("tokens", 5000, { ceiling: 100_000 });
+      const results: unknown[] = [];
+      for (let i = 0; i < 20; i++) {
+        results.push(await ctx.execute(effect, null, { retry: false }).catch(refusedOr));
+        if (results.at(-1) === "refused") break;
+      }
+      return { grant, calls: results.length };
+    });
+    const parent = flow$("grantor", async (ctx) => {
+      const h = await ctx.spawn(child, undefined, { budget: { tokens: 700 } });
+      return ctx.awaitChild(h);
+    });
+    const r = runtime();
+    r.registerFlow(child);
+    const out = await (
+      await r.start(parent, undefined, { id: "gp", budget: { tokens: 1000 } })
+    ).result();
+    expect(out.status).toBe("completed");
+    expect(out.output?.grant).toBe(700);
+    expect(spent.real).toBeLessThanOrEqual(700);
+    expect(spent.real).toBeLessThanOrEqual(1000 + COST);
+  });
+
   it("a stream severed by its guard leaves a QUOTA_EXCEEDED fact with no middleware at all", async () => {
     const fake = await fakeAnthropic({ text: "y".repeat(4000), deltaChars: 40, inputTokens: 10 });
     servers.push(fake);
