@@ -263,6 +263,49 @@ describe("spend paths (issue 20)", () => {
     }
   });
 
+  it("a model the price data cannot price is refused under a cost budget, unless it has a price or unpriced costs are allowed", async () => {
+    const fake = await fakeAnthropic({ text: "priced?", inputTokens: 10 });
+    servers.push(fake);
+    const ask = { messages: [{ role: "user" as const, content: "hi" }], maxTokens: 50 };
+    const flowOf = (llm: ReturnType<typeof anthropicEffect>) =>
+      flow$("unpriced", async (ctx) =>
+        ctx.execute(llm, ask, { retry: false }).then(
+          (res) => res.price?.usd ?? "no price",
+          (e: unknown) => (isLoomError(e) ? e.code : "other"),
+        ),
+      );
+    const unknown = anthropicEffect({ model: "my-own-model-7", baseURL: fake.baseURL });
+    const budget = { costUsd: 0.00001 };
+    const refusing = runtime();
+    const refused = await (
+      await refusing.start(flowOf(unknown), undefined, { id: "u1", budget })
+    ).result();
+    expect(refused.output).toBe("LOOM_PRICE_UNKNOWN");
+    expect(fake.requests).toHaveLength(0);
+    expect((await recorded(refusing, "u1")).quotaFacts).toBe(1);
+
+    // With a price of its own, the call runs and its cost is metered.
+    const priced = anthropicEffect({
+      model: "my-own-model-7",
+      baseURL: fake.baseURL,
+      price: { inputPerMTok: 1, outputPerMTok: 2 },
+    });
+    const r2 = runtime();
+    const out = await (await r2.start(flowOf(priced), undefined, { id: "u2", budget })).result();
+    expect(typeof out.output).toBe("number");
+    expect((await r2.getState("u2"))._resources?.costUsd).toBeGreaterThan(0);
+
+    // Allowed by the runtime: it runs, with no price; and without a cost budget nothing is asked.
+    const allowing = runtime({ unpricedCost: "allow" });
+    const allowed = await (
+      await allowing.start(flowOf(unknown), undefined, { id: "u3", budget })
+    ).result();
+    expect(allowed.output).toBe("no price");
+    const free = await (await runtime().start(flowOf(unknown), undefined, { id: "u4" })).result();
+    expect(free.output).toBe("no price");
+    expect(fake.requests).toHaveLength(3);
+  });
+
   it("a misspelled dimension is refused wherever a budget is given, before anything is appended", async () => {
     // Budgets as they come from a config file: the types cannot see the typo.
     const budget = (json: string) => JSON.parse(json) as Budget;

@@ -57,6 +57,12 @@ export interface Effect<I, O> {
    * budget is not spent. A method, so that an Effect<I, O> is usable as an Effect<unknown, O>.
    */
   reserve?(input: I): ResourceDelta;
+  /**
+   * Names what this call would spend money on that cannot be priced (an LLM call's model the
+   * price data does not know), or undefined when its cost can be metered. Under a cost budget
+   * such a call is refused before it runs (PriceUnknownError, issue 20).
+   */
+  unpriced?(input: I): string | undefined;
   /** Options for every call of this effect (a retry policy, say); a call's own override them. */
   readonly options?: ExecuteOptions;
   /**
@@ -110,6 +116,8 @@ export interface MiddlewareContext extends EffectContext {
   readonly options: ExecuteOptions;
   /** The budgets in force, with what was spent in them when read (each attempt reads afresh). */
   readonly budgets: readonly BudgetInForce[];
+  /** What this call would spend that cannot be priced (the effect's `unpriced`), if anything. */
+  readonly unpriced?: string | undefined;
   /** What this call may spend at most (the effect's `reserve`), if it declares it. */
   readonly reservation?: ResourceSnapshot | undefined;
   /**

@@ -7,12 +7,12 @@
  * step has no middleware, so a flow that runs no effect and declares no budget writes the same
  * log with or without the chain (G2).
  */
-import { QuotaExceededError } from "../kernel/errors.ts";
+import { PriceUnknownError, QuotaExceededError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import { addResources, exhausted, overBudget, type ResourceDelta } from "../kernel/resources.ts";
 import { compose } from "./compose.ts";
 import { retryMiddleware } from "./retry.ts";
-import type { EffectMiddleware, RetryPolicy } from "./effect.ts";
+import type { EffectMiddleware, MiddlewareContext, RetryPolicy } from "./effect.ts";
 
 export type {
   BudgetInForce,
@@ -26,8 +26,10 @@ export type {
  * calls in flight hold and this call's reservation (Q4), and else holds the reservation while the
  * call runs.
  */
-export function budgetAdmission(): EffectMiddleware {
+export function budgetAdmission(options: AdmissionOptions = {}): EffectMiddleware {
+  const allowUnpriced = options.unpricedCost === "allow";
   return async (ctx, next) => {
+    if (ctx.unpriced !== undefined && !allowUnpriced) refuseUnpriced(ctx);
     for (const b of ctx.budgets) {
       const dimension = overBudget(b.spent, b.held, ctx.reservation, b.budget);
       if (dimension === undefined) continue;
@@ -46,6 +48,32 @@ export function budgetAdmission(): EffectMiddleware {
     // the runtime, whatever the chain (Q5 in runtime/syscalls-step-machinery.ts).
     return next();
   };
+}
+
+/** How budget admission treats a call whose cost cannot be priced. */
+export interface AdmissionOptions {
+  /**
+   * `"refuse"` (the default): under a budget that limits `costUsd`, a call that names what it
+   * cannot price (Effect.unpriced) is PriceUnknownError before it runs. `"allow"`: it runs, and
+   * its cost is not metered.
+   */
+  unpricedCost?: "refuse" | "allow";
+}
+
+/** PriceUnknownError, with its QUOTA_EXCEEDED fact, when a budget in force limits `costUsd`. */
+function refuseUnpriced(ctx: MiddlewareContext): void {
+  const b = ctx.budgets.find((x) => x.budget.costUsd !== undefined);
+  if (b === undefined) return;
+  ctx.emit("QUOTA_EXCEEDED", {
+    callId: ctx.stepId,
+    dimension: "costUsd",
+    budget: b.name,
+    priceUnknown: ctx.unpriced ?? null,
+  });
+  throw new PriceUnknownError(
+    `effect "${ctx.effect}" of execution "${ctx.executionId}" refused: the ${b.name} budget limits costUsd and the cost of ${JSON.stringify(ctx.unpriced)} cannot be priced; give the effect a price ({ price: { inputPerMTok, outputPerMTok } }) or create the runtime with unpricedCost: "allow"`,
+    { dimension: "costUsd", budget: b.name, model: ctx.unpriced ?? null },
+  );
 }
 
 /** Reports what the effect cost after it ran, failed or was aborted: at least `wallMs`. */
@@ -71,8 +99,10 @@ export function meteringMiddleware(): EffectMiddleware {
  * Retry outermost, so each attempt passes admission (against what the failed attempts spent)
  * and is metered on its own; then budget admission, then metering.
  */
-export function defaultMiddleware(options: { retry?: RetryPolicy } = {}): EffectMiddleware[] {
-  return [retryMiddleware(options.retry), budgetAdmission(), meteringMiddleware()];
+export function defaultMiddleware(
+  options: { retry?: RetryPolicy } & AdmissionOptions = {},
+): EffectMiddleware[] {
+  return [retryMiddleware(options.retry), budgetAdmission(options), meteringMiddleware()];
 }
 
 /** The chain the runtime runs around each effect. */

@@ -60,6 +60,11 @@ export class InvalidInputError extends defineError("LOOM_INVALID_INPUT") {}
  * vitest for the conformance suite) is not installed; the message names what to install.
  */
 export class MissingDependencyError extends defineError("LOOM_MISSING_DEPENDENCY") {}
+/**
+ * Under a cost budget, an effect whose cost cannot be priced (a model the price data does not
+ * know) is refused before it runs: supply a price, or allow unpriced costs (issue 20).
+ */
+export class PriceUnknownError extends defineError("LOOM_PRICE_UNKNOWN") {}
 /** An input, output or step payload is over its byte limit. */
 export class PayloadTooLargeError extends defineError("LOOM_PAYLOAD_TOO_LARGE") {}
 /** An execution id is empty, too long, uses a reserved prefix or characters outside the set. */

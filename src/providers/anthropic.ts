@@ -16,7 +16,7 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Effect, EffectContext, TaintingEffect } from "../effects/effect.ts";
 import { charsOver4 } from "./stream.ts";
-import { estimatePrice, finish } from "./pricing.ts";
+import { estimatePrice, finish, unpricedModel } from "./pricing.ts";
 import {
   annotateRequest,
   checkEffectOptions,
@@ -66,6 +66,7 @@ export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInpu
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
     reserve: llmReservation,
+    unpriced: () => unpricedModel("anthropic", options.model, options.price),
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: async (input, ectx) => {
       annotateRequest(ectx, "anthropic", options.model, input);
@@ -154,13 +155,18 @@ async function once(
     if (block.type === "tool_use")
       toolCalls.push({ id: block.id, name: block.name, input: block.input });
   }
-  return finish(ectx, "anthropic", {
-    text,
-    toolCalls,
-    stopReason: message.stop_reason,
-    model: message.model,
-    usage,
-  });
+  return finish(
+    ectx,
+    "anthropic",
+    {
+      text,
+      toolCalls,
+      stopReason: message.stop_reason,
+      model: message.model,
+      usage,
+    },
+    options.price,
+  );
 }
 
 async function streamed(
@@ -169,7 +175,11 @@ async function streamed(
   input: LlmInput,
   ectx: EffectContext,
 ): Promise<LlmResult> {
-  const call = new StreamSession(ectx, options.guard, estimatePrice("anthropic", options.model));
+  const call = new StreamSession(
+    ectx,
+    options.guard,
+    estimatePrice("anthropic", options.model, options.price),
+  );
   const usage: LlmUsage = {
     inputTokens: 0,
     outputTokens: 0,
@@ -231,5 +241,5 @@ async function streamed(
     name: t.name,
     input: parseArguments(t.json),
   }));
-  return finish(ectx, "anthropic", { text, toolCalls, stopReason, model, usage });
+  return finish(ectx, "anthropic", { text, toolCalls, stopReason, model, usage }, options.price);
 }

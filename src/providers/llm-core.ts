@@ -71,6 +71,11 @@ export interface LlmEffectBase {
   guard?: StreamGuard;
   /** Marks every answer as tainted from this source (the effect's `taintsOutput`). */
   taint?: string;
+  /**
+   * The model's price, for a model the pinned price data does not know: under a cost budget such
+   * a model is refused (PriceUnknownError) unless it has a price (issue 20).
+   */
+  price?: { inputPerMTok: number; outputPerMTok: number };
 }
 
 /**

@@ -14,7 +14,7 @@
 import type OpenAI from "openai";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext, TaintingEffect } from "../effects/effect.ts";
-import { estimatePrice, finish } from "./pricing.ts";
+import { estimatePrice, finish, unpricedModel } from "./pricing.ts";
 import {
   annotateRequest,
   checkEffectOptions,
@@ -75,6 +75,7 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
     reserve: llmReservation,
+    unpriced: () => unpricedModel("openai", options.model, options.price),
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: async (input, ectx) => {
       annotateRequest(ectx, "openai", options.model, input);
@@ -147,21 +148,26 @@ async function chatOnce(
     { signal: ectx.signal, maxRetries: 0 },
   );
   const choice = completion.choices[0];
-  return finish(ectx, "openai", {
-    text: choice?.message.content ?? "",
-    toolCalls: (choice?.message.tool_calls ?? []).flatMap((t) =>
-      t.type === "function"
-        ? [{ id: t.id, name: t.function.name, input: parseArguments(t.function.arguments) }]
-        : [],
-    ),
-    stopReason: choice?.finish_reason ?? null,
-    model: completion.model,
-    ...usageOr(
-      completion.usage ? chatUsage(completion.usage) : undefined,
-      input,
-      choice?.message.content,
-    ),
-  });
+  return finish(
+    ectx,
+    "openai",
+    {
+      text: choice?.message.content ?? "",
+      toolCalls: (choice?.message.tool_calls ?? []).flatMap((t) =>
+        t.type === "function"
+          ? [{ id: t.id, name: t.function.name, input: parseArguments(t.function.arguments) }]
+          : [],
+      ),
+      stopReason: choice?.finish_reason ?? null,
+      model: completion.model,
+      ...usageOr(
+        completion.usage ? chatUsage(completion.usage) : undefined,
+        input,
+        choice?.message.content,
+      ),
+    },
+    options.price,
+  );
 }
 
 async function chatStreamed(
@@ -170,7 +176,11 @@ async function chatStreamed(
   input: LlmInput,
   ectx: EffectContext,
 ): Promise<LlmResult> {
-  const call = new StreamSession(ectx, options.guard, estimatePrice("openai", options.model));
+  const call = new StreamSession(
+    ectx,
+    options.guard,
+    estimatePrice("openai", options.model, options.price),
+  );
   // Until the provider reports usage, the prompt's size is the input estimate.
   const promptEstimate = promptTokensEstimate(input);
   let model = options.model;
@@ -201,17 +211,22 @@ async function chatStreamed(
   });
   // An aborted OpenAI stream reports no usage: Loom's estimate is metered, marked as one.
   call.throwIfCutShort((failed) => estimateCutShort(failed, promptEstimate, call.text));
-  return finish(ectx, "openai", {
-    text: call.text,
-    toolCalls: [...tools.values()].map((t) => ({
-      id: t.id,
-      name: t.name,
-      input: parseArguments(t.json),
-    })),
-    stopReason,
-    model,
-    ...usageOr(usage, input, call.text),
-  });
+  return finish(
+    ectx,
+    "openai",
+    {
+      text: call.text,
+      toolCalls: [...tools.values()].map((t) => ({
+        id: t.id,
+        name: t.name,
+        input: parseArguments(t.json),
+      })),
+      stopReason,
+      model,
+      ...usageOr(usage, input, call.text),
+    },
+    options.price,
+  );
 }
 
 // --- Responses API ---
@@ -299,7 +314,7 @@ async function responsesOnce(
     { signal: ectx.signal, maxRetries: 0 },
   );
   const r = fromResponse(response);
-  return finish(ectx, "openai", { ...r, ...usageOr(r.usage, input, r.text) });
+  return finish(ectx, "openai", { ...r, ...usageOr(r.usage, input, r.text) }, options.price);
 }
 
 /** Text as `response.output_text.delta`; usage and tool calls only on `response.completed`. */
@@ -309,7 +324,11 @@ async function responsesStreamed(
   input: LlmInput,
   ectx: EffectContext,
 ): Promise<LlmResult> {
-  const call = new StreamSession(ectx, options.guard, estimatePrice("openai", options.model));
+  const call = new StreamSession(
+    ectx,
+    options.guard,
+    estimatePrice("openai", options.model, options.price),
+  );
   const promptEstimate = promptTokensEstimate(input);
   let completed: ReturnType<typeof fromResponse> | undefined;
   await call.consume(async () => {
@@ -332,13 +351,18 @@ async function responsesStreamed(
   });
   call.throwIfCutShort((failed) => estimateCutShort(failed, promptEstimate, call.text));
   const text = call.text;
-  return finish(ectx, "openai", {
-    text,
-    toolCalls: completed?.toolCalls ?? [],
-    stopReason: completed?.stopReason ?? null,
-    model: completed?.model ?? options.model,
-    ...usageOr(completed?.usage, input, text),
-  });
+  return finish(
+    ectx,
+    "openai",
+    {
+      text,
+      toolCalls: completed?.toolCalls ?? [],
+      stopReason: completed?.stopReason ?? null,
+      model: completed?.model ?? options.model,
+      ...usageOr(completed?.usage, input, text),
+    },
+    options.price,
+  );
 }
 
 // --- Estimates, for calls the provider did not report ---

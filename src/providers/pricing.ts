@@ -9,12 +9,26 @@ import type { EffectContext } from "../effects/effect.ts";
 import type { TokenCounts } from "../kernel/resources.ts";
 import { PRICE_SOURCE, type LlmResult } from "./llm-core.ts";
 
+/** A price per million tokens the user supplies for a model the price data does not know. */
+export interface ModelPrice {
+  inputPerMTok: number;
+  outputPerMTok: number;
+}
+
+/** Where a user-supplied price is recorded as coming from. */
+export const OPTION_PRICE_SOURCE = "the effect's price option";
+
+const byPrice = (price: ModelPrice, input: number, output: number): number =>
+  (input * price.inputPerMTok + output * price.outputPerMTok) / 1_000_000;
+
 /** A pricer of estimated tokens for `model` (undefined when it has no known price). */
 export function estimatePrice(
   providerId: string,
   model: string,
+  price?: ModelPrice,
 ): (tokens: TokenCounts) => number | undefined {
   return (tokens) => {
+    if (price) return byPrice(price, tokens.input ?? 0, tokens.output ?? 0);
     try {
       const priced = calcPrice(
         { input_tokens: tokens.input ?? 0, output_tokens: tokens.output ?? 0 },
@@ -33,8 +47,24 @@ export function estimatePrice(
  * response's GenAI attributes go on the step's span. Input tokens count cache reads and writes
  * (what is metered, and what the conventions ask for Anthropic), with the cache figures beside.
  */
-export function finish(ectx: EffectContext, providerId: string, result: LlmResult): LlmResult {
+export function finish(
+  ectx: EffectContext,
+  providerId: string,
+  result: LlmResult,
+  price?: ModelPrice,
+): LlmResult {
   const u = result.usage;
+  const inputTokens = u.inputTokens + u.cacheReadTokens + u.cacheWriteTokens;
+  if (price) {
+    const usd = byPrice(price, inputTokens, u.outputTokens);
+    const estimated = result.usageEstimated === true ? { estimated: true as const } : {};
+    ectx.meter({
+      tokens: { input: inputTokens, output: u.outputTokens },
+      costUsd: usd,
+      ...estimated,
+    });
+    return { ...result, price: { usd, source: OPTION_PRICE_SOURCE } };
+  }
   const priced = safePrice(() =>
     calcPrice(
       {
@@ -77,4 +107,20 @@ function safePrice<T>(price: () => T): T | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Whether a call to `model` can be priced (issue 20): by the user's `price`, or by the price
+ * data. An LLM effect names its model as unpriced when neither can, so budget admission refuses
+ * it under a cost budget (PriceUnknownError) instead of letting it spend an unmetered cost.
+ */
+export function unpricedModel(
+  providerId: string,
+  model: string,
+  price: ModelPrice | undefined,
+): string | undefined {
+  if (price) return undefined;
+  return estimatePrice(providerId, model)({ input: 1000, output: 1000 }) === undefined
+    ? model
+    : undefined;
 }

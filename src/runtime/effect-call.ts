@@ -197,8 +197,9 @@ export function makeMiddlewareContext(
   ectx: EffectContext,
   attempt: StepAttempt,
   invoke: () => Promise<unknown>,
-  reservation?: ResourceSnapshot,
+  declared: { reservation?: ResourceSnapshot; unpriced?: string } = {},
 ): MiddlewareContext {
+  const { reservation, unpriced } = declared;
   let budgets: { seq: number; inForce: BudgetInForce[] } | undefined;
   // Methods, not arrow-valued properties: the TS runner names every named arrow it creates.
   return {
@@ -238,6 +239,7 @@ export function makeMiddlewareContext(
       }));
     },
     reservation,
+    unpriced,
     hold() {
       if (reservation === undefined) return;
       const names = budgetsInForce(run, nested).map((b) => b.name);

@@ -21,6 +21,12 @@ export interface RuntimeOptions {
   store: Store;
   /** The outside ceilings of `ctx.negotiateBudget` (NegotiationPolicy). */
   negotiation?: NegotiationPolicy;
+  /**
+   * A call whose cost cannot be priced under a cost budget: `"refuse"` it (PriceUnknownError,
+   * the default) or `"allow"` it unmetered. For the default middleware chain; a chain of your
+   * own passes it to `budgetAdmission({ unpricedCost })`.
+   */
+  unpricedCost?: "refuse" | "allow";
   clock?: Clock;
   ids?: IdSource;
   /** Defaults to `<host>/<pid namespace>/<pid>/<nonce>`. */

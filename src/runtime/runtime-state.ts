@@ -19,6 +19,7 @@ import { sealStore } from "../trust/sealed-store.ts";
 import {
   CancelledError,
   FencedError,
+  InvalidInputError,
   NonDeterminismError,
   RuntimeClosedError,
 } from "../kernel/errors.ts";
@@ -128,7 +129,13 @@ export class RuntimeState implements RunHost {
     this.routing = { store: this.store, maxChainHops: this.maxChainHops };
     this.journal = new Journal(this.store);
     this.tracing = new Tracing(options.tracerProvider);
-    this.chain = effectChain(options.middleware ?? defaultMiddleware());
+    if (options.unpricedCost !== undefined && !["refuse", "allow"].includes(options.unpricedCost)) {
+      throw new InvalidInputError('unpricedCost must be "refuse" or "allow"');
+    }
+    this.chain = effectChain(
+      options.middleware ??
+        defaultMiddleware(options.unpricedCost ? { unpricedCost: options.unpricedCost } : {}),
+    );
     this.leases = new Leases(this.store, this.ownerId, this.clock, this.leaseTtlMs, () =>
       this.assertOpen(),
     );

@@ -57,7 +57,10 @@ export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "d
       const json = stepBound(deps, input, `input of step "${effect.name}"`);
       // Before the call claims an id or records anything, so a replay refuses the same way.
       if (effect.refusesTainted !== undefined) refuseTainted(effect, json);
-      const reservation = effect.reserve === undefined ? undefined : reservationOf(effect, input);
+      const declared = {
+        reservation: effect.reserve === undefined ? undefined : reservationOf(effect, input),
+        unpriced: effect.unpriced?.(input),
+      };
       const callOptions =
         options === undefined
           ? (effect.options ?? NO_OPTIONS)
@@ -78,7 +81,7 @@ export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "d
           true,
           (ectx, attempt) =>
             deps.chain(
-              middlewareContext(s, effect, input, callOptions, ectx, attempt, reservation),
+              middlewareContext(s, effect, input, callOptions, ectx, attempt, declared),
             ) as Promise<O>,
           runOptions,
         ),
@@ -124,7 +127,7 @@ function middlewareContext<I, O>(
   options: ExecuteOptions,
   ectx: EffectContext,
   attempt: StepAttempt,
-  reservation: ResourceSnapshot | undefined,
+  declared: { reservation: ResourceSnapshot | undefined; unpriced: string | undefined },
 ): MiddlewareContext {
   return makeMiddlewareContext(
     s.run,
@@ -135,7 +138,10 @@ function middlewareContext<I, O>(
     ectx,
     attempt,
     () => attempt.invoke(() => effect.run(input, ectx)),
-    reservation,
+    {
+      ...(declared.reservation === undefined ? {} : { reservation: declared.reservation }),
+      ...(declared.unpriced === undefined ? {} : { unpriced: declared.unpriced }),
+    },
   );
 }
 
