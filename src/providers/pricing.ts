@@ -120,7 +120,14 @@ export function unpricedModel(
   price: ModelPrice | undefined,
 ): string | undefined {
   if (price) return undefined;
-  return estimatePrice(providerId, model)({ input: 1000, output: 1000 }) === undefined
-    ? model
-    : undefined;
+  const key = `${providerId}\u0000${model}`;
+  let known = pricedModels.get(key);
+  if (known === undefined) {
+    known = estimatePrice(providerId, model)({ input: 1000, output: 1000 }) !== undefined;
+    pricedModels.set(key, known);
+  }
+  return known ? undefined : model;
 }
+
+/** Whether the price data prices a provider's model, asked once per model per process. */
+const pricedModels = new Map<string, boolean>();
