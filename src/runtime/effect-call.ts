@@ -197,7 +197,10 @@ export function makeMiddlewareContext(
   ectx: EffectContext,
   attempt: StepAttempt,
   invoke: () => Promise<unknown>,
-  declared: { reservation?: ResourceSnapshot; unpriced?: string } = {},
+  declared: {
+    readonly reservation?: ResourceSnapshot | undefined;
+    readonly unpriced?: string | undefined;
+  } = {},
 ): MiddlewareContext {
   const { reservation, unpriced } = declared;
   let budgets: { seq: number; inForce: BudgetInForce[] } | undefined;

@@ -57,10 +57,14 @@ export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "d
       const json = stepBound(deps, input, `input of step "${effect.name}"`);
       // Before the call claims an id or records anything, so a replay refuses the same way.
       if (effect.refusesTainted !== undefined) refuseTainted(effect, json);
-      const declared = {
-        reservation: effect.reserve === undefined ? undefined : reservationOf(effect, input),
-        unpriced: effect.unpriced?.(input),
-      };
+      // What the effect declares about its spend; most declare nothing and share one object.
+      const declared: Declared =
+        effect.reserve === undefined && effect.unpriced === undefined
+          ? NOTHING_DECLARED
+          : {
+              reservation: effect.reserve === undefined ? undefined : reservationOf(effect, input),
+              unpriced: effect.unpriced?.(input),
+            };
       const callOptions =
         options === undefined
           ? (effect.options ?? NO_OPTIONS)
@@ -120,6 +124,13 @@ async function decision<T>(s: Scope, name: string, fn: () => T): Promise<T> {
   return own(json) as T;
 }
 
+/** What a call declares about its spend (Effect.reserve, Effect.unpriced; issue 20). */
+interface Declared {
+  readonly reservation: ResourceSnapshot | undefined;
+  readonly unpriced: string | undefined;
+}
+const NOTHING_DECLARED: Declared = Object.freeze({ reservation: undefined, unpriced: undefined });
+
 function middlewareContext<I, O>(
   s: Scope,
   effect: Effect<I, O>,
@@ -127,7 +138,7 @@ function middlewareContext<I, O>(
   options: ExecuteOptions,
   ectx: EffectContext,
   attempt: StepAttempt,
-  declared: { reservation: ResourceSnapshot | undefined; unpriced: string | undefined },
+  declared: Declared,
 ): MiddlewareContext {
   return makeMiddlewareContext(
     s.run,
@@ -138,10 +149,7 @@ function middlewareContext<I, O>(
     ectx,
     attempt,
     () => attempt.invoke(() => effect.run(input, ectx)),
-    {
-      ...(declared.reservation === undefined ? {} : { reservation: declared.reservation }),
-      ...(declared.unpriced === undefined ? {} : { unpriced: declared.unpriced }),
-    },
+    declared,
   );
 }
 
