@@ -10,7 +10,7 @@ import {
   InvalidInputError,
   SequenceConflictError,
 } from "../kernel/errors.ts";
-import type { AppendBatch } from "./spi.ts";
+import type { AppendBatch, FleetStore } from "./spi.ts";
 
 /**
  * Throws the error that refuses `batch`, given the stored head, status and lease fence: in this
@@ -89,4 +89,25 @@ export function leaseAvailable(
   if (!current || current.owner === undefined || current.owner === owner) return true;
   if (current.expiresAtMs <= opts.nowMs) return true;
   return opts.takeoverFence !== undefined && opts.takeoverFence === current.fence;
+}
+
+/** A claim's options, checked alike by every store before it claims anything (S17). */
+export function checkClaim(opts: Parameters<FleetStore["claimRunnable"]>[1]): void {
+  const { flows, limit, ttlMs, nowMs } = opts;
+  const names: unknown = flows;
+  if (!Array.isArray(names) || names.some((f) => typeof f !== "string")) {
+    throw new InvalidInputError("claimRunnable: flows must be an array of flow names");
+  }
+  for (const [name, value] of [
+    ["limit", limit],
+    ["ttlMs", ttlMs],
+    ["nowMs", nowMs],
+  ] as const) {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new InvalidInputError(
+        `claimRunnable: ${name} must be a non-negative integer, got ${String(value)}`,
+        { [name]: String(value) },
+      );
+    }
+  }
 }

@@ -14,7 +14,7 @@
  *     does not keep the others from hearing).
  * F3. Closing a handle ends its subscriptions (PostgreSQL's store stops listening on close).
  */
-import { InvalidInputError } from "../../kernel/errors.ts";
+import { checkClaim } from "../append-check.ts";
 import type { ExecutionStatus } from "../../kernel/events.ts";
 import type { AppendBatch, ExecutionSummary, FleetStore, FleetWake, Lease } from "../spi.ts";
 
@@ -24,25 +24,6 @@ export type Subscribers = Set<(wake: FleetWake) => void>;
 /** Whether an execution with this status may be claimed, or wakes the fleet when left unleased. */
 const runnable = (status: ExecutionStatus | undefined) =>
   status === "pending" || status === "running";
-
-function checkClaim(opts: Parameters<FleetStore["claimRunnable"]>[1]): void {
-  const names: unknown = opts.flows;
-  if (!Array.isArray(names) || names.some((f) => typeof f !== "string")) {
-    throw new InvalidInputError("claimRunnable: flows must be an array of flow names");
-  }
-  for (const [name, value] of [
-    ["limit", opts.limit],
-    ["ttlMs", opts.ttlMs],
-    ["nowMs", opts.nowMs],
-  ] as const) {
-    if (!Number.isSafeInteger(value) || value < 0) {
-      throw new InvalidInputError(
-        `claimRunnable: ${name} must be a non-negative integer, got ${String(value)}`,
-        { [name]: String(value) },
-      );
-    }
-  }
-}
 
 /**
  * S17, F1: takes the leases of up to `limit` runnable executions of `flows` (pending or running,

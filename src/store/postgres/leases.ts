@@ -14,7 +14,7 @@
  *     append (S3) until it is deleted.
  */
 import type pg from "pg";
-import { InvalidInputError } from "../../kernel/errors.ts";
+import { checkClaim } from "../append-check.ts";
 import type { FleetStore, Lease, LeaseStore } from "../spi.ts";
 import { run, statement, type Tables } from "./db.ts";
 import { wakeText } from "./wakes.ts";
@@ -135,25 +135,4 @@ export function postgresLeases(
       return rows.map(toLease).sort((a, b) => (a.executionId < b.executionId ? -1 : 1));
     },
   };
-}
-
-/** A claim's options, checked before they reach SQL: bad input, not a driver error (D3). */
-function checkClaim(opts: Parameters<FleetStore["claimRunnable"]>[1]): void {
-  const { flows, limit, ttlMs, nowMs } = opts;
-  const names: unknown = flows;
-  if (!Array.isArray(names) || names.some((f) => typeof f !== "string")) {
-    throw new InvalidInputError("claimRunnable: flows must be an array of flow names");
-  }
-  for (const [name, value] of [
-    ["limit", limit],
-    ["ttlMs", ttlMs],
-    ["nowMs", nowMs],
-  ] as const) {
-    if (!Number.isSafeInteger(value) || value < 0) {
-      throw new InvalidInputError(
-        `claimRunnable: ${name} must be a non-negative integer, got ${String(value)}`,
-        { [name]: String(value) },
-      );
-    }
-  }
 }
