@@ -41,6 +41,19 @@ export interface Frame {
   attemptStartedAt?: number;
   /** A spawn's child, or the child an awaitChild waits for. */
   childId?: string;
+  /**
+   * What the step's current attempt may spend at most, held against the budgets in force when it
+   * started (schema 1.9.0): set by its STEP_STARTED, cleared when the attempt settles or is
+   * charged as crashed (fold/steps.ts S3).
+   */
+  reserved?: Reserved;
+}
+
+/** An attempt's reservation, as its STEP_STARTED records it: the most it may spend, and where. */
+export interface Reserved {
+  delta: ResourceSnapshot;
+  /** The nested budgets (ctx.nestedBudget) it counts against besides the execution's. */
+  budgets?: string[];
 }
 
 export interface ExecutionState {

@@ -7,11 +7,18 @@
  *   a retried attempt (STEP_FAILED with `retrying`, schema 1.3.0) keeps it open.
  * - A step that settled before its start was written (a fast step, schema 1.1.0) is made from
  *   its settling event alone and never counted in flight.
+ * - S3 (schema 1.9.0, issue 20): a STEP_STARTED's `reserved` is what its attempt may spend at most
+ *   under the budgets in force; the frame holds it until the attempt settles (its STEP_COMPLETED,
+ *   STEP_FAILED or STEP_CANCELLED) or is charged as crashed (a RESOURCE_METERED marked
+ *   `estimated: "crashed-attempt"`, fold/metering.ts). So a frame found holding one when a run is
+ *   recovered is an attempt that started and never settled, and it is charged once.
  */
 import type { Envelope } from "../kernel/events.ts";
-import { callHead, errorOf, frameOf, record, type Payload } from "./frames.ts";
+import { isPlainObject } from "../kernel/json.ts";
+import { addResources } from "../kernel/resources.ts";
+import { callHead, errorOf, frameOf, record, safeKey, type Payload } from "./frames.ts";
 import type { Handlers } from "./handler.ts";
-import type { ExecutionState, Frame } from "./state.ts";
+import type { ExecutionState, Frame, Reserved } from "./state.ts";
 
 export const STEP_HANDLERS: Handlers = {
   STEP_STARTED(s, p, e) {
@@ -22,6 +29,7 @@ export const STEP_HANDLERS: Handlers = {
         existing.attempts++;
         existing.attemptStartedAt = startedAt(p, e);
         delete existing.retryAtMs;
+        holdReserved(existing, p); // S3
       }
       return;
     }
@@ -41,6 +49,7 @@ export const STEP_HANDLERS: Handlers = {
       if (f?.kind !== "step" || f.status !== "started") return;
       f.error = errorOf(p.error);
       delete f.attemptStartedAt;
+      delete f.reserved; // S3
       const wait = p.retryInMs;
       if (typeof wait === "number" && Number.isFinite(wait) && wait >= 0) f.retryAtMs = e.at + wait;
       return;
@@ -84,6 +93,7 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
   if (f.kind !== "step" || f.status !== "started") return;
   delete f.retryAtMs;
   delete f.attemptStartedAt;
+  delete f.reserved; // S3
   apply(f);
   s.inFlight--;
 }
@@ -100,10 +110,30 @@ function openStep(s: ExecutionState, p: Payload, e: Envelope): Frame | undefined
     attempts: 1,
   };
   if (p.input !== undefined) f.input = p.input;
+  holdReserved(f, p); // S3
   s.frames[head.callId] = f;
   record(s, head.scope, `step:${head.callId}`);
   s.inFlight++;
   return f;
+}
+
+/** S3: the reservation a STEP_STARTED records for its attempt, or none. */
+function holdReserved(f: Frame, p: Payload): void {
+  const reserved = readReserved(p.reserved);
+  if (reserved) f.reserved = reserved;
+  else delete f.reserved;
+}
+
+/** A recorded reservation (`{ delta, budgets? }`), or undefined when it is not one. */
+export function readReserved(value: unknown): Reserved | undefined {
+  if (!isPlainObject(value) || !isPlainObject(value.delta)) return undefined;
+  const reserved: Reserved = { delta: addResources({}, value.delta) };
+  if (Array.isArray(value.budgets)) {
+    reserved.budgets = value.budgets.filter(
+      (b): b is string => typeof b === "string" && safeKey(b),
+    );
+  }
+  return reserved;
 }
 
 /** When a step started: its recorded `startedAt` (schema 1.1.0), else the envelope's time. */

@@ -47,14 +47,19 @@ export interface StepTimeout {
   passed(): boolean;
 }
 
-/** Counts an attempt: at once for an at-most-once step (durable first), else with the next commit. */
+/**
+ * Counts an attempt, after `before` (a crashed attempt's charge): durable first for an
+ * at-most-once or reserving step, else with the next commit.
+ */
 export async function startAttempt(
   run: Run,
   payload: { [k: string]: Json },
   durable: boolean,
+  before: readonly EventSpec[] = [],
 ): Promise<void> {
-  if (durable) await run.enqueue([{ kind: "STEP_STARTED", payload }]);
-  else run.enqueueDetached([{ kind: "STEP_STARTED", payload }]);
+  const specs: EventSpec[] = [...before, { kind: "STEP_STARTED", payload }];
+  if (durable) await run.enqueue(specs);
+  else run.enqueueDetached(specs);
 }
 
 /**
@@ -73,7 +78,8 @@ export class StepCall implements StepAttempt {
     /** What a new attempt's STEP_STARTED records (`callId`, `scope`, `name`, `input`). */
     private readonly payload: { [k: string]: Json },
     private readonly meterable: boolean,
-    private readonly atMostOnce: boolean,
+    /** Whether an attempt's start is durable before it runs (K9, C1). */
+    private readonly durable: boolean,
     private readonly timeout: StepTimeout | undefined,
     /** The step's trace span, when its drive's span records (tracing.ts T1). */
     readonly span: StepSpan | undefined,
@@ -137,7 +143,7 @@ export class StepCall implements StepAttempt {
     }
     this.ectx.nextAttempt();
     this.span?.attempt(this.ectx.attempt);
-    await startAttempt(run, this.payload, this.atMostOnce);
+    await startAttempt(run, this.payload, this.durable);
   }
 }
 

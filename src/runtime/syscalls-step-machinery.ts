@@ -10,6 +10,13 @@
  * - K8.1, K8.3: a step's timeout counts from its first attempt's logged start, on the runtime
  *   clock; a step whose timeout passed starts no new attempt.
  * - K9: an at-most-once step interrupted after it started fails with InDoubtError, never re-runs.
+ * - C1 (issue 20): an effect call that reserves under a budget in force records its reservation in
+ *   its attempt's STEP_STARTED, durable before the effect runs (steps without a budget keep R9's
+ *   deferred start, and no extra commit).
+ * - C2 (issue 20): a recovered step whose last attempt started with a reservation and never
+ *   settled (fold/steps.ts S3) is charged that reservation, marked `estimated: "crashed-attempt"`,
+ *   in the batch that starts its next attempt or settles it, so K crashes of one call charge K
+ *   reservations and admission refuses once the budget is spent.
  * - T3, T4 (tracing.ts): a step that runs in this drive runs under its span, which its drive ends
  *   if the run ends first.
  * The step path is hot: nothing here allocates or awaits what the step does not need.
@@ -23,7 +30,10 @@ import {
   isLoomError,
 } from "../kernel/errors.ts";
 import { boundedJson, isPlainObject, type Json } from "../kernel/json.ts";
+import type { ResourceSnapshot } from "../kernel/resources.ts";
 import { taint } from "../kernel/taint.ts";
+import { CRASHED_ATTEMPT } from "../fold/metering.ts";
+import type { Reserved } from "../fold/state.ts";
 import type { RunOptions } from "./contract.ts";
 import type { ContextDeps } from "./context-deps.ts";
 import { armDeadline, remainingMs } from "./deadline.ts";
@@ -35,6 +45,8 @@ import { own, type Scope } from "./syscalls-scope.ts";
 export interface StepOptions extends RunOptions {
   /** An effect through the middleware chain (it may meter). */
   meterable?: boolean;
+  /** What one attempt may spend at most (Effect.reserve), recorded under a budget (C1). */
+  reservation?: ResourceSnapshot | undefined;
 }
 
 /** A step's code: an effect through its chain, or a `ctx.run` function. */
@@ -60,6 +72,8 @@ export async function step<T>(
   if (frame && frame.status !== "started") throw errorFromData(frame.error);
   const payload: { [k: string]: Json } = { callId, scope, name };
   if (hasInput && input !== undefined) payload.input = input;
+  const reserved = opts.reservation === undefined ? undefined : reservedUnder(s, opts.reservation);
+  if (reserved !== undefined) payload.reserved = reserved as unknown as Json; // C1
   claim.take();
   // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
   const timeout =
@@ -67,20 +81,24 @@ export async function step<T>(
       ? undefined
       : stepTimeout(deps, run.id, callId, opts.timeoutMs, frame?.firstStartedAt ?? deps.now());
   const atMostOnce = opts.atMostOnce === true;
+  // At-most-once (K9) or reserving (C1): the start is durable before the effect runs.
+  const durable = atMostOnce || reserved !== undefined;
+  // C2: its last attempt started with a reservation and never settled.
+  const crashed = frame?.reserved === undefined ? [] : [crashedCharge(callId, frame.reserved)];
   if (frame && atMostOnce && frame.retryAtMs === undefined) {
     // K9: its last attempt started and never settled; whether it took effect is unknown.
-    return settleFailed<T>(run, callId, inDoubt(run, callId), []);
+    return settleFailed<T>(run, callId, inDoubt(run, callId), crashed);
   }
   if (frame) {
     // Recovered between attempts: the recorded backoff still holds (retry.ts), but not past
     // the timeout; a step whose timeout passed starts no new attempt (K8.1 pre-flight).
     const due = Math.min(frame.retryAtMs ?? -Infinity, timeout?.atMs ?? Infinity);
     if (!(await retryDue(run, deps, Number.isFinite(due) ? due : undefined))) return halted();
-    if (timeout?.passed()) return settleFailed<T>(run, callId, timeout.error(), []);
+    if (timeout?.passed()) return settleFailed<T>(run, callId, timeout.error(), crashed);
     // A re-run of a step whose start was recorded counts an attempt at once.
-    await startAttempt(run, payload, atMostOnce);
-  } else if (atMostOnce) {
-    // Durable before the effect runs, so a crash leaves it in doubt, never silently re-run.
+    await startAttempt(run, payload, durable, crashed);
+  } else if (durable) {
+    // Durable before the effect runs, so a crash leaves it in doubt (K9) or charged (C2).
     await startAttempt(run, merged(payload, { startedAt: deps.now() }), true);
   } else {
     run.deferStart(callId, payload); // R9
@@ -90,7 +108,7 @@ export async function step<T>(
     callId,
     payload,
     opts.meterable === true,
-    atMostOnce,
+    durable,
     timeout,
     run.trace?.step(callId, name, opts.meterable === true ? "effect" : "run"), // T3
   );
@@ -155,7 +173,6 @@ function completedSpecs(
     : [...facts, { kind: "STEP_COMPLETED", payload: done }];
 }
 
-/** Records a step's failure (with the attempt's facts) and throws it to the body. */
 /**
  * Q5 (issue 20): a call that ends in QuotaExceededError (a refusal, or a stream its guard severed)
  * leaves a QUOTA_EXCEEDED fact, whatever middleware chain is configured: the runtime adds one
@@ -172,6 +189,7 @@ function withQuotaFact(callId: string, error: unknown, facts: EventSpec[]): Even
   return [...facts, { kind: "QUOTA_EXCEEDED", payload: { ...details, callId, dimension } }];
 }
 
+/** Records a step's failure (with the attempt's facts) and throws it to the body. */
 async function settleFailed<R>(
   run: Run,
   callId: string,
@@ -204,6 +222,30 @@ async function retryDue(
   } finally {
     run.release(c);
   }
+}
+
+/**
+ * C1: what an attempt records of its reservation: the most it may spend, and the nested budgets
+ * it counts against; none when no budget is in force (nothing to hold it against).
+ */
+function reservedUnder(s: Scope, reservation: ResourceSnapshot): Reserved | undefined {
+  if (s.nested.length === 0) {
+    return s.run.state._budget === undefined ? undefined : { delta: reservation };
+  }
+  return { delta: reservation, budgets: s.nested.map((b) => b.name) };
+}
+
+/** C2: the charge of an attempt that started with `reserved` and never settled. */
+function crashedCharge(callId: string, reserved: Reserved): EventSpec {
+  const payload: { [k: string]: Json } = {
+    callId,
+    delta: { ...reserved.delta, estimated: true } as unknown as Json,
+    estimated: CRASHED_ATTEMPT,
+  };
+  if (reserved.budgets !== undefined && reserved.budgets.length > 0) {
+    payload.budgets = reserved.budgets;
+  }
+  return { kind: "RESOURCE_METERED", payload };
 }
 
 /** A step's code: an effect through its chain (which invokes it), or a `ctx.run` function. */

@@ -74,6 +74,7 @@ export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "d
             };
       const source = callOptions.taint ?? effect.taintsOutput;
       const runOptions: StepOptions = { ...runOptionsOf(callOptions), meterable: true };
+      if (declared.reservation !== undefined) runOptions.reservation = declared.reservation;
       if (source !== undefined) {
         runOptions.taint = checkedTaintSource(source, `effect "${effect.name}" taintsOutput`);
       }
