@@ -143,4 +143,30 @@ describe("crashed attempts are charged (issue 20)", () => {
       });
     await expectReplayEquality(r, "st");
   });
+
+  it("a call cancelled from another process is charged its reservation, against its nested budget too", async () => {
+    const db = join(mkdtempSync(join(tmpdir(), "loom-spend-cancel-")), "loom.db");
+    let started = false;
+    const hang = {
+      ...step$("hang", async (_: null, ectx) => {
+        started = true;
+        await new Promise((_, reject) => ectx.signal.addEventListener("abort", reject));
+      }),
+      reserve: () => ({ tokens: { output: 300 } }),
+    };
+    const f = flow$("cancelled", async (ctx) =>
+      ctx.nestedBudget("inner", { tokens: 1000 }, (c) => c.execute(hang, null, { retry: false })),
+    );
+    const ownerRt = createRuntime({ store: sqliteStore(db), background: false });
+    const other = createRuntime({ store: sqliteStore(db), background: false });
+    open.push(ownerRt, other);
+    ownerRt.registerFlow(f);
+    await ownerRt.start(f, undefined, { id: "cx", budget: { tokens: 5000 } });
+    await until(() => started, 30_000);
+    await other.cancel("cx", "enough");
+    const state = await other.getState("cx");
+    expect(state.status).toBe("cancelled");
+    expect(state._resources?.tokens?.output).toBe(300);
+    expect(state._scopeResources?.inner?.tokens?.output).toBe(300);
+  });
 });

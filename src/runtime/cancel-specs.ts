@@ -2,6 +2,11 @@
  * What a cancel appends: each running step metered (an estimate: its wall time and what it
  * reported so far) and cancelled, then EXECUTION_CANCELLED. Pure: the run (run.ts) and the
  * canceller (cancel.ts) both build the batch from the state they hold.
+ *
+ * C3 (issue 20): a running attempt that reserved under a budget (fold/steps.ts S3) and reports
+ * nothing so far (it does not report, or the canceller is another process) is charged its
+ * reservation, against the nested budgets it reserved under too: what it really spent before
+ * its abort reached it is unknown, and the reservation bounds it.
  */
 import { CancelledError, errorToData, type LoomError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
@@ -26,16 +31,16 @@ export function cancelSpecs(
     // A step in its retry backoff runs nothing; one running is metered since its attempt began.
     if (f.retryAtMs === undefined) {
       const began = f.attemptStartedAt ?? f.firstStartedAt;
-      // What the attempt says it spent so far (a stream's tokens), then its wall time.
+      // What the attempt says it spent so far (a stream's tokens), else its reservation (C3),
+      // then its wall time.
       const delta = {
-        ...provisional(callId),
+        ...(provisional(callId) ?? f.reserved?.delta),
         wallMs: Math.max(0, nowMs - began),
         estimated: true,
       };
-      specs.push({
-        kind: "RESOURCE_METERED",
-        payload: { callId, delta: delta as unknown as Json },
-      });
+      const payload: { [k: string]: Json } = { callId, delta: delta as unknown as Json };
+      if (f.reserved?.budgets?.length) payload.budgets = f.reserved.budgets;
+      specs.push({ kind: "RESOURCE_METERED", payload });
     }
     specs.push({ kind: "STEP_CANCELLED", payload: { callId, error } });
   }
