@@ -211,7 +211,13 @@ describe("spend paths (issue 20)", () => {
     expect(() => runtime({ negotiation: { tokens: { ceiling: -1 } } })).toThrow(/ceiling/);
   });
 
-  it("a child granted part of its parent's budget cannot negotiate past its grant without an outside ceiling", async () => {
+  it("a child granted part of its parent's budget cannot negotiate past its grant, even under an outside ceiling", async () => {
+    for (const negotiation of [undefined, { tokens: { ceiling: 100_000 } }]) {
+      await childNegotiates(negotiation);
+    }
+  });
+
+  async function childNegotiates(negotiation: RuntimeOptions["negotiation"]) {
     const { effect, spent } = paidTool();
     const child = flow$("grantee", async (ctx) => {
       const grant = await ctx.negotiateBudget("tokens", 5000, { ceiling: 100_000 });
@@ -226,7 +232,7 @@ describe("spend paths (issue 20)", () => {
       const h = await ctx.spawn(child, undefined, { budget: { tokens: 700 } });
       return ctx.awaitChild(h);
     });
-    const r = runtime();
+    const r = runtime(negotiation === undefined ? {} : { negotiation });
     r.registerFlow(child);
     const out = await (
       await r.start(parent, undefined, { id: "gp", budget: { tokens: 1000 } })
@@ -235,6 +241,60 @@ describe("spend paths (issue 20)", () => {
     expect(out.output?.grant).toBe(700);
     expect(spent.real).toBeLessThanOrEqual(700);
     expect(spent.real).toBeLessThanOrEqual(1000 + COST);
+    const state = await r.getState("gp");
+    expect(state._resources?.tokens?.output).toBe(spent.real);
+  }
+
+  it("children spawned at once without a budget of their own share their parent's: each is granted what is left", async () => {
+    const { effect, spent } = paidTool();
+    const child = flow$("spender-child", async (ctx) => {
+      for (let i = 0; i < 20; i++) {
+        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") {
+          return i;
+        }
+      }
+      return 20;
+    });
+    const parent = flow$("spawner", async (ctx) => {
+      const handles = await ctx.parallel(
+        [0, 1, 2].map((key) => (c: typeof ctx) => c.spawn(child, undefined, { key: `c${key}` })),
+      );
+      return ctx.parallel(handles.map((h) => (c: typeof ctx) => c.awaitChild(h)));
+    });
+    const r = runtime();
+    r.registerFlow(child);
+    const out = await (
+      await r.start(parent, undefined, { id: "sp", budget: { tokens: 1000 } })
+    ).result();
+    expect(out.status).toBe("completed");
+    expect(spent.real).toBeLessThanOrEqual(1000 + COST);
+    expect(spent.real).toBeGreaterThan(0);
+    expect((await recorded(r, "sp")).tokens).toBe(spent.real);
+  });
+
+  it("rotation: a chain carries what it spent into each generation, so continueAsNew does not reset the budget", async () => {
+    const { effect, spent } = paidTool();
+    const f = flow$("rotating", async (ctx, turn: number) => {
+      const ran = await ctx.execute(effect, null, { retry: false }).catch(refusedOr);
+      if (ran === "refused" || turn >= 20) return { turn, ran };
+      return ctx.continueAsNew(turn + 1);
+    });
+    const r = runtime({ features: { continueAsNew: true } });
+    r.registerFlow(f);
+    await r.start(f, 0, { id: "rot", budget: { tokens: 1000 } });
+    let head = "rot";
+    for (let i = 0; i < 200; i++) {
+      head = await r.followToHead("rot");
+      const state = await r.getState(head);
+      if (state.status === "completed") break;
+      await new Promise((res) => setTimeout(res, 10));
+    }
+    const end = await r.waitForCompletion(head);
+    expect(end.output).toMatchObject({ ran: "refused" });
+    expect(spent.real).toBeLessThanOrEqual(1000 + COST);
+    const last = await recorded(r, head);
+    expect(last.tokens).toBe(spent.real);
+    expect(last.quotaFacts).toBe(1);
   });
 
   it("a stream severed by its guard leaves a QUOTA_EXCEEDED fact with no middleware at all", async () => {

@@ -35,6 +35,11 @@ export interface ParentLink {
   callId: string;
   /** A detached child is not cancelled with its parent (D5). */
   detached: boolean;
+  /**
+   * Its budget is a grant carved from its parent's (O6; schema 1.9.0): its negotiation cannot
+   * pass it (runtime/syscalls-budgets.ts N2).
+   */
+  granted?: true;
 }
 
 /** How a child's chain ended, as its parent records it (CHILD_DONE). */
@@ -93,7 +98,9 @@ export function readParent(v: Json | undefined): ParentLink | undefined {
   if (typeof executionId !== "string" || executionId === "") return undefined;
   if (typeof callId !== "string" || callId === "") return undefined;
   const chain = typeof chainId === "string" && chainId !== "" ? chainId : executionId;
-  return { executionId, chainId: chain, callId, detached: detached === true };
+  const link: ParentLink = { executionId, chainId: chain, callId, detached: detached === true };
+  if (v.granted === true) link.granted = true;
+  return link;
 }
 
 const SETTLED: readonly ExecutionStatus[] = ["completed", "failed", "cancelled"];

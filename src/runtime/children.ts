@@ -278,6 +278,7 @@ export function childStartPayload(
     callId: record.callId,
     detached: record.detached,
   };
+  if (record.granted) payload.parent.granted = true; // N2
   if (parent._principal !== undefined) payload.principal = parent._principal;
   if (parent._subject !== undefined) payload.subject = parent._subject;
   return payload;

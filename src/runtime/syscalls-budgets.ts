@@ -8,6 +8,10 @@
  *   runtime's (RuntimeOptions.negotiation) for that dimension, which the flow's `{ ceiling }` can
  *   only lower; with none, the execution's budget in that dimension is the ceiling, so nothing is
  *   granted beyond it.
+ * - N2 (issue 20): a child whose budget is a grant from its parent's (children.ts O6) cannot
+ *   negotiate past its grant, whatever the outside ceiling: its parent counts the grant as spent
+ *   and nothing more, so more would be spent past the parent's budget. A parent gives a child
+ *   more by spawning it with more.
  * - R2 (run.ts): a negotiation the log answers returns the grant it recorded.
  * - O6 (children.ts), F10 (fold/children.ts): grants to children still running count as spent.
  */
@@ -50,7 +54,9 @@ export function budgetSyscalls(s: Scope): Pick<FlowContext, "negotiateBudget" | 
         // N1: the outside ceiling, which the flow's own can only lower.
         const outside =
           deps.negotiation[dimension]?.ceiling ?? limitIn(run.state._budget, dimension);
-        const effective = Math.min(ceiling, outside);
+        // N2: a grant from the parent's budget is the child's ceiling too.
+        const granted = run.state._parent?.granted ? limitIn(run.state._budget, dimension) : outside;
+        const effective = Math.min(ceiling, outside, granted);
         const grant = Math.max(0, Math.min(request, effective - spent));
         const value = {
           dimension,
