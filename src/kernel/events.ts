@@ -41,8 +41,13 @@ import type { Json } from "./json.ts";
  * 1.8.0: trust. EXECUTION_STARTED's `subject` folds into `_subject`; a kernel SUBJECT_ERASED folds
  *        its `subject` into `_erased`, also after a terminal event (E4, fold F4), and changes
  *        nothing else.
+ * 1.9.0: spend (issue 20). A STEP_STARTED's `reserved` (`{ delta, budgets? }`) is what its attempt
+ *        may spend at most under the budgets in force; the step's frame holds it until the attempt
+ *        settles, or until a RESOURCE_METERED marked `estimated: "crashed-attempt"` charges it
+ *        (fold/steps.ts S3, fold/metering.ts). EXECUTION_STARTED's `parent.granted` marks a child
+ *        whose budget is a grant from its parent's (kept in `_parent`).
  */
-export const EVENT_SCHEMA_VERSION = "1.8.0";
+export const EVENT_SCHEMA_VERSION = "1.9.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",
