@@ -5,7 +5,9 @@
  * `resumeAs`, so the log holds a STATE_RESTORED; since 1.7.0 it spawns and awaits a child; since
  * 1.8.0 it holds a data subject's data and its logs end with the SUBJECT_ERASED that erasing the
  * subject appends (the logs are read before the erasure, so their payloads are the plain ones a
- * reader with the subject's key saw, and the erasure's fact is added from after it). Run it
+ * reader with the subject's key saw, and the erasure's fact is added from after it); since 1.9.0
+ * its effect reserves under the budget, and `others` holds the log of a run stopped in the middle
+ * of a reserving call and recovered (its crashed attempt charged). Run it
  * once when the schema version is bumped (`npx tsx scripts/make-golden.ts`); it never overwrites
  * a file, since a golden log of an earlier version must replay forever (STYLE 6).
  */
@@ -35,11 +37,15 @@ if (existsSync(file)) {
 
 let t = 1_800_000_000_000;
 const clock = { now: () => (t += 7) };
-const llm = step$("llm", async (prompt: string, ectx) => {
-  ectx.meter({ tokens: { input: prompt.length, output: 20 }, costUsd: 0.002 });
-  if (ectx.attempt < 3) throw new Error(`overloaded (attempt ${ectx.attempt})`);
-  return `notes on ${prompt}`;
-});
+// Since 1.9.0 it reserves what a call may spend, so its starts under the budget record it.
+const llm = {
+  ...step$("llm", async (prompt: string, ectx) => {
+    ectx.meter({ tokens: { input: prompt.length, output: 20 }, costUsd: 0.002 });
+    if (ectx.attempt < 3) throw new Error(`overloaded (attempt ${ectx.attempt})`);
+    return `notes on ${prompt}`;
+  }),
+  reserve: (prompt: string) => ({ tokens: { input: prompt.length, output: 20 } }),
+};
 const helper = flow$("golden-helper", async (ctx, n: number) => ctx.run("double", () => n * 2));
 const golden = flow$(
   "golden",
@@ -72,7 +78,12 @@ const golden = flow$(
 );
 
 const store = memoryStore();
-const runtime = createRuntime({ store, clock, features: { continueAsNew: true } });
+const runtime = createRuntime({
+  store,
+  clock,
+  features: { continueAsNew: true },
+  closeStore: false,
+});
 runtime.registerFlow(helper).registerFlow(golden);
 await runtime.start(golden, { topic: "tides" }, { id: "golden-1", subject: "golden-subject" });
 for (let i = 0; i < 500; i++) {
@@ -112,8 +123,45 @@ for (const [id, log] of [
 }
 await runtime.close();
 const chain = [{ id: "golden-1~1", events: successor, state: foldAll(successor) }];
+
+// Schema 1.9.0: a run stopped in the middle of a reserving call; the runtime that recovers it
+// charges the attempt its reservation ("crashed-attempt") before the call runs again.
+let stops = 1;
+const hang = {
+  ...step$("hang", async (_: null, ectx) => {
+    if (stops-- > 0)
+      await new Promise((_r, reject) => ectx.signal.addEventListener("abort", reject));
+    ectx.meter({ tokens: { output: 5 } });
+    return "done";
+  }),
+  reserve: () => ({ tokens: { output: 50 } }),
+};
+const stopped = flow$("golden-stopped", async (ctx) => ctx.execute(hang, null, { retry: false }), {
+  budget: { tokens: 500 },
+});
+const before = createRuntime({ store, clock, closeStore: false, leaseTtlMs: 1 }).registerFlow(
+  stopped,
+);
+await before.start(stopped, null, { id: "golden-stopped" });
+while (stops > 0) await new Promise((r) => setTimeout(r, 5));
+await before.close();
+const after = createRuntime({ store, clock, leaseTtlMs: 1 }).registerFlow(stopped);
+await after.recoverAbandoned();
+if ((await after.waitForCompletion("golden-stopped")).status !== "completed") {
+  throw new Error("golden-stopped did not complete");
+}
+const stoppedLog = await after.readLog("golden-stopped");
+if (
+  !stoppedLog.some((e) => (e.payload as { estimated?: unknown }).estimated === "crashed-attempt")
+) {
+  throw new Error("golden-stopped: no crashed attempt charged");
+}
+await after.close();
+const others = [{ id: "golden-stopped", events: stoppedLog, state: foldAll(stoppedLog) }];
 writeFileSync(
   file,
-  `${JSON.stringify({ schemaVersion: EVENT_SCHEMA_VERSION, events, state: foldAll(events), chain }, null, 1)}\n`,
+  `${JSON.stringify({ schemaVersion: EVENT_SCHEMA_VERSION, events, state: foldAll(events), chain, others }, null, 1)}\n`,
 );
-console.log(`wrote ${file}: ${events.length} events, and ${successor.length} of its successor`);
+console.log(
+  `wrote ${file}: ${events.length} events, ${successor.length} of its successor, ${stoppedLog.length} of golden-stopped`,
+);
