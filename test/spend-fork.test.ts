@@ -3,7 +3,7 @@
  * gives it a budget of its own that may only narrow its origin's (runtime/fork.ts V6, fold
  * F11, kernel/resources.ts Q5). Each test is written as the way around it: a fork that would
  * spend past its own budget, a fork budget that would lift its origin's, a forged stamp, a
- * restart.
+ * restart, the command line.
  */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -21,7 +21,9 @@ import {
   type Runtime,
 } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
-import { tempDirs } from "./fixtures/cli/spawn.ts";
+import { parseCommand } from "../src/cli/args.ts";
+import { counts } from "./fixtures/cli/flows.ts";
+import { loom, oneErrorLine, showJson, tempDirs } from "./fixtures/cli/spawn.ts";
 import { runtimes } from "./helpers.ts";
 
 const COST = 400;
@@ -218,5 +220,46 @@ describe("a fork's spend (issue 20 item 8, fork.ts V6)", () => {
     } finally {
       await later.close();
     }
+  });
+});
+
+describe("loom fork --budget", () => {
+  it("gives the copy a budget of its own; one that raises or misspells a limit writes nothing", async () => {
+    const cwd = tempDir();
+    const setup = createRuntime({ store: sqliteStore(join(cwd, "loom.db")), background: false });
+    await (await setup.start(counts, 10, { id: "c-1", budget: { tokens: 50 } })).result();
+    await setup.close();
+
+    const [narrowed, raised, misspelled, badJson] = await Promise.all([
+      loom(cwd, "fork", "c-1", "2", "--id", "c-1-b", "--budget", '{"tokens":20,"wallMs":9000}'),
+      loom(cwd, "fork", "c-1", "2", "--id", "c-1-r", "--budget", '{"tokens":100}'),
+      loom(cwd, "fork", "c-1", "2", "--id", "c-1-m", "--budget", '{"token":10}'),
+      loom(cwd, "fork", "c-1", "2", "--id", "c-1-j", "--budget", "{bad"),
+    ]);
+    expect(narrowed).toMatchObject({ code: 0, stdout: "c-1-b\n" });
+    const { state } = await showJson(cwd, "c-1-b");
+    expect((state as { _budget?: unknown })._budget).toEqual({ tokens: 20, wallMs: 9000 });
+    expect(raised.code).toBe(1);
+    expect(oneErrorLine(raised)).toMatch(
+      /^loom: LOOM_INVALID_INPUT the budget of fork "c-1-r" raises tokens to 100: "c-1" limits tokens to 50/,
+    );
+    expect(misspelled.code).toBe(1);
+    expect(oneErrorLine(misspelled)).toMatch(
+      /^loom: LOOM_INVALID_INPUT .*unknown dimension "token"/,
+    );
+    expect(badJson.code).toBe(2);
+    expect(oneErrorLine(badJson)).toMatch(/^loom: --budget is not valid JSON/);
+    const shown = await Promise.all(["c-1-r", "c-1-m", "c-1-j"].map((id) => loom(cwd, "show", id)));
+    for (const s of shown) expect(oneErrorLine(s)).toMatch(/^loom: LOOM_NOT_FOUND /);
+  });
+
+  it("parses --budget as JSON, and only for fork", () => {
+    expect(parseCommand(["fork", "a-1", "3", "--budget", '{"tokens":5}'])).toMatchObject({
+      name: "fork",
+      budget: { tokens: 5 },
+    });
+    expect(() => parseCommand(["run", "m.ts", "f", "--budget", "{}"])).toThrow(
+      /does not take --budget/,
+    );
   });
 });
