@@ -43,6 +43,7 @@ export {
   type RuntimeOptions,
   type StartOptions,
   type ExecutionHandle,
+  type ForkOptions,
 } from "./runtime/runtime.ts";
 export { systemClock } from "./runtime/system.ts";
 export { PINNED_KINDS, type Compaction, type CompactOptions } from "./runtime/compaction.ts";

@@ -2,8 +2,8 @@
  * Issue 20: spend is bounded on the paths this session closed. The invariant each test hunts for:
  * what the effects really spent (the fake provider's own count) is at most the budget plus one
  * reservation, what the log records is at most what was really spent, and a refusal leaves a
- * QUOTA_EXCEEDED fact. (Crashed attempts, children's negotiation, unknown prices and forks are
- * not closed yet: see the issue's note.)
+ * QUOTA_EXCEEDED fact. (Crashed attempts, children's negotiation and unknown prices are not
+ * closed yet: see the issue's note. Forks are test/spend-fork.test.ts's.)
  */
 import { afterEach, describe, expect, it } from "vitest";
 import {

@@ -60,6 +60,8 @@ export type Command =
       id: string;
       atSequence: number;
       newId?: string;
+      /** The fork's own budget, as JSON (checked by the runtime: fork.ts V6). */
+      budget?: unknown;
       /** Drive the fork here, with this module's flows, and print its outcome. */
       module?: string;
       quiet: boolean;

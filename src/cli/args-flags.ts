@@ -31,7 +31,8 @@ type OptionName =
   | "after"
   | "topic"
   | "key"
-  | "module";
+  | "module"
+  | "budget";
 
 /** The flags `checkFlags` looks at, in the order it looks at them. */
 const CHECKED = [
@@ -56,6 +57,7 @@ const CHECKED = [
   "topic",
   "key",
   "module",
+  "budget",
 ] as const;
 
 /** The line, split into flags and positionals; a flag `parseArgs` does not know is a UsageError. */
@@ -88,6 +90,7 @@ export function parseFlags(argv: readonly string[]) {
         topic: { type: "string" },
         key: { type: "string" },
         module: { type: "string" },
+        budget: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -126,7 +129,10 @@ const ALLOWED: Record<CommandName, CommandSpec> = {
   verify: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "json"] },
   "erase-subject": { positionals: [1, 1], options: ["db", "pg", "pg-schema", "yes", "json"] },
   send: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "topic", "key"] },
-  fork: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "id", "module", "quiet"] },
+  fork: {
+    positionals: [2, 2],
+    options: ["db", "pg", "pg-schema", "id", "budget", "module", "quiet"],
+  },
   ui: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "port", "host", "allow-host"] },
 };
 
@@ -143,7 +149,7 @@ export const SIGNATURES: Record<CommandName, string> = {
   verify: "loom verify <id> [--json]",
   "erase-subject": "loom erase-subject <subject> --yes [--json]",
   send: "loom send <id> <JSON> [--topic T] [--key K]",
-  fork: "loom fork <id> <seq> [--id NEW] [--module M [--quiet]]",
+  fork: "loom fork <id> <seq> [--id NEW] [--budget JSON] [--module M [--quiet]]",
   ui: "loom ui [--port N] [--host H] [--allow-host NAME[,NAME]]",
 };
 

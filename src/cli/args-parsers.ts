@@ -119,6 +119,7 @@ function parseFork({ values, where, arg }: Line): Command {
     id: arg(0),
     atSequence: parseSequence(arg(1)),
     ...(values.id === undefined ? {} : { newId: values.id }),
+    ...(values.budget === undefined ? {} : { budget: parseJson(values.budget, "--budget") }),
     ...(values.module === undefined
       ? {}
       : { module: nonEmpty(values.module, "--module", "a module path") }),

@@ -22,10 +22,12 @@ commands:
   send <id> <JSON> [--topic T] [--key K]
                          post a message to the inbox of the execution's chain (ctx.receive);
                          --key makes a retry a no-op
-  fork <id> <seq> [--id NEW] [--module M [--quiet]]
+  fork <id> <seq> [--id NEW] [--budget JSON] [--module M [--quiet]]
                          copy an execution's log up to sequence <seq> into a new execution and
                          print its id; a worker drives it on, or with --module this command
-                         does, and prints its outcome like run
+                         does, and prints its outcome like run; --budget gives the copy a
+                         budget of its own, no larger than the original's (what the copy
+                         spent counts against it)
   serve <module> --port N --secret-env NAME [--host H] [--max-active N]
                          drive the module's flows like worker, and serve them over HTTP
                          (POST /dispatch, POST /cancel, GET /health; requests signed with

@@ -45,7 +45,9 @@ import type { Json } from "./json.ts";
  *        may spend at most under the budgets in force; the step's frame holds it until the attempt
  *        settles, or until a RESOURCE_METERED marked `estimated: "crashed-attempt"` charges it
  *        (fold/steps.ts S3, fold/metering.ts). EXECUTION_STARTED's `parent.granted` marks a child
- *        whose budget is a grant from its parent's (kept in `_parent`).
+ *        whose budget is a grant from its parent's (kept in `_parent`). A fork's copied event at
+ *        its fork point may carry `meta.forkBudget`, which narrows `_budget` there, never raising
+ *        or dropping a limit (fold F11, runtime/fork.ts V6).
  */
 export const EVENT_SCHEMA_VERSION = "1.9.0";
 

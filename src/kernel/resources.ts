@@ -7,6 +7,9 @@
  * Q2. Adding deltas is pure and ignores what is not a finite number >= 0, the same way every
  *     time (the fold reads deltas from logs it did not write).
  * Q3. A budget is exceeded in a dimension when the spent total is at or over its limit.
+ * Q5. Narrowing a budget (`narrowBudget`, a fork's own budget) never raises or drops one of its
+ *     limits: each dimension takes the smaller limit, and one only the narrower budget limits is
+ *     added.
  */
 
 export interface TokenCounts {
@@ -172,4 +175,52 @@ export function isDimension(dimension: unknown): dimension is string {
   if (dimension.startsWith("custom."))
     return dimension.length > 7 && dimension !== "custom.__proto__";
   return dimension === "tokens" || (SCALAR_DIMENSIONS as readonly string[]).includes(dimension);
+}
+
+/** Every limit `budget` sets, by dimension as `limitIn` names it ("tokens", "custom.<name>"). */
+export function limitsOf(budget: Budget | undefined): [string, number][] {
+  if (!budget) return [];
+  const out: [string, number][] = [];
+  if (budget.tokens !== undefined) out.push(["tokens", budget.tokens]);
+  for (const k of SCALAR_DIMENSIONS) {
+    const limit = budget[k];
+    if (limit !== undefined) out.push([k, limit]);
+  }
+  for (const [k, limit] of Object.entries(budget.custom ?? {})) out.push([`custom.${k}`, limit]);
+  return out;
+}
+
+/** Q5: `budget` narrowed by `to`, whatever `to` holds; neither is changed. */
+export function narrowBudget(budget: Budget | undefined, to: Budget): Budget {
+  const limits = new Map(limitsOf(budget));
+  for (const [dimension, limit] of limitsOf(to)) {
+    limits.set(dimension, Math.min(limit, limits.get(dimension) ?? Infinity));
+  }
+  const out: Budget = {};
+  for (const [dimension, limit] of limits) {
+    if (!isDimension(dimension)) continue;
+    if (dimension.startsWith("custom.")) {
+      out.custom = { ...out.custom, [dimension.slice("custom.".length)]: limit };
+    } else {
+      out[dimension as "tokens" | (typeof SCALAR_DIMENSIONS)[number]] = limit;
+    }
+  }
+  return out;
+}
+
+/**
+ * The first limit of `budget` that `to` would raise or drop, with what `to` asks there (absent:
+ * dropped), or undefined when `to` is as tight or tighter in every dimension `budget` limits.
+ */
+export function loosenedLimit(
+  budget: Budget | undefined,
+  to: Budget,
+): { dimension: string; limit: number; asked?: number } | undefined {
+  const asked = new Map(limitsOf(to));
+  for (const [dimension, limit] of limitsOf(budget)) {
+    const wanted = asked.get(dimension);
+    if (wanted === undefined) return { dimension, limit };
+    if (wanted > limit) return { dimension, limit, asked: wanted };
+  }
+  return undefined;
 }

@@ -1,8 +1,9 @@
 /**
- * `runtime.fork(id, atSequence, newId?)`: a new execution whose log is a copy of `id`'s prefix
- * [0..atSequence], which then runs on from there (re-running what the prefix left open).
+ * `runtime.fork(id, atSequence, newId?, { budget? })`: a new execution whose log is a copy of
+ * `id`'s prefix [0..atSequence], which then runs on from there (re-running what the prefix left
+ * open).
  *
- * Invariants (tests cite V1..V4):
+ * Invariants (tests cite V1..V6):
  * V1. The copy is written in one batch with the new id's lease (fence 1): a fork exists whole
  *     or not at all, and a second fork to the same id is refused (ExecutionConflictError).
  * V2. Every copied envelope carries `forkedFrom { executionId, seq }`; a fork of a chain member
@@ -18,6 +19,12 @@
  * V5. The children the copy waits for (fold/children.ts awaitedChildren) are its origin's
  *     children, whose ends wake the origin only: the copy's batch writes a watch row for each
  *     (fold/index-changes.ts W3), so the fork's waits on them settle when they end.
+ * V6. A fork starts from what its prefix spent (V2). Given a budget of its own (checked by
+ *     checkedBudget), it may only narrow its origin's budget at the fork point: a limit it would
+ *     raise or leave out is InvalidInputError naming the dimension, before anything is written;
+ *     a dimension the origin does not limit may be added. The budget is `meta.forkBudget` on the
+ *     last copied envelope, in the V1 batch, and the fold narrows `_budget` to it there (fold
+ *     F11): the fork has its budget less what the prefix spent.
  */
 import {
   CompactedForkPointError,
@@ -29,10 +36,12 @@ import {
 } from "../kernel/errors.ts";
 import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
+import { loosenedLimit, type Budget } from "../kernel/resources.ts";
 import { fold } from "../fold/fold.ts";
 import { indexChanges, watchWakeId, type IndexChanges } from "../fold/index-changes.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import { awaitedChildren } from "../fold/children.ts";
+import { narrowAtForkPoint } from "../fold/fork-budget.ts";
 import type { Clock } from "../kernel/clock.ts";
 import type { Store } from "../store/spi.ts";
 import type { Journal } from "./journal.ts";
@@ -45,12 +54,16 @@ export interface ForkDeps {
   leaseTtlMs: number;
 }
 
-/** Writes the fork (V1..V4) and returns its state and fence (1), holding its lease. */
+/**
+ * Writes the fork (V1..V6) and returns its state and fence (1), holding its lease. `budget` is
+ * the fork's own, already checked by checkedBudget.
+ */
 export async function writeFork(
   deps: ForkDeps,
   id: string,
   atSequence: number,
   newId: string,
+  budget?: Budget,
 ): Promise<ExecutionState> {
   const { first, prefix } = await forkablePrefix(deps.store, id, atSequence);
   // V2: every copied envelope names its origin; a chain member's copy is a chain of its own.
@@ -71,6 +84,14 @@ export async function writeFork(
   }));
   const state = initialState(newId);
   for (const e of events) fold(state, e);
+  const last = events[events.length - 1];
+  if (budget !== undefined && last !== undefined) {
+    // V6: checked against the origin's budget at the fork point, then stamped where the fold
+    // applies it (after the prefix's own negotiated grants).
+    refuseLoosened(state._budget, budget, { id, atSequence, newId });
+    last.meta = { ...last.meta, forkBudget: budget as unknown as Json };
+    narrowAtForkPoint(state, last);
+  }
   // V1: one batch, with the new id's lease (fence 1): the fork exists whole or not at all.
   try {
     await deps.journal.append({
@@ -144,6 +165,22 @@ async function forkablePrefix(
     );
   }
   return { first, prefix };
+}
+
+/** V6: a fork budget that would raise or leave out one of its origin's limits is refused. */
+function refuseLoosened(
+  origin: Budget | undefined,
+  budget: Budget,
+  at: { id: string; atSequence: number; newId: string },
+): void {
+  const loosened = loosenedLimit(origin, budget);
+  if (!loosened) return;
+  const { dimension, limit, asked } = loosened;
+  const what = asked === undefined ? `leaves out ${dimension}` : `raises ${dimension} to ${asked}`;
+  throw new InvalidInputError(
+    `the budget of fork "${at.newId}" ${what}: "${at.id}" limits ${dimension} to ${limit} at sequence ${at.atSequence}, and a fork may only narrow its origin's budget`,
+    { executionId: at.id, atSequence: at.atSequence, dimension, limit },
+  );
 }
 
 /** V5: the copy's watch rows, one per child it waits for, due at once. */

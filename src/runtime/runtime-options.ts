@@ -134,6 +134,15 @@ export interface CallerOptions {
   as?: string;
 }
 
+export interface ForkOptions extends CallerOptions {
+  /**
+   * The fork's own budget (fork.ts V6): it may lower its origin's limits at the fork point, or
+   * add a dimension the origin does not limit, never raise or leave one out. What the copied
+   * prefix spent counts against it: `{ tokens: 1000 }` over a prefix that spent 800 leaves 200.
+   */
+  budget?: Budget;
+}
+
 export interface ExecutionHandle<O = unknown> {
   readonly id: string;
   /** Waits for the execution's outcome; settlement is by the terminal fact in the log. */

@@ -50,6 +50,7 @@ import type { Erasure } from "./erase-subject.ts";
 import type {
   CallerOptions,
   ExecutionHandle,
+  ForkOptions,
   RuntimeOptions,
   StartOptions,
 } from "./runtime-options.ts";
@@ -63,6 +64,7 @@ import * as trust from "./verbs-trust.ts";
 export type {
   CallerOptions,
   ExecutionHandle,
+  ForkOptions,
   RuntimeOptions,
   StartOptions,
 } from "./runtime-options.ts";
@@ -220,13 +222,18 @@ export class Runtime {
   /**
    * A new execution (`newId`, or a fresh id) whose log is a copy of `id`'s events up to and
    * including `atSequence`, run on from there by this runtime when it has the flow (see
-   * fork.ts). A fork of a chain member is a chain of its own (ADR 0109 D7).
+   * fork.ts). A fork of a chain member is a chain of its own (ADR 0109 D7). It starts from what
+   * the copy spent; `{ budget }` gives it a budget of its own, no larger than its origin's (V6).
+   *
+   * @example
+   * // Retry from sequence 12 with at most 1,000 tokens in all, the prefix's spend included.
+   * await runtime.fork("run-1", 12, "run-1-retry", { budget: { tokens: 1000 } });
    */
   fork(
     id: string,
     atSequence: number,
     newId?: string,
-    options: CallerOptions = {},
+    options: ForkOptions = {},
   ): Promise<ExecutionHandle> {
     return chains.fork(this.state, id, atSequence, newId, options);
   }

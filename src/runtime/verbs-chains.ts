@@ -1,6 +1,6 @@
 /**
  * The public verbs that act on a chain, or make a new line of history from one: send to a chain's
- * inbox (inbox.ts N1..N3), follow it to its head, fork an execution (fork.ts V1..V5), restore
+ * inbox (inbox.ts N1..N3), follow it to its head, fork an execution (fork.ts V1..V6), restore
  * one from a state or resume it under another flow (restore.ts R1..R6). Each takes the runtime's
  * state (runtime-state.ts); runtime.ts's Runtime hands it in, and keeps the TSDoc users read.
  *
@@ -20,7 +20,7 @@ import {
 import { boundedJson } from "../kernel/json.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
-import type { Flow } from "./flow.ts";
+import { checkedBudget, type Flow } from "./flow.ts";
 import { mustLoad } from "./load-state.ts";
 import { assertCreatable, checkedPrincipal, startPayload } from "./runtime-support.ts";
 import {
@@ -32,7 +32,7 @@ import {
 import type { EventSpec } from "./run.ts";
 import { writeFork } from "./fork.ts";
 import { checkedName, DEFAULT_TOPIC, type SendOptions } from "./inbox.ts";
-import type { CallerOptions, ExecutionHandle } from "./runtime-options.ts";
+import type { CallerOptions, ExecutionHandle, ForkOptions } from "./runtime-options.ts";
 import { authorize, create, deliver, deliverMessages, drive } from "./runtime-core.ts";
 import { isContinued, refuseIfSucceeded, route } from "./runtime-routing.ts";
 import { handle, registered } from "./verbs-executions.ts";
@@ -110,19 +110,22 @@ export async function followToHead(
   return route(s, id);
 }
 
-/** A new execution whose log is a copy of `id`'s prefix (runtime.ts `fork`, fork.ts V1..V5). */
+/** A new execution whose log is a copy of `id`'s prefix (runtime.ts `fork`, fork.ts V1..V6). */
 export async function fork(
   s: RuntimeState,
   id: string,
   atSequence: number,
   newId?: string,
-  options: CallerOptions = {},
+  options: ForkOptions = {},
 ): Promise<ExecutionHandle> {
   s.assertOpen();
   assertValidId(id);
   const target = newId ?? s.ids.newId();
   assertValidId(target);
   assertCreatable(target);
+  // V6: a misspelled or bad limit is refused before anything is read or written.
+  const budget =
+    options.budget === undefined ? undefined : checkedBudget(options.budget, `fork "${target}"`);
   await authorize(s, id, options);
   const deps = {
     store: s.store,
@@ -132,7 +135,7 @@ export async function fork(
     leaseTtlMs: s.leaseTtlMs,
   };
   await s.tasks.exclusive(target, async () => {
-    const state = await writeFork(deps, id, atSequence, target);
+    const state = await writeFork(deps, id, atSequence, target, budget);
     const lease = {
       executionId: target,
       owner: s.ownerId,

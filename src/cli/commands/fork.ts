@@ -1,8 +1,9 @@
 /**
- * `loom fork <id> <seq> [--id NEW] [--module M [--quiet]]`: a new execution whose log is a copy
- * of `<id>`'s events up to and including sequence `<seq>` (runtime.fork, fork.ts V1..V5), which
- * then runs on from there: what the prefix left open (a step it had not finished, everything
- * after it) runs again, and what it recorded is replayed.
+ * `loom fork <id> <seq> [--id NEW] [--budget JSON] [--module M [--quiet]]`: a new execution whose
+ * log is a copy of `<id>`'s events up to and including sequence `<seq>` (runtime.fork, fork.ts
+ * V1..V6), which then runs on from there: what the prefix left open (a step it had not finished,
+ * everything after it) runs again, and what it recorded is replayed. `--budget` gives the copy a
+ * budget of its own, which may only narrow the original's (V6); what the copy spent counts.
  *
  * Without `--module` the command only records the fork: it prints the new id (the one line on
  * stdout, so `NEW=$(loom fork ...)` works) and leaves the driving to a process that has the
@@ -18,6 +19,8 @@ import { loadFlows } from "../load-module.ts";
 import { databaseFlags, openOwnRuntime, openRuntime } from "../open-runtime.ts";
 import { watchSignals } from "../signals.ts";
 import { UnknownFlowError } from "../../kernel/errors.ts";
+import { checkedBudget } from "../../runtime/flow.ts";
+import type { ForkOptions } from "../../runtime/runtime-options.ts";
 
 type ForkCommand = Extract<Command, { name: "fork" }>;
 
@@ -25,10 +28,18 @@ export function forkCommand(cmd: ForkCommand, io: Io): Promise<number> {
   return cmd.module === undefined ? recordFork(cmd, io) : driveFork(cmd, cmd.module, io);
 }
 
+/** `--budget`, checked before the database is opened (the runtime checks it against the origin). */
+function forkOptions(cmd: ForkCommand): ForkOptions {
+  return cmd.budget === undefined
+    ? {}
+    : { budget: checkedBudget(cmd.budget, "the fork (--budget)") };
+}
+
 async function recordFork(cmd: ForkCommand, io: Io): Promise<number> {
+  const options = forkOptions(cmd);
   const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
   try {
-    const { id } = await runtime.fork(cmd.id, cmd.atSequence, cmd.newId);
+    const { id } = await runtime.fork(cmd.id, cmd.atSequence, cmd.newId, options);
     const { status, flow } = await runtime.getState(id);
     io.out(id);
     const answer =
@@ -46,6 +57,7 @@ async function recordFork(cmd: ForkCommand, io: Io): Promise<number> {
 }
 
 async function driveFork(cmd: ForkCommand, module: string, io: Io): Promise<number> {
+  const options = forkOptions(cmd);
   const { flows } = await loadFlows(module, io.cwd);
   const signals = watchSignals();
   let own: string | undefined;
@@ -60,7 +72,7 @@ async function driveFork(cmd: ForkCommand, module: string, io: Io): Promise<numb
         `execution "${cmd.id}" runs flow ${JSON.stringify(flow)}, which ${module} does not have (it has ${known})`,
       );
     }
-    const handle = await runtime.fork(cmd.id, cmd.atSequence, cmd.newId);
+    const handle = await runtime.fork(cmd.id, cmd.atSequence, cmd.newId, options);
     own = handle.id;
     io.err(`loom: forked ${cmd.id} at ${cmd.atSequence} as ${handle.id}`);
     return await awaitOutcome(
