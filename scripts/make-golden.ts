@@ -7,7 +7,8 @@
  * subject appends (the logs are read before the erasure, so their payloads are the plain ones a
  * reader with the subject's key saw, and the erasure's fact is added from after it); since 1.9.0
  * its effect reserves under the budget, and `others` holds the log of a run stopped in the middle
- * of a reserving call and recovered (its crashed attempt charged). Run it
+ * of a reserving call and recovered (its crashed attempt charged), and a fork of it with a budget
+ * of its own. Run it
  * once when the schema version is bumped (`npx tsx scripts/make-golden.ts`); it never overwrites
  * a file, since a golden log of an earlier version must replay forever (STYLE 6).
  */
@@ -156,8 +157,17 @@ if (
 ) {
   throw new Error("golden-stopped: no crashed attempt charged");
 }
+// And a fork of it with a smaller budget of its own (`meta.forkBudget` at the fork point).
+await after.fork("golden-stopped", 2, "golden-fork", { budget: { tokens: 300 } });
+if ((await after.waitForCompletion("golden-fork")).status !== "completed") {
+  throw new Error("golden-fork did not complete");
+}
+const forkLog = await after.readLog("golden-fork");
 await after.close();
-const others = [{ id: "golden-stopped", events: stoppedLog, state: foldAll(stoppedLog) }];
+const others = [
+  { id: "golden-stopped", events: stoppedLog, state: foldAll(stoppedLog) },
+  { id: "golden-fork", events: forkLog, state: foldAll(forkLog) },
+];
 writeFileSync(
   file,
   `${JSON.stringify({ schemaVersion: EVENT_SCHEMA_VERSION, events, state: foldAll(events), chain, others }, null, 1)}\n`,
