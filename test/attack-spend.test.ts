@@ -1,0 +1,316 @@
+/**
+ * Red-team attacks on issue 20's promise: what the effects really spend (counted here, in the
+ * fake effect) <= budget + one reservation; what the log records <= what was really spent; a
+ * refusal leaves a QUOTA_EXCEEDED fact. Each test FAILS when the promise is broken.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  createRuntime,
+  flow$,
+  isLoomError,
+  memoryStore,
+  QuotaExceededError,
+  type Runtime,
+  type RuntimeOptions,
+} from "../src/index.ts";
+import { meteringMiddleware, budgetAdmission } from "../src/effects/middleware.ts";
+
+const COST = 300;
+const open: Runtime[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((r) => r.close()));
+});
+
+function runtime(options: Partial<RuntimeOptions> = {}): Runtime {
+  const r = createRuntime({ store: memoryStore(), ...options });
+  open.push(r);
+  return r;
+}
+
+type Ectx = { meter(d: object): void; signal: AbortSignal };
+
+/**
+ * A paid tool: each call is billed COST the moment it is sent (the provider bills even if the
+ * client goes away), declares COST as its reservation, and meters COST when it returns.
+ */
+function paid(opts: { holdMs?: number; reserve?: () => unknown; meter?: number; honorAbort?: boolean } = {}) {
+  const spent = { real: 0, calls: 0 };
+  const effect = {
+    name: "paid",
+    reserve: (opts.reserve ?? (() => ({ tokens: { output: COST } }))) as () => { tokens: { output: number } },
+    run: async (_: null, ectx: Ectx) => {
+      spent.calls++;
+      spent.real += opts.meter ?? COST;
+      await new Promise<void>((res, rej) => {
+        const t = setTimeout(res, opts.holdMs ?? 5);
+        if (opts.honorAbort)
+          ectx.signal.addEventListener("abort", () => {
+            clearTimeout(t);
+            rej(ectx.signal.reason);
+          });
+      });
+      ectx.meter({ tokens: { output: opts.meter ?? COST } });
+      return opts.meter ?? COST;
+    },
+  };
+  return { effect, spent };
+}
+
+const refusedOr = (e: unknown) => {
+  if (e instanceof QuotaExceededError || isLoomError(e, "LOOM_QUOTA_EXCEEDED")) return "refused";
+  if (isLoomError(e)) return e.code;
+  throw e;
+};
+
+async function recorded(r: Runtime, id: string) {
+  const state = await r.getState(id);
+  const t = state._resources?.tokens;
+  const events = await r.store.read(id, 0, 100_000);
+  return {
+    tokens: (t?.input ?? 0) + (t?.output ?? 0),
+    scopes: state._scopeResources,
+    quotaFacts: events.filter((e) => e.kind === "QUOTA_EXCEEDED").length,
+    state,
+    events,
+  };
+}
+
+function report(name: string, numbers: Record<string, unknown>) {
+  // eslint-disable-next-line no-console
+  console.log(`[attack] ${name}: ${JSON.stringify(numbers)}`);
+}
+
+describe("attacks on issue 20", () => {
+  it("A1 timeout (K8.1) cuts a paid call short: the attempt is charged nothing, so sequential calls spend past the budget", async () => {
+    const { effect, spent } = paid({ holdMs: 40, honorAbort: true });
+    const f = flow$("timeouts", async (ctx) => {
+      const out: unknown[] = [];
+      for (let i = 0; i < 10; i++) {
+        out.push(await ctx.execute(effect, null, { retry: false, timeoutMs: 10 }).catch(refusedOr));
+        if (out.at(-1) === "refused") break;
+      }
+      return out;
+    });
+    const r = runtime();
+    const budget = 1000;
+    const out = await (await r.start(f, undefined, { id: "to", budget: { tokens: budget } })).result();
+    const log = await recorded(r, "to");
+    report("A1 timeout", { budget, reservation: COST, real: spent.real, recorded: log.tokens, out: out.output, quotaFacts: log.quotaFacts });
+    expect(log.tokens).toBeLessThanOrEqual(spent.real);
+    expect(spent.real).toBeLessThanOrEqual(budget + COST);
+  });
+
+  it("A2 a child spawned inside a nested budget is not bounded by it", async () => {
+    const { effect, spent } = paid();
+    const child = flow$("nb-child", async (ctx) => {
+      let n = 0;
+      for (; n < 10; n++) {
+        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+      }
+      return n;
+    });
+    const parent = flow$("nb-parent", async (ctx) =>
+      ctx.nestedBudget("tools", { tokens: 600 }, async (inner) => {
+        const h = await inner.spawn(child, undefined);
+        return inner.awaitChild(h);
+      }),
+    );
+    const r = runtime();
+    r.registerFlow(child);
+    const out = await (await r.start(parent, undefined, { id: "nbp" })).result();
+    const log = await recorded(r, "nbp");
+    report("A2 nested+child", { nested: 600, reservation: COST, real: spent.real, recordedExec: log.tokens, recordedScope: log.scopes, out: out.output });
+    expect(spent.real).toBeLessThanOrEqual(600 + COST);
+  });
+
+  it("A2b same, with an execution budget too: the child's grant ignores the nested budget", async () => {
+    const { effect, spent } = paid();
+    const child = flow$("nb-child2", async (ctx) => {
+      let n = 0;
+      for (; n < 10; n++) {
+        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+      }
+      return n;
+    });
+    const parent = flow$("nb-parent2", async (ctx) =>
+      ctx.nestedBudget("tools", { tokens: 600 }, async (inner) => {
+        const h = await inner.spawn(child, undefined);
+        return inner.awaitChild(h);
+      }),
+    );
+    const r = runtime();
+    r.registerFlow(child);
+    const out = await (await r.start(parent, undefined, { id: "nbp2", budget: { tokens: 3000 } })).result();
+    const log = await recorded(r, "nbp2");
+    report("A2b nested+child+exec", { nested: 600, exec: 3000, reservation: COST, real: spent.real, recordedExec: log.tokens, recordedScope: log.scopes, out: out.output });
+    expect(spent.real).toBeLessThanOrEqual(600 + COST);
+  });
+
+  it("A3 a spawn's grant ignores what calls in flight hold: in-flight calls + the child's grant pass the budget", async () => {
+    const { effect, spent } = paid({ holdMs: 100 });
+    const { effect: childEffect, spent: childSpent } = paid({ holdMs: 1 });
+    const child = flow$("grab", async (ctx) => {
+      let n = 0;
+      for (; n < 20; n++) {
+        if ((await ctx.execute(childEffect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+      }
+      return n;
+    });
+    const parent = flow$("inflight-spawn", async (ctx) =>
+      ctx.parallel([
+        ...[0, 1, 2].map((i) => async (c: typeof ctx) => c.execute(effect, null, { retry: false }).catch(refusedOr)),
+        async (c: typeof ctx) => {
+          await c.sleep(20);
+          const h = await c.spawn(child, undefined);
+          return c.awaitChild(h);
+        },
+      ]),
+    );
+    const r = runtime();
+    r.registerFlow(child);
+    const budget = 1000;
+    const out = await (await r.start(parent, undefined, { id: "ifs", budget: { tokens: budget } })).result();
+    const log = await recorded(r, "ifs");
+    const real = spent.real + childSpent.real;
+    report("A3 inflight+spawn", { budget, reservation: COST, real, parentReal: spent.real, childReal: childSpent.real, recorded: log.tokens, out: out.output });
+    expect(log.tokens).toBeLessThanOrEqual(real);
+    expect(real).toBeLessThanOrEqual(budget + COST);
+  });
+
+  for (const [label, reserve] of [
+    ["NaN", () => ({ tokens: { output: Number.NaN } })],
+    ["negative", () => ({ tokens: { output: -300 } })],
+    ["empty", () => ({})],
+    ["string", () => ({ tokens: { output: "300" } })],
+    ["Infinity", () => ({ tokens: { output: Infinity } })],
+  ] as const) {
+    it(`A4 reserve returning garbage (${label}) is not refused: parallel branches all pass admission`, async () => {
+      const { effect, spent } = paid({ reserve: reserve as () => unknown });
+      const f = flow$("garbage", async (ctx) =>
+        ctx.parallel(
+          Array.from({ length: 10 }, () => async (c: typeof ctx) => c.execute(effect, null, { retry: false }).catch(refusedOr)),
+        ),
+      );
+      const r = runtime();
+      const budget = 1000;
+      const out = await (await r.start(f, undefined, { id: "g", budget: { tokens: budget } })).result();
+      const log = await recorded(r, "g");
+      report(`A4 reserve ${label}`, { budget, real: spent.real, recorded: log.tokens, out: out.output, status: out.status });
+      expect(spent.real).toBeLessThanOrEqual(budget + COST);
+    });
+  }
+
+  it("A5 an effect that meters more than its reservation: parallel branches each overspend (reservation dishonest)", async () => {
+    const { effect, spent } = paid({ meter: 3000 }); // reserves 300, spends 3000
+    const f = flow$("liar", async (ctx) =>
+      ctx.parallel(
+        Array.from({ length: 5 }, () => async (c: typeof ctx) => c.execute(effect, null, { retry: false }).catch(refusedOr)),
+      ),
+    );
+    const r = runtime();
+    const budget = 1000;
+    await (await r.start(f, undefined, { id: "liar", budget: { tokens: budget } })).result();
+    const log = await recorded(r, "liar");
+    report("A5 over-metering", { budget, reservation: COST, real: spent.real, recorded: log.tokens });
+    // The documented bound: budget + what ONE call spends past its reservation.
+    expect(spent.real).toBeLessThanOrEqual(budget + 3000);
+  });
+
+  it("A6 a custom chain without admission (middleware: [meteringMiddleware()]) silently drops every budget", async () => {
+    const { effect, spent } = paid();
+    const f = flow$("nochain", async (ctx) => {
+      let n = 0;
+      for (; n < 10; n++) {
+        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+      }
+      return n;
+    });
+    const r = runtime({ middleware: [meteringMiddleware()] });
+    const budget = 1000;
+    const out = await (await r.start(f, undefined, { id: "nc", budget: { tokens: budget } })).result();
+    const log = await recorded(r, "nc");
+    report("A6 no admission", { budget, real: spent.real, recorded: log.tokens, out: out.output, quotaFacts: log.quotaFacts });
+    expect(spent.real).toBeLessThanOrEqual(budget + COST);
+  });
+
+  it("A7 a nested budget named __proto__ is never charged", async () => {
+    const { effect, spent } = paid();
+    const f = flow$("proto", async (ctx) =>
+      ctx.nestedBudget("__proto__", { tokens: 600 }, async (inner) => {
+        let n = 0;
+        for (; n < 10; n++) {
+          if ((await inner.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+        }
+        return n;
+      }),
+    );
+    const r = runtime();
+    const out = await (await r.start(f, undefined, { id: "pr" })).result();
+    const log = await recorded(r, "pr");
+    report("A7 __proto__ nested", { nested: 600, real: spent.real, recorded: log.tokens, out: out.output, status: out.status });
+    expect(spent.real).toBeLessThanOrEqual(600 + COST);
+  });
+
+  it("A8 a nested budget named like an Object.prototype member (constructor/toString)", async () => {
+    for (const name of ["constructor", "toString", "hasOwnProperty"]) {
+      const { effect, spent } = paid();
+      const f = flow$("protoish", async (ctx) =>
+        ctx.nestedBudget(name, { tokens: 600 }, async (inner) => {
+          let n = 0;
+          for (; n < 10; n++) {
+            if ((await inner.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+          }
+          return n;
+        }),
+      );
+      const r = runtime();
+      const out = await (await r.start(f, undefined, { id: `pi-${name}` })).result();
+      report(`A8 ${name}`, { nested: 600, real: spent.real, out: out.output, status: out.status });
+      expect(spent.real).toBeLessThanOrEqual(600 + COST);
+    }
+  });
+});
+
+describe("attacks on issue 20: failed attempts", () => {
+  it("A9 retries of an effect billed at send that fails before it can meter: each failed attempt is charged nothing", async () => {
+    let real = 0;
+    const flaky = {
+      name: "flaky-unmetered",
+      reserve: () => ({ tokens: { output: COST } }),
+      run: async () => {
+        real += COST; // the provider billed the request...
+        throw new Error("stream broke before usage arrived"); // ...and the client never saw usage
+      },
+    };
+    const f = flow$("retries-unmetered", async (ctx) =>
+      ctx.execute(flaky, null, { retry: { maxAttempts: 10, initialDelayMs: 1, jitter: 0 } }).catch(refusedOr),
+    );
+    const r = runtime();
+    const budget = 1000;
+    const out = await (await r.start(f, undefined, { id: "ru", budget: { tokens: budget } })).result();
+    const log = await recorded(r, "ru");
+    report("A9 failed unmetered attempts", { budget, reservation: COST, real, recorded: log.tokens, out: out.output });
+    expect(real).toBeLessThanOrEqual(budget + COST);
+  });
+
+  it("A10 fork: a fork of an execution that spent re-spends from the fork point (documented as open)", async () => {
+    const { effect, spent } = paid();
+    const f = flow$("forked", async (ctx) => {
+      let n = 0;
+      for (; n < 10; n++) {
+        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+      }
+      return n;
+    });
+    const r = runtime();
+    r.registerFlow(f);
+    const budget = 1000;
+    await (await r.start(f, undefined, { id: "fk", budget: { tokens: budget } })).result();
+    for (let i = 0; i < 3; i++) {
+      await r.fork("fk", 0, `fk-${i}`);
+      await r.waitForCompletion(`fk-${i}`);
+    }
+    report("A10 fork", { budget, real: spent.real, recordedOrigin: (await recorded(r, "fk")).tokens });
+    expect(spent.real).toBeLessThanOrEqual(budget + COST);
+  });
+});
