@@ -7,6 +7,9 @@
  * Q2. Adding deltas is pure and ignores what is not a finite number >= 0, the same way every
  *     time (the fold reads deltas from logs it did not write).
  * Q3. A budget is exceeded in a dimension when the spent total is at or over its limit.
+ * Q6. A reservation (what one call may spend at most) is an object of known dimensions whose
+ *     every amount is a finite number >= 0, with at least one amount: `reservationProblem` says
+ *     what is wrong with anything else, so it is refused rather than read as "nothing reserved".
  * Q5. Narrowing a budget (`narrowBudget`, a fork's own budget) never raises or drops one of its
  *     limits: each dimension takes the smaller limit, and one only the narrower budget limits is
  *     added.
@@ -223,4 +226,30 @@ export function loosenedLimit(
     if (wanted > limit) return { dimension, limit, asked: wanted };
   }
   return undefined;
+}
+
+/** Q6: what is wrong with `value` as a reservation, or undefined when it is one. */
+export function reservationProblem(value: unknown): string | undefined {
+  if (!isRecord(value)) return "it is not an object";
+  let amounts = 0;
+  const check = (where: string, v: unknown): string | undefined => {
+    if (amount(v) === undefined) return `${where} is ${String(v)}, not a finite number >= 0`;
+    amounts++;
+    return undefined;
+  };
+  for (const [k, v] of Object.entries(value)) {
+    let problem: string | undefined;
+    if ((SCALAR_DIMENSIONS as readonly string[]).includes(k)) problem = check(k, v);
+    else if (k === "tokens" || k === "custom") {
+      if (!isRecord(v)) return `${k} is not an object`;
+      for (const [sub, x] of Object.entries(v)) {
+        if (k === "tokens" && sub !== "input" && sub !== "output") {
+          return `tokens.${sub} is not a token count (input, output)`;
+        }
+        problem ??= check(`${k}.${sub}`, x);
+      }
+    } else return `"${k}" is not a dimension (tokens, ${SCALAR_DIMENSIONS.join(", ")}, custom)`;
+    if (problem !== undefined) return problem;
+  }
+  return amounts === 0 ? "it reserves no amount" : undefined;
 }

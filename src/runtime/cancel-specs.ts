@@ -11,7 +11,7 @@
 import { CancelledError, errorToData, type LoomError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { ResourceDelta } from "../kernel/resources.ts";
-import type { ExecutionState } from "../fold/state.ts";
+import type { ExecutionState, Frame } from "../fold/state.ts";
 import type { EventSpec } from "./journal.ts";
 
 export function cancelSpecs(
@@ -22,28 +22,59 @@ export function cancelSpecs(
     `execution "${state.executionId}" was cancelled: ${typeof reason === "string" ? reason : JSON.stringify(reason)}`,
   ),
   /** What a running attempt reports it has cost so far (this process's runs only). */
-  provisional: (callId: string) => ResourceDelta | undefined = () => undefined,
+  provisional: Provisional = () => undefined,
 ): EventSpec[] {
   const error = errorToData(cause) as unknown as Json;
   const specs: EventSpec[] = [];
   for (const [callId, f] of Object.entries(state.frames)) {
     if (f.kind !== "step" || f.status !== "started") continue;
     // A step in its retry backoff runs nothing; one running is metered since its attempt began.
-    if (f.retryAtMs === undefined) {
-      const began = f.attemptStartedAt ?? f.firstStartedAt;
-      // What the attempt says it spent so far (a stream's tokens), else its reservation (C3),
-      // then its wall time.
-      const delta = {
-        ...(provisional(callId) ?? f.reserved?.delta),
-        wallMs: Math.max(0, nowMs - began),
-        estimated: true,
-      };
-      const payload: { [k: string]: Json } = { callId, delta: delta as unknown as Json };
-      if (f.reserved?.budgets?.length) payload.budgets = f.reserved.budgets;
-      specs.push({ kind: "RESOURCE_METERED", payload });
-    }
+    if (f.retryAtMs === undefined) specs.push(runningCharge(callId, f, nowMs, provisional));
     specs.push({ kind: "STEP_CANCELLED", payload: { callId, error } });
   }
   specs.push({ kind: "EXECUTION_CANCELLED", payload: { reason, error }, kernel: true });
   return specs;
+}
+
+/**
+ * C4 (issue 20): what a body that ends (completed or failed) with reserving calls still running
+ * owes for them, appended before its terminal event: each is charged what it reported so far,
+ * else its reservation. Their own metering would come after the end, and nothing folds there.
+ */
+export function endSpecs(
+  state: ExecutionState,
+  nowMs: number,
+  provisional: Provisional,
+  end: EventSpec,
+): EventSpec[] {
+  if (state.inFlight === 0) return [end];
+  const specs: EventSpec[] = [];
+  for (const [callId, f] of Object.entries(state.frames)) {
+    if (f.kind !== "step" || f.status !== "started" || f.reserved === undefined) continue;
+    if (f.retryAtMs === undefined) specs.push(runningCharge(callId, f, nowMs, provisional));
+  }
+  specs.push(end);
+  return specs;
+}
+
+type Provisional = (callId: string) => ResourceDelta | undefined;
+
+/** What a running attempt is metered when it is cut off: C3. */
+function runningCharge(
+  callId: string,
+  f: Frame,
+  nowMs: number,
+  provisional: Provisional,
+): EventSpec {
+  const began = f.attemptStartedAt ?? f.firstStartedAt;
+  // What the attempt says it spent so far (a stream's tokens), else its reservation (C3), then
+  // its wall time.
+  const delta = {
+    ...(provisional(callId) ?? f.reserved?.delta),
+    wallMs: Math.max(0, nowMs - began),
+    estimated: true,
+  };
+  const payload: { [k: string]: Json } = { callId, delta: delta as unknown as Json };
+  if (f.reserved?.budgets?.length) payload.budgets = f.reserved.budgets;
+  return { kind: "RESOURCE_METERED", payload };
 }

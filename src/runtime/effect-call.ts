@@ -6,12 +6,18 @@
  * methods live on the prototype) rather than object literals full of fresh closures.
  */
 import { spentWithGrants } from "../fold/children.ts";
+import { CRASHED_ATTEMPT } from "../fold/metering.ts";
 import { raceAbort, reasonOf } from "../effects/delay.ts";
 import type { Clock } from "../kernel/clock.ts";
 import { ExecutionEndedError, InvalidInputError, errorToData } from "../kernel/errors.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
-import { copyJson, type Json } from "../kernel/json.ts";
-import type { Budget, ResourceDelta, ResourceSnapshot } from "../kernel/resources.ts";
+import { copyJson, isPlainObject, type Json } from "../kernel/json.ts";
+import {
+  addResources,
+  type Budget,
+  type ResourceDelta,
+  type ResourceSnapshot,
+} from "../kernel/resources.ts";
 import {
   addDelta,
   type BudgetInForce,
@@ -112,11 +118,22 @@ export class StepCall implements StepAttempt {
     const running = Promise.resolve().then(work);
     if (this.timeout === undefined) return running;
     return raceAbort(running, this.signal()).catch((e: unknown) => {
-      // Cut short by its timeout before it could meter: what it reported so far counts.
-      const soFar = this.signal().aborted ? this.run.provisional(this.callId) : undefined;
+      // Cut short by its timeout before it could meter: what it reported so far counts, else
+      // what it reserved (C5, as a crash or a cancel would charge it).
+      const soFar = this.signal().aborted
+        ? (this.run.provisional(this.callId) ?? this.reservedDelta())
+        : undefined;
       if (soFar) this.reported = addDelta(this.reported, { ...soFar, estimated: true });
       throw e;
     });
+  }
+
+  /** What the attempt reserved under a budget (C1), as its start records it. */
+  private reservedDelta(): ResourceDelta | undefined {
+    const reserved = this.payload.reserved;
+    return isPlainObject(reserved) && isPlainObject(reserved.delta)
+      ? addResources({}, reserved.delta)
+      : undefined;
   }
 
   // A failed attempt is a fact before the backoff starts (retry.ts); the step stays open.
@@ -258,6 +275,7 @@ export function makeMiddlewareContext(
       return attempt.reported;
     },
     emit(kind, payload) {
+      checkEmitted(kind, payload, ectx.stepId);
       attempt.facts.push({ kind, payload });
       // What was metered is reported once: the next attempt starts from nothing.
       if (kind === "RESOURCE_METERED") attempt.reported = {};
@@ -273,6 +291,23 @@ export function makeMiddlewareContext(
       return attempt.next();
     },
   };
+}
+
+/**
+ * M1 (issue 20): a middleware records facts of its own call only, and only the two kinds it may:
+ * what the call cost, and a refusal. Anything else (a decision, a crashed attempt's charge, a fact
+ * about another call) could raise a budget or clear a reservation, and is InvalidInputError.
+ */
+function checkEmitted(kind: string, payload: { [k: string]: Json }, callId: string): void {
+  const problem =
+    kind !== "RESOURCE_METERED" && kind !== "QUOTA_EXCEEDED"
+      ? `a middleware may emit RESOURCE_METERED or QUOTA_EXCEEDED, not ${JSON.stringify(kind)}`
+      : payload.callId !== callId
+        ? `a middleware's ${kind} must name its own call (callId ${JSON.stringify(callId)})`
+        : payload.estimated === CRASHED_ATTEMPT
+          ? "a crashed attempt's charge is the runtime's to record"
+          : undefined;
+  if (problem !== undefined) throw new InvalidInputError(problem);
 }
 
 /** The execution's budget and the nested ones around the call, with what each has spent. */
@@ -291,11 +326,19 @@ function budgetsInForce(run: Run, nested: readonly NestedBudget[]): BudgetInForc
     budgets.push({
       name: b.name,
       budget: b.budget,
-      spent: run.state._scopeResources?.[b.name] ?? {},
+      spent: scopeSpent(run.state._scopeResources, b.name),
       held: {},
     });
   }
   return budgets;
+}
+
+/** What a nested budget's scope has spent: its own entry only, never an inherited member. */
+function scopeSpent(
+  scopes: Record<string, ResourceSnapshot> | undefined,
+  name: string,
+): ResourceSnapshot {
+  return scopes !== undefined && Object.hasOwn(scopes, name) ? (scopes[name] ?? {}) : {};
 }
 
 /** A nested budget around part of a flow (ctx.nestedBudget). */

@@ -36,7 +36,7 @@ import {
 } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { ResourceDelta } from "../kernel/resources.ts";
-import { cancelSpecs } from "./cancel-specs.ts";
+import { cancelSpecs, endSpecs } from "./cancel-specs.ts";
 import { validated } from "../kernel/schema.ts";
 import { fold } from "../fold/fold.ts";
 import type { Flow } from "./flow.ts";
@@ -164,18 +164,24 @@ export class Run {
       await this.finishFailed(e);
       return;
     }
-    const payload: Json = json === undefined ? {} : { output: json };
-    await this.enqueue([{ kind: "EXECUTION_COMPLETED", payload, kernel: true }]).catch(
-      () => undefined,
-    );
+    await this.finish({
+      kind: "EXECUTION_COMPLETED",
+      payload: json === undefined ? {} : { output: json },
+      kernel: true,
+    });
   }
 
   private async finishFailed(thrown: unknown): Promise<void> {
     if (!this.live) return;
-    const payload: Json = { error: errorToData(thrown) as unknown as Json };
-    await this.enqueue([{ kind: "EXECUTION_FAILED", payload, kernel: true }]).catch(
-      () => undefined,
-    );
+    const error = errorToData(thrown) as unknown as Json;
+    await this.finish({ kind: "EXECUTION_FAILED", payload: { error }, kernel: true });
+  }
+
+  /** Ends the run; reserving calls the body left running are charged first (C4, cancel-specs). */
+  private async finish(end: EventSpec): Promise<void> {
+    const now = this.host.clock.now();
+    const specs = endSpecs(this.state, now, (id) => this.provisional(id), end);
+    await this.enqueue(specs).catch(() => undefined);
   }
 
   // ---- scopes (run-scopes.ts) ------------------------------------------------------------------

@@ -17,6 +17,7 @@
  */
 import { spentWithGrants } from "../fold/children.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
+import { safeKey } from "../fold/frames.ts";
 import { InvalidInputError } from "../kernel/errors.ts";
 import { isDimension, limitIn, spentIn, type Budget } from "../kernel/resources.ts";
 import type { FlowContext } from "./contract.ts";
@@ -85,6 +86,11 @@ export function budgetSyscalls(s: Scope): Pick<FlowContext, "negotiateBudget" | 
       fn: (ctx: FlowContext) => Promise<T>,
     ): Promise<T> {
       assertName(name, "budget name");
+      if (!safeKey(name)) {
+        throw new InvalidInputError(
+          `budget name ${JSON.stringify(name)} is reserved by JavaScript objects; pick another name`,
+        );
+      }
       if (name === "execution") {
         throw new InvalidInputError(
           '"execution" names the execution\'s own budget; pick another name',

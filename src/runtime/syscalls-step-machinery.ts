@@ -17,6 +17,8 @@
  *   settled (fold/steps.ts S3) is charged that reservation, marked `estimated: "crashed-attempt"`,
  *   in the batch that starts its next attempt or settles it, so K crashes of one call charge K
  *   reservations and admission refuses once the budget is spent.
+ * - C5 (issue 20, effect-call.ts): an attempt its timeout cuts short is metered what it reported
+ *   so far, else its reservation: what it spent before the abort is unknown, and bounded by it.
  * - T3, T4 (tracing.ts): a step that runs in this drive runs under its span, which its drive ends
  *   if the run ends first.
  * The step path is hot: nothing here allocates or awaits what the step does not need.

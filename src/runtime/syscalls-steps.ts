@@ -26,7 +26,7 @@ import {
 } from "./flow.ts";
 import { own, type Scope } from "./syscalls-scope.ts";
 import { step, stepBound, type StepOptions } from "./syscalls-step-machinery.ts";
-import { addResources, type ResourceSnapshot } from "../kernel/resources.ts";
+import { addResources, reservationProblem, type ResourceSnapshot } from "../kernel/resources.ts";
 
 const NO_OPTIONS: ExecuteOptions = Object.freeze({});
 const NO_RUN_OPTIONS: RunOptions = Object.freeze({});
@@ -166,9 +166,10 @@ function reservationOf<I>(effect: Effect<I, unknown>, input: I): ResourceSnapsho
     const why = e instanceof Error ? e.message : String(e);
     throw new InvalidInputError(`effect "${effect.name}" reserve threw: ${why}`);
   }
-  if (declared === null || typeof declared !== "object" || Array.isArray(declared)) {
+  const problem = reservationProblem(declared); // Q6
+  if (problem !== undefined) {
     throw new InvalidInputError(
-      `effect "${effect.name}" reserve must return what one call may spend ({ tokens: { input, output }, costUsd, ... })`,
+      `effect "${effect.name}" reserve must return what one call may spend ({ tokens: { input, output }, costUsd, ... }): ${problem}`,
     );
   }
   return addResources({}, declared);
