@@ -93,6 +93,7 @@ export async function step<T>(
     atMostOnce,
     timeout,
     run.trace?.step(callId, name, opts.meterable === true ? "effect" : "run"), // T3
+    deps.prices,
   );
   const ectx = attempt.ectx;
   const disarm = timeout === undefined ? undefined : armTimeout(attempt, timeout);
