@@ -2,7 +2,7 @@
  * What an execution spent against its budgets, per dimension (issue 11): a pure projection of a
  * folded state, for bars of spent against limit.
  *
- * Invariants (tests cite U1..U4):
+ * Invariants (tests cite U1..U5):
  * U1. One row per dimension that was spent or is limited, in a fixed order: tokens, the scalar
  *     dimensions (costUsd, ms, memBytes, wallMs, netBytes), then custom ones by name. A dimension
  *     never spent and never limited has no row (Q1: unset is not zero).
@@ -12,6 +12,8 @@
  * U3. A nested budget (`ctx.nestedBudget`) is a usage of its own, from `_scopeResources`; the log
  *     does not record its limits, so its rows have none.
  * U4. `exceeded` marks the dimension the last QUOTA_EXCEEDED named, in the budget it named.
+ * U5. When some call could not be priced (`costUnknown`, kernel/resources.ts Q7) the costUsd row
+ *     is there, spent or not, marked `costUnknown`: its `spent` is a lower bound.
  */
 import { spentWithGrants } from "../fold/children.ts";
 import type { ExecutionState } from "../fold/state.ts";
@@ -34,6 +36,8 @@ export interface UsageRow {
   /** (spent + held) / limit, when there is a limit above 0. */
   fraction?: number;
   exceeded?: true;
+  /** costUsd only: some calls could not be priced, so `spent` is a lower bound (U5). */
+  costUnknown?: true;
 }
 
 export interface BudgetUsage {
@@ -42,7 +46,7 @@ export interface BudgetUsage {
   rows: UsageRow[];
 }
 
-/** The execution's usage, then each nested budget's (U1..U4). */
+/** The execution's usage, then each nested budget's (U1..U5). */
 export function resourceUsage(state: ExecutionState): BudgetUsage[] {
   const quota = state._quotaExceeded;
   const spent = state._resources ?? {};
@@ -73,7 +77,8 @@ function rowsOf(
   const dims: string[] = [];
   if (spent.tokens !== undefined || budget?.tokens !== undefined) dims.push("tokens");
   for (const k of SCALAR_DIMENSIONS) {
-    if (spent[k] !== undefined || budget?.[k] !== undefined) dims.push(k);
+    const unknown = k === "costUsd" && spent.costUnknown === true; // U5
+    if (spent[k] !== undefined || budget?.[k] !== undefined || unknown) dims.push(k);
   }
   const custom = new Set([
     ...Object.keys(spent.custom ?? {}),
@@ -91,6 +96,7 @@ function rowsOf(
       if (limit > 0) row.fraction = row.spent / limit;
     }
     if (quota?.dimension === dimension) row.exceeded = true;
+    if (dimension === "costUsd" && spent.costUnknown === true) row.costUnknown = true;
     return row;
   });
 }

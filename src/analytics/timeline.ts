@@ -74,20 +74,26 @@ function text(v: Json | undefined): string {
   return typeof v === "string" || typeof v === "number" ? String(v) : brief(v);
 }
 
-/** A metered delta in words: "64 in / 57 out tokens, $0.001047, 412 ms wall (an estimate)". */
+/**
+ * A metered delta in words: "64 in / 57 out tokens, $0.001047 (claude-sonnet-4-6), 412 ms wall
+ * (an estimate)"; a call that could not be priced says so (issue 20).
+ */
 function amounts(v: Json | undefined): string {
   if (!isPlainObject(v)) return brief(v);
   const parts: string[] = [];
   for (const [k, x] of Object.entries(v)) {
-    if (k === "estimated") continue;
+    if (k === "estimated" || k === "priced" || k === "costUnknown") continue;
     if (k === "tokens" && isPlainObject(x)) {
       parts.push(`${text(x.input ?? 0)} in / ${text(x.output ?? 0)} out tokens`);
-    } else if (k === "costUsd" && typeof x === "number") parts.push(`$${x}`);
-    else if (k === "wallMs" || k === "ms")
+    } else if (k === "costUsd" && typeof x === "number") {
+      const model = isPlainObject(v.priced) ? v.priced.model : undefined;
+      parts.push(`$${x}${typeof model === "string" ? ` (${model})` : ""}`);
+    } else if (k === "wallMs" || k === "ms")
       parts.push(`${text(x)} ms${k === "wallMs" ? " wall" : ""}`);
     else if (k === "memBytes" || k === "netBytes") parts.push(`${text(x)} bytes ${k.slice(0, 3)}`);
     else parts.push(`${k} ${brief(x)}`);
   }
+  if (v.costUnknown === true) parts.push("cost unknown (could not be priced)");
   return `${parts.join(", ")}${v.estimated === true ? " (an estimate)" : ""}`;
 }
 

@@ -69,6 +69,8 @@ export function formatShow(
   ];
   if (state.output !== undefined) summary.push(["output", brief(state.output)]);
   if (state.error) summary.push(["error", errorText(state.error)]);
+  const cost = costText(state);
+  if (cost !== undefined) summary.push(["cost", cost]);
   const steps = Object.entries(state.frames);
   if (steps.length > 0) {
     const call = ([id, f]: (typeof steps)[number]) =>
@@ -107,6 +109,17 @@ export function formatShow(
     `timeline (${events.length} events${compactedNote(events)})`,
     columns([["SEQ", "AT", "KIND", "WHAT"], ...rows], "  "),
   ].join("\n");
+}
+
+/**
+ * What the execution's calls cost in USD, when any was priced or could not be: a lower bound
+ * when some could not be priced (`costUnknown`, issue 20).
+ */
+function costText(state: ExecutionState): string | undefined {
+  const usd = state._resources?.costUsd;
+  if (state._resources?.costUnknown !== true) return usd === undefined ? undefined : `$${usd}`;
+  if (usd === undefined) return "unknown (its calls could not be priced)";
+  return `≥ $${usd} (some calls could not be priced)`;
 }
 
 /** `[seq, text]` for an event whose payload an erasure made unrecoverable (`{ $erased }`). */

@@ -6,6 +6,7 @@
  * and the runtime is one implementation of them.
  */
 import type { Json } from "../kernel/json.ts";
+import type { PriceTable } from "../kernel/prices.ts";
 import type { Budget, ResourceDelta, ResourceSnapshot } from "../kernel/resources.ts";
 import type { Middleware } from "./compose.ts";
 
@@ -23,6 +24,11 @@ export interface EffectContext {
   resources: ResourceSnapshot;
   /** Reports what this attempt cost (tokens, cost, ...); metering writes it after the effect. */
   meter(delta: ResourceDelta): void;
+  /**
+   * The runtime's prices by model name (RuntimeOptions.prices): an LLM effect prices a model
+   * from it before the pinned price data, and after its own `price` option (issue 20).
+   */
+  readonly prices?: PriceTable;
   /**
    * Tells the runtime what this attempt has cost so far, for when it is cut short before it can
    * meter (a cancel, a step timeout): the runtime then meters `soFar()`, marked as an estimate.
@@ -58,11 +64,12 @@ export interface Effect<I, O> {
    */
   reserve?(input: I): ResourceDelta;
   /**
-   * Names what this call would spend money on that cannot be priced (an LLM call's model the
-   * price data does not know), or undefined when its cost can be metered. Under a cost budget
-   * such a call is refused before it runs (PriceUnknownError, issue 20).
+   * Names what this call would spend money on that cannot be priced (an LLM call's model that
+   * neither its own price, the runtime's `prices` nor the price data prices), or undefined when
+   * its cost can be metered. Under a cost budget such a call is refused before it runs
+   * (PriceUnknownError, issue 20); one that runs is metered `costUnknown: true`.
    */
-  unpriced?(input: I): string | undefined;
+  unpriced?(input: I, prices: PriceTable): string | undefined;
   /** Options for every call of this effect (a retry policy, say); a call's own override them. */
   readonly options?: ExecuteOptions;
   /**

@@ -55,7 +55,7 @@ export interface AdmissionOptions {
   /**
    * `"refuse"` (the default): under a budget that limits `costUsd`, a call that names what it
    * cannot price (Effect.unpriced) is PriceUnknownError before it runs. `"allow"`: it runs, and
-   * its cost is not metered.
+   * is metered `costUnknown: true` (what `costUsd` says it spent is a lower bound).
    */
   unpricedCost?: "refuse" | "allow";
 }
@@ -71,12 +71,16 @@ function refuseUnpriced(ctx: MiddlewareContext): void {
     priceUnknown: ctx.unpriced ?? null,
   });
   throw new PriceUnknownError(
-    `effect "${ctx.effect}" of execution "${ctx.executionId}" refused: the ${b.name} budget limits costUsd and the cost of ${JSON.stringify(ctx.unpriced)} cannot be priced; give the effect a price ({ price: { inputPerMTok, outputPerMTok } }) or create the runtime with unpricedCost: "allow"`,
+    `effect "${ctx.effect}" of execution "${ctx.executionId}" refused: the ${b.name} budget limits costUsd and the cost of ${JSON.stringify(ctx.unpriced)} cannot be priced; give the effect a price ({ price: { inputPerMTok, outputPerMTok } }), give the runtime one (createRuntime({ prices: { ${JSON.stringify(ctx.unpriced)}: { inputPerMTok, outputPerMTok } } })) or create the runtime with unpricedCost: "allow"`,
     { dimension: "costUsd", budget: b.name, model: ctx.unpriced ?? null },
   );
 }
 
-/** Reports what the effect cost after it ran, failed or was aborted: at least `wallMs`. */
+/**
+ * Reports what the effect cost after it ran, failed or was aborted: at least `wallMs`; and
+ * `costUnknown` for a call that named what it could not price (Effect.unpriced), which ran only
+ * because unpriced costs are allowed or no cost budget was in force.
+ */
 export function meteringMiddleware(): EffectMiddleware {
   return async (ctx, next) => {
     const started = ctx.now();
@@ -84,6 +88,7 @@ export function meteringMiddleware(): EffectMiddleware {
       return await next();
     } finally {
       const delta: ResourceDelta = { ...ctx.metered(), wallMs: Math.max(0, ctx.now() - started) };
+      if (ctx.unpriced !== undefined) delta.costUnknown = true;
       const payload: { [k: string]: Json } = {
         callId: ctx.stepId,
         delta: delta as unknown as Json,
@@ -110,9 +115,14 @@ export function effectChain(middleware: readonly EffectMiddleware[]) {
   return compose(middleware, (ctx) => ctx.invoke());
 }
 
-/** Sums what `meter()` calls reported (used by the runtime's context). */
+/**
+ * Sums what `meter()` calls reported (used by the runtime's context): an estimate in either makes
+ * the sum one, and the latest `priced` says what priced it.
+ */
 export function addDelta(total: ResourceDelta, delta: ResourceDelta): ResourceDelta {
   const sum: ResourceDelta = addResources(total, delta);
   if (total.estimated || delta.estimated) sum.estimated = true;
+  const priced = delta.priced ?? total.priced;
+  if (priced !== undefined) sum.priced = priced;
   return sum;
 }

@@ -5,4 +5,5 @@ export * from "./clock.ts";
 export * from "./ids.ts";
 export * from "./limits.ts";
 export * from "./resources.ts";
+export type { ModelPrice, PriceTable } from "./prices.ts";
 export * from "./schema.ts";

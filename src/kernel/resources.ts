@@ -1,7 +1,7 @@
 /**
  * Resource dimensions (ADR 0032): what an effect costs and what a budget allows.
  *
- * Invariants (tests cite Q1..Q3):
+ * Invariants (tests cite Q1..Q7; Q4 is overBudget's):
  * Q1. An unset dimension stays undefined, never a false zero: a total has a dimension only once
  *     some delta reported it.
  * Q2. Adding deltas is pure and ignores what is not a finite number >= 0, the same way every
@@ -13,6 +13,8 @@
  * Q5. Narrowing a budget (`narrowBudget`, a fork's own budget) never raises or drops one of its
  *     limits: each dimension takes the smaller limit, and one only the narrower budget limits is
  *     added.
+ * Q7. `costUnknown` sticks: a total is marked once any delta added to it was (a call whose cost
+ *     could not be priced ran, so its `costUsd` is a lower bound), and nothing unmarks it.
  */
 
 export interface TokenCounts {
@@ -34,10 +36,20 @@ interface Amounts {
 export interface ResourceDelta extends Amounts {
   tokens?: TokenCounts;
   estimated?: true;
+  /**
+   * The call spent money its `costUsd` does not count: it could not be priced (issue 20: an
+   * unpriced model that `unpricedCost: "allow"` let run, or that ran under no cost budget).
+   */
+  costUnknown?: true;
+  /** What priced `costUsd`: the model it was priced as, and where the price came from. */
+  priced?: { model: string; source: string };
 }
 
-/** What an execution (or a scope) has spent so far. */
-export type ResourceSnapshot = Omit<ResourceDelta, "estimated">;
+/**
+ * What an execution (or a scope) has spent so far; `costUnknown` when some of it could not be
+ * priced (Q7).
+ */
+export type ResourceSnapshot = Omit<ResourceDelta, "estimated" | "priced">;
 
 /** Limits; `tokens` bounds input plus output. */
 export interface Budget extends Amounts {
@@ -83,6 +95,7 @@ export function addResources(total: ResourceSnapshot, delta: unknown): ResourceS
     }
     if (any) out.custom = custom;
   }
+  if (d.costUnknown === true) out.costUnknown = true; // Q7
   return out;
 }
 

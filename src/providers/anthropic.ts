@@ -9,14 +9,16 @@
  * - Usage is what the provider reports: input and cache tokens at `message_start`, the cumulative
  *   `output_tokens` of `message_delta` (overwritten, never added). A stream cut short is metered
  *   with its output estimated from the text so far, marked as an estimate.
- * - Cost comes from the pinned price data of `@pydantic/genai-prices`; the price used is part of
- *   the step's recorded result, so a replay never re-prices.
+ * - Cost is the effect's `price`, else the runtime's `prices`, else the pinned price data of
+ *   `@pydantic/genai-prices`, for the model `message_start` names however the call ends
+ *   (pricing.ts B1); the price used is part of the step's recorded result, so a replay never
+ *   re-prices.
  * - The step records the final result (text, tool calls, usage, stop reason, price), not deltas.
  */
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Effect, EffectContext, TaintingEffect } from "../effects/effect.ts";
 import { charsOver4 } from "./stream.ts";
-import { estimatePrice, finish, unpricedModel } from "./pricing.ts";
+import { CallPricing, finish, unpricedModel } from "./pricing.ts";
 import {
   annotateRequest,
   checkEffectOptions,
@@ -66,14 +68,15 @@ export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInpu
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
     reserve: llmReservation,
-    unpriced: () => unpricedModel("anthropic", options.model, options.price),
+    unpriced: (_input, prices) => unpricedModel("anthropic", options.model, options.price, prices),
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: async (input, ectx) => {
       annotateRequest(ectx, "anthropic", options.model, input);
       const client = await clientOf();
+      const pricing = new CallPricing("anthropic", options.model, options.price, ectx.prices);
       return options.stream === false
-        ? once(client, options, input, ectx)
-        : streamed(client, options, input, ectx);
+        ? once(client, options, input, ectx, pricing)
+        : streamed(client, options, input, ectx, pricing);
     },
   };
 }
@@ -137,6 +140,7 @@ async function once(
   options: AnthropicEffectOptions,
   input: LlmInput,
   ectx: EffectContext,
+  pricing: CallPricing,
 ): Promise<LlmResult> {
   const message = await client.messages.create(
     { ...params(options, input), stream: false },
@@ -155,18 +159,13 @@ async function once(
     if (block.type === "tool_use")
       toolCalls.push({ id: block.id, name: block.name, input: block.input });
   }
-  return finish(
-    ectx,
-    "anthropic",
-    {
-      text,
-      toolCalls,
-      stopReason: message.stop_reason,
-      model: message.model,
-      usage,
-    },
-    options.price,
-  );
+  return finish(ectx, pricing, {
+    text,
+    toolCalls,
+    stopReason: message.stop_reason,
+    model: message.model,
+    usage,
+  });
 }
 
 async function streamed(
@@ -174,12 +173,9 @@ async function streamed(
   options: AnthropicEffectOptions,
   input: LlmInput,
   ectx: EffectContext,
+  pricing: CallPricing,
 ): Promise<LlmResult> {
-  const call = new StreamSession(
-    ectx,
-    options.guard,
-    estimatePrice("anthropic", options.model, options.price),
-  );
+  const call = new StreamSession(ectx, options.guard, pricing);
   const usage: LlmUsage = {
     inputTokens: 0,
     outputTokens: 0,
@@ -202,6 +198,7 @@ async function streamed(
         usage.cacheReadTokens = u.cache_read_input_tokens ?? 0;
         usage.cacheWriteTokens = u.cache_creation_input_tokens ?? 0;
         model = event.message.model;
+        pricing.answeredBy(model); // B1: from here on, however the call ends
       } else if (event.type === "content_block_start" && event.content_block.type === "tool_use") {
         const b = event.content_block;
         tools.set(event.index, { id: b.id, name: b.name, json: "" });
@@ -241,5 +238,5 @@ async function streamed(
     name: t.name,
     input: parseArguments(t.json),
   }));
-  return finish(ectx, "anthropic", { text, toolCalls, stopReason, model, usage }, options.price);
+  return finish(ectx, pricing, { text, toolCalls, stopReason, model, usage });
 }

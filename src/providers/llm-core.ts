@@ -1,5 +1,6 @@
 /** What every LLM effect shares: its input and result shapes, and metering with a recorded price. */
 import { InvalidInputError, QuotaExceededError, TerminalError } from "../kernel/errors.ts";
+import { checkedPrice } from "../kernel/prices.ts";
 import type { ResourceDelta, TokenCounts } from "../kernel/resources.ts";
 import { checkedTaintSource } from "../kernel/taint.ts";
 import { assertPeer, importPeer } from "../peers.ts";
@@ -54,8 +55,19 @@ export interface LlmResult {
   usage: LlmUsage;
   /** True when the provider reported no usage and `usage` is Loom's estimate. */
   usageEstimated?: true;
-  /** What the call cost and where the price came from (absent when the model has no price). */
-  price?: { usd: number; source: string };
+  /** What the call cost and what priced it (absent when nothing could price it). */
+  price?: PriceUsed;
+}
+
+/** A price used: what the call cost, where the price came from, and the model it priced. */
+export interface PriceUsed {
+  usd: number;
+  source: string;
+  /**
+   * The model the call was priced as: the one the provider said answered, else the requested
+   * one (absent from results recorded before it was recorded).
+   */
+  model?: string;
 }
 
 /** What every provider's effect options share. */
@@ -72,8 +84,9 @@ export interface LlmEffectBase {
   /** Marks every answer as tainted from this source (the effect's `taintsOutput`). */
   taint?: string;
   /**
-   * The model's price, for a model the pinned price data does not know: under a cost budget such
-   * a model is refused (PriceUnknownError) unless it has a price (issue 20).
+   * The model's price in USD per million tokens, for a model the pinned price data does not know:
+   * under a cost budget such a model is refused (PriceUnknownError) unless this, or the runtime's
+   * `prices`, prices it (issue 20). It wins over both, whatever model the provider says answered.
    */
   price?: { inputPerMTok: number; outputPerMTok: number };
 }
@@ -103,8 +116,8 @@ export function lazyClient<M, C>(
 }
 
 /**
- * Refuses bad effect options at creation: a model name is needed, and a guard needs a stream
- * to sever (so `stream: false` with a guard is refused).
+ * Refuses bad effect options at creation: a model name is needed, a guard needs a stream to
+ * sever (so `stream: false` with a guard is refused), and a price is two numbers >= 0.
  */
 export function checkEffectOptions(options: LlmEffectBase): void {
   if (typeof options.model !== "string" || options.model === "") {
@@ -116,6 +129,7 @@ export function checkEffectOptions(options: LlmEffectBase): void {
     );
   }
   if (options.taint !== undefined) checkedTaintSource(options.taint, "an LLM effect's taint");
+  if (options.price !== undefined) checkedPrice(options.price, "an LLM effect's price");
 }
 
 /** The output a call may stream when it names no `maxTokens` (Anthropic's request default too). */
@@ -208,6 +222,15 @@ export function annotateRequest(
 }
 
 /**
+ * What a streamed call's cost is priced by (providers/pricing.ts CallPricing): the same pricer
+ * prices the call however it ends, so a call cut short is priced as a completed one would be.
+ */
+export interface StreamPricing {
+  /** `costUsd` and what priced it, or `costUnknown` when nothing can. */
+  metered(tokens: TokenCounts): Pick<ResourceDelta, "costUsd" | "priced" | "costUnknown">;
+}
+
+/**
  * What every streamed LLM call shares: an abort controller that the step's signal forwards to
  * and a severing guard aborts; the text so far, published live and checked by the guard after
  * every delta; and, when the call is cut short (severed, aborted, or failed midway), metering
@@ -222,8 +245,8 @@ export class StreamSession {
   constructor(
     private readonly ectx: EffectContext,
     private readonly guard: StreamGuard | undefined,
-    /** Prices an estimate of tokens (the model's price), when the model has one. */
-    private readonly price?: (tokens: TokenCounts) => number | undefined,
+    /** Prices an estimate of tokens (the call's pricing); none for a stream of one's own. */
+    private readonly pricing?: StreamPricing,
   ) {
     // Cut short by a cancel or a timeout before it can meter, the call has still cost this much.
     ectx.provisional?.(() => this.soFar());
@@ -236,8 +259,7 @@ export class StreamSession {
   private soFar(): ResourceDelta | undefined {
     const tokens = { input: this.inputTokens, output: charsOver4(this.text) };
     if (tokens.input === 0 && tokens.output === 0) return undefined;
-    const usd = this.price?.(tokens);
-    return { tokens, ...(usd === undefined ? {} : { costUsd: usd }), estimated: true };
+    return { tokens, ...this.pricing?.metered(tokens), estimated: true };
   }
 
   get signal(): AbortSignal {
@@ -297,13 +319,8 @@ export class StreamSession {
         "gen_ai.usage.output_tokens": known.output,
         "loom.llm.usage_estimated": true,
       });
-      // Priced too, so a cost budget sees severed and failed attempts (absent: no price).
-      const usd = this.price?.(known);
-      this.ectx.meter({
-        tokens: known,
-        ...(usd === undefined ? {} : { costUsd: usd }),
-        estimated: true,
-      });
+      // Priced as a completed call is, so a cost budget sees severed and failed attempts.
+      this.ectx.meter({ tokens: known, ...this.pricing?.metered(known), estimated: true });
     }
     const r: unknown = this.controller.signal.reason;
     throw (

@@ -2,7 +2,8 @@
  * `openAiEffect({ model, ... })` from `loomwork/openai`: a Chat Completions call through the official
  * SDK (`openai`) as a Loom effect, under the same rules as the Anthropic one (anthropic.ts): the
  * SDK's retries off, the step's signal forwarded (checked after the stream's loop, which an abort
- * ends silently), usage as the provider reports it, priced from pinned data and recorded.
+ * ends silently), usage as the provider reports it, priced as the model the stream's first chunk
+ * (or `response.created`) names however the call ends (pricing.ts B1), and recorded.
  *
  * A stream asks for its trailing usage chunk (`stream_options.include_usage`). A stream cut short
  * never gets it: its usage is Loom's estimate (input from the prompt's characters, output from the
@@ -14,7 +15,7 @@
 import type OpenAI from "openai";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext, TaintingEffect } from "../effects/effect.ts";
-import { estimatePrice, finish, unpricedModel } from "./pricing.ts";
+import { CallPricing, finish, unpricedModel } from "./pricing.ts";
 import {
   annotateRequest,
   checkEffectOptions,
@@ -75,14 +76,15 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
     reserve: llmReservation,
-    unpriced: () => unpricedModel("openai", options.model, options.price),
+    unpriced: (_input, prices) => unpricedModel("openai", options.model, options.price, prices),
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: async (input, ectx) => {
       annotateRequest(ectx, "openai", options.model, input);
       const client = await clientOf();
+      const pricing = new CallPricing("openai", options.model, options.price, ectx.prices);
       return options.stream === false
-        ? (responses ? responsesOnce : chatOnce)(client, options, input, ectx)
-        : (responses ? responsesStreamed : chatStreamed)(client, options, input, ectx);
+        ? (responses ? responsesOnce : chatOnce)(client, options, input, ectx, pricing)
+        : (responses ? responsesStreamed : chatStreamed)(client, options, input, ectx, pricing);
     },
   };
 }
@@ -142,32 +144,28 @@ async function chatOnce(
   options: OpenAiEffectOptions,
   input: LlmInput,
   ectx: EffectContext,
+  pricing: CallPricing,
 ): Promise<LlmResult> {
   const completion = await client.chat.completions.create(
     { ...chatParams(options, input), stream: false },
     { signal: ectx.signal, maxRetries: 0 },
   );
   const choice = completion.choices[0];
-  return finish(
-    ectx,
-    "openai",
-    {
-      text: choice?.message.content ?? "",
-      toolCalls: (choice?.message.tool_calls ?? []).flatMap((t) =>
-        t.type === "function"
-          ? [{ id: t.id, name: t.function.name, input: parseArguments(t.function.arguments) }]
-          : [],
-      ),
-      stopReason: choice?.finish_reason ?? null,
-      model: completion.model,
-      ...usageOr(
-        completion.usage ? chatUsage(completion.usage) : undefined,
-        input,
-        choice?.message.content,
-      ),
-    },
-    options.price,
-  );
+  return finish(ectx, pricing, {
+    text: choice?.message.content ?? "",
+    toolCalls: (choice?.message.tool_calls ?? []).flatMap((t) =>
+      t.type === "function"
+        ? [{ id: t.id, name: t.function.name, input: parseArguments(t.function.arguments) }]
+        : [],
+    ),
+    stopReason: choice?.finish_reason ?? null,
+    model: completion.model,
+    ...usageOr(
+      completion.usage ? chatUsage(completion.usage) : undefined,
+      input,
+      choice?.message.content,
+    ),
+  });
 }
 
 async function chatStreamed(
@@ -175,15 +173,11 @@ async function chatStreamed(
   options: OpenAiEffectOptions,
   input: LlmInput,
   ectx: EffectContext,
+  pricing: CallPricing,
 ): Promise<LlmResult> {
-  const call = new StreamSession(
-    ectx,
-    options.guard,
-    estimatePrice("openai", options.model, options.price),
-  );
+  const call = new StreamSession(ectx, options.guard, pricing);
   // Until the provider reports usage, the prompt's size is the input estimate.
   const promptEstimate = promptTokensEstimate(input);
-  let model = options.model;
   let stopReason: string | null = null;
   let usage: LlmUsage | undefined;
   const tools = new Map<number, { id: string; name: string; json: string }>();
@@ -193,7 +187,7 @@ async function chatStreamed(
       { signal: call.signal, maxRetries: 0 },
     );
     for await (const chunk of stream) {
-      model = chunk.model;
+      pricing.answeredBy(chunk.model); // B1: from the first chunk, however the call ends
       if (chunk.usage) usage = chatUsage(chunk.usage);
       const choice = chunk.choices[0];
       if (!choice) continue;
@@ -211,22 +205,17 @@ async function chatStreamed(
   });
   // An aborted OpenAI stream reports no usage: Loom's estimate is metered, marked as one.
   call.throwIfCutShort((failed) => estimateCutShort(failed, promptEstimate, call.text));
-  return finish(
-    ectx,
-    "openai",
-    {
-      text: call.text,
-      toolCalls: [...tools.values()].map((t) => ({
-        id: t.id,
-        name: t.name,
-        input: parseArguments(t.json),
-      })),
-      stopReason,
-      model,
-      ...usageOr(usage, input, call.text),
-    },
-    options.price,
-  );
+  return finish(ectx, pricing, {
+    text: call.text,
+    toolCalls: [...tools.values()].map((t) => ({
+      id: t.id,
+      name: t.name,
+      input: parseArguments(t.json),
+    })),
+    stopReason,
+    model: pricing.model,
+    ...usageOr(usage, input, call.text),
+  });
 }
 
 // --- Responses API ---
@@ -308,13 +297,14 @@ async function responsesOnce(
   options: OpenAiEffectOptions,
   input: LlmInput,
   ectx: EffectContext,
+  pricing: CallPricing,
 ): Promise<LlmResult> {
   const response = await client.responses.create(
     { ...responsesParams(options, input), stream: false },
     { signal: ectx.signal, maxRetries: 0 },
   );
   const r = fromResponse(response);
-  return finish(ectx, "openai", { ...r, ...usageOr(r.usage, input, r.text) }, options.price);
+  return finish(ectx, pricing, { ...r, ...usageOr(r.usage, input, r.text) });
 }
 
 /** Text as `response.output_text.delta`; usage and tool calls only on `response.completed`. */
@@ -323,12 +313,9 @@ async function responsesStreamed(
   options: OpenAiEffectOptions,
   input: LlmInput,
   ectx: EffectContext,
+  pricing: CallPricing,
 ): Promise<LlmResult> {
-  const call = new StreamSession(
-    ectx,
-    options.guard,
-    estimatePrice("openai", options.model, options.price),
-  );
+  const call = new StreamSession(ectx, options.guard, pricing);
   const promptEstimate = promptTokensEstimate(input);
   let completed: ReturnType<typeof fromResponse> | undefined;
   await call.consume(async () => {
@@ -339,6 +326,8 @@ async function responsesStreamed(
     for await (const event of stream) {
       if (event.type === "response.output_text.delta") {
         if (!call.delta(event.delta, promptEstimate)) break;
+      } else if (event.type === "response.created" || event.type === "response.in_progress") {
+        pricing.answeredBy(event.response.model); // B1: however the call ends
       } else if (event.type === "response.completed" || event.type === "response.incomplete") {
         completed = fromResponse(event.response);
       } else if (event.type === "response.failed") {
@@ -351,18 +340,13 @@ async function responsesStreamed(
   });
   call.throwIfCutShort((failed) => estimateCutShort(failed, promptEstimate, call.text));
   const text = call.text;
-  return finish(
-    ectx,
-    "openai",
-    {
-      text,
-      toolCalls: completed?.toolCalls ?? [],
-      stopReason: completed?.stopReason ?? null,
-      model: completed?.model ?? options.model,
-      ...usageOr(completed?.usage, input, text),
-    },
-    options.price,
-  );
+  return finish(ectx, pricing, {
+    text,
+    toolCalls: completed?.toolCalls ?? [],
+    stopReason: completed?.stopReason ?? null,
+    model: completed?.model ?? pricing.model,
+    ...usageOr(completed?.usage, input, text),
+  });
 }
 
 // --- Estimates, for calls the provider did not report ---

@@ -5,6 +5,7 @@ import type { ExecutionState } from "../fold/state.ts";
 import type { ChildOutcome } from "../kernel/children.ts";
 import type { InboxMessage } from "../store/spi.ts";
 import type { MiddlewareContext } from "../effects/effect.ts";
+import type { PriceTable } from "../kernel/prices.ts";
 import type { Flow } from "./contract.ts";
 import type { Run } from "./run.ts";
 
@@ -26,6 +27,8 @@ export interface ContextDeps {
   readInbox(chainId: string, topic: string, afterSeq: number): Promise<InboxMessage[]>;
   /** The outside ceilings of `ctx.negotiateBudget` (RuntimeOptions.negotiation, issue 20). */
   negotiation: Readonly<Record<string, { ceiling: number }>>;
+  /** Prices by model name (RuntimeOptions.prices): each step's `ectx.prices`. */
+  prices: PriceTable;
   /** The largest carry `continueAsNew` takes (bytes of JSON text). */
   maxCarryBytes: number;
   /** Rotates the run to its successor (undefined while `features.continueAsNew` is off). */

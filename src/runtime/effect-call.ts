@@ -12,6 +12,7 @@ import type { Clock } from "../kernel/clock.ts";
 import { ExecutionEndedError, InvalidInputError, errorToData } from "../kernel/errors.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import { copyJson, isPlainObject, type Json } from "../kernel/json.ts";
+import type { PriceTable } from "../kernel/prices.ts";
 import {
   addResources,
   type Budget,
@@ -89,6 +90,8 @@ export class StepCall implements StepAttempt {
     private readonly timeout: StepTimeout | undefined,
     /** The step's trace span, when its drive's span records (tracing.ts T1). */
     readonly span: StepSpan | undefined,
+    /** The runtime's prices by model name (RuntimeOptions.prices): its context's `prices`. */
+    readonly prices: PriceTable,
   ) {
     this.ectx = new StepEffectContext(this, run.state.frames[callId]?.attempts ?? 1);
     span?.attempt(this.ectx.attempt);
@@ -169,6 +172,7 @@ class StepEffectContext implements EffectContext {
   readonly executionId: string;
   readonly stepId: string;
   readonly idempotencyKey: string;
+  readonly prices: PriceTable;
   readonly #call: StepCall;
   #resources: ResourceSnapshot | undefined;
 
@@ -180,6 +184,7 @@ class StepEffectContext implements EffectContext {
     this.executionId = call.run.id;
     this.stepId = call.callId;
     this.idempotencyKey = `${call.run.id}/${call.callId}`;
+    this.prices = call.prices;
   }
 
   get signal(): AbortSignal {
@@ -244,6 +249,7 @@ export function makeMiddlewareContext(
     get annotate() {
       return ectx.annotate;
     },
+    prices: ectx.prices,
     meter(delta) {
       ectx.meter(delta);
     },

@@ -4,6 +4,7 @@ import type { Clock, IdSource } from "../kernel/clock.ts";
 import type { Limits } from "../kernel/limits.ts";
 import type { Store } from "../store/spi.ts";
 import type { Budget } from "../kernel/resources.ts";
+import type { ModelPrice } from "../kernel/prices.ts";
 import type { EffectMiddleware } from "../effects/middleware.ts";
 import type { Outcome } from "./outcome.ts";
 import type { LiveDelta } from "../effects/deltas.ts";
@@ -27,6 +28,14 @@ export interface RuntimeOptions {
    * own passes it to `budgetAdmission({ unpricedCost })`.
    */
   unpricedCost?: "refuse" | "allow";
+  /**
+   * Prices by model name, in USD per million tokens, for models the pinned price data does not
+   * know (or prices you negotiated): `{ "my-model": { inputPerMTok: 0.5, outputPerMTok: 1.5 } }`.
+   * A model priced here is admitted under a cost budget and metered with a cost. An LLM effect's
+   * own `price` wins over this table, and this table over the price data. Checked when the
+   * runtime is made (InvalidInputError naming the bad entry).
+   */
+  prices?: Record<string, ModelPrice>;
   clock?: Clock;
   ids?: IdSource;
   /** Defaults to `<host>/<pid namespace>/<pid>/<nonce>`. */

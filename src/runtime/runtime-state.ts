@@ -25,6 +25,7 @@ import {
 } from "../kernel/errors.ts";
 import { boundedJson, type Json } from "../kernel/json.ts";
 import { DEFAULT_LIMITS, type Limits } from "../kernel/limits.ts";
+import { checkedPrices, type PriceTable } from "../kernel/prices.ts";
 import type { Clock, IdSource } from "../kernel/clock.ts";
 import { isFleetStore, type InboxMessage, type Store } from "../store/spi.ts";
 import type { ContextDeps } from "./context.ts";
@@ -75,6 +76,8 @@ export class RuntimeState implements RunHost {
   readonly maxCarryBytes: number;
   /** The outside ceilings of ctx.negotiateBudget (RuntimeOptions.negotiation). */
   readonly negotiation: NegotiationPolicy;
+  /** Prices by model name (RuntimeOptions.prices), checked and frozen. */
+  readonly prices: PriceTable;
   readonly maxChainHops: number;
   /** `features.continueAsNew`: chains exist, so addressing routes to a chain's head. */
   readonly chains: boolean;
@@ -123,6 +126,7 @@ export class RuntimeState implements RunHost {
     this.maxActive = positive(options.maxActive, Infinity, "maxActive");
     this.maxCarryBytes = positive(options.maxCarryBytes, 1024 * 1024, "maxCarryBytes");
     this.negotiation = checkedNegotiation(options.negotiation);
+    this.prices = checkedPrices(options.prices);
     this.maxChainHops = positive(options.maxChainHops, 8, "maxChainHops");
     this.chains = options.features?.continueAsNew === true;
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };

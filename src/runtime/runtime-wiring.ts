@@ -25,6 +25,7 @@ export function contextDeps(s: RuntimeState): ContextDeps {
     readInbox: (chainId, topic, afterSeq) => s.readInbox(chainId, topic, afterSeq),
     maxCarryBytes: s.maxCarryBytes,
     negotiation: s.negotiation,
+    prices: s.prices,
     rotate: s.chains
       ? (run, carry) => void rotate(chainDeps(s), run, carry, () => run.quiesced())
       : undefined,

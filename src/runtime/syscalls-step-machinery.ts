@@ -72,10 +72,7 @@ export async function step<T>(
   const frame = claim.recorded ? run.state.frames[callId] : undefined;
   if (frame?.status === "completed") return own(frame.output) as T;
   if (frame && frame.status !== "started") throw errorFromData(frame.error);
-  const payload: { [k: string]: Json } = { callId, scope, name };
-  if (hasInput && input !== undefined) payload.input = input;
-  const reserved = opts.reservation === undefined ? undefined : reservedUnder(s, opts.reservation);
-  if (reserved !== undefined) payload.reserved = reserved as unknown as Json; // C1
+  const payload = startOf(s, callId, name, hasInput ? input : undefined, opts.reservation);
   claim.take();
   // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
   const timeout =
@@ -84,7 +81,7 @@ export async function step<T>(
       : stepTimeout(deps, run.id, callId, opts.timeoutMs, frame?.firstStartedAt ?? deps.now());
   const atMostOnce = opts.atMostOnce === true;
   // At-most-once (K9) or reserving (C1): the start is durable before the effect runs.
-  const durable = atMostOnce || reserved !== undefined;
+  const durable = atMostOnce || payload.reserved !== undefined;
   // C2: its last attempt started with a reservation and never settled.
   const crashed = frame?.reserved === undefined ? [] : [crashedCharge(callId, frame.reserved)];
   if (frame && atMostOnce && frame.retryAtMs === undefined) {
@@ -113,6 +110,7 @@ export async function step<T>(
     durable,
     timeout,
     run.trace?.step(callId, name, opts.meterable === true ? "effect" : "run"), // T3
+    deps.prices,
   );
   const ectx = attempt.ectx;
   const disarm = timeout === undefined ? undefined : armTimeout(attempt, timeout);
@@ -224,6 +222,21 @@ async function retryDue(
   } finally {
     run.release(c);
   }
+}
+
+/** What a step's attempts record as their start: its call, its input and its reservation (C1). */
+function startOf(
+  s: Scope,
+  callId: string,
+  name: string,
+  input: Json | undefined,
+  reservation: ResourceSnapshot | undefined,
+): { [k: string]: Json } {
+  const payload: { [k: string]: Json } = { callId, scope: s.scope, name };
+  if (input !== undefined) payload.input = input;
+  const reserved = reservation === undefined ? undefined : reservedUnder(s, reservation);
+  if (reserved !== undefined) payload.reserved = reserved as unknown as Json;
+  return payload;
 }
 
 /**

@@ -63,7 +63,7 @@ export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "d
           ? NOTHING_DECLARED
           : {
               reservation: effect.reserve === undefined ? undefined : reservationOf(effect, input),
-              unpriced: effect.unpriced?.(input),
+              unpriced: effect.unpriced?.(input, deps.prices),
             };
       const callOptions =
         options === undefined

@@ -6,9 +6,10 @@
  * What it answers is set per server: the text, how many characters each delta carries and how
  * long it waits between deltas, the usage it reports (cache tokens included), statuses to
  * answer the first requests with (a 529 with `x-should-retry`, say), an `event: error` in the
- * middle of the first streams, and tool calls (`tool_use` blocks) to end the answer with. It records every request,
- * and whether and when the client closed a stream before its last delta. This module judges each
- * request; the stream written for it is fake-anthropic-stream.ts's.
+ * middle of the first streams, tool calls (`tool_use` blocks) to end the answer with, and the
+ * model it says answered. It records every request, and whether and when the client closed a
+ * stream before its last delta. This module judges each request; the stream written for it is
+ * fake-anthropic-stream.ts's.
  */
 import { streamMessage } from "./fake-anthropic-stream.ts";
 import { serveJson, splitText, type FakeToolCall, type StreamRecord } from "./fake-server.ts";
@@ -33,6 +34,11 @@ export interface FakeAnthropicOptions {
   finalInputTokens?: number;
   /** Tool calls the answer ends with (`tool_use` blocks; stop reason `tool_use`). */
   toolCalls?: FakeToolCall[];
+  /**
+   * The model the answer names (`message_start`, the message), as a provider that serves an
+   * alias by a dated model does. Default: the one asked for.
+   */
+  model?: string;
 }
 
 /** A tool call a fake server answers with. */
@@ -83,7 +89,7 @@ export async function fakeAnthropic(options: FakeAnthropicOptions = {}): Promise
       cache_creation_input_tokens: opts.cacheWriteTokens ?? 0,
     };
     const outputTokens = Math.ceil(text.length / 4);
-    const model = body.model ?? "claude-sonnet-4-6";
+    const model = opts.model ?? body.model ?? "claude-sonnet-4-6";
     const toolCalls = opts.toolCalls ?? [];
     const stopReason = toolCalls.length > 0 ? "tool_use" : "end_turn";
     if (!body.stream) {

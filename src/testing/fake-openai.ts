@@ -11,8 +11,8 @@
  *   `event: error`.
  *
  * Set per server: the text, characters per delta, milliseconds between deltas, the usage it
- * reports, statuses for the first requests, an error midway through the first streams, and tool
- * calls to end the answer with. It records every request and early closes. This module judges
+ * reports, statuses for the first requests, an error midway through the first streams, tool
+ * calls to end the answer with, and the model it says answered. It records every request and early closes. This module judges
  * each request; what is written for it is fake-openai-streams.ts's.
  */
 import type { ServerResponse } from "node:http";
@@ -39,6 +39,8 @@ export interface FakeOpenAiOptions {
   errorAfter?: (number | undefined)[];
   /** Tool calls the answer ends with (finish reason `tool_calls`; function_call items). */
   toolCalls?: FakeToolCall[];
+  /** The model every chunk and Response names. Default: the one asked for. */
+  model?: string;
 }
 
 export interface FakeOpenAi {
@@ -72,7 +74,7 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
       record,
       deltas,
       text,
-      model: body.model ?? "gpt-4o",
+      model: opts.model ?? body.model ?? "gpt-4o",
       toolCalls: opts.toolCalls ?? [],
       errorAfter: opts.errorAfter?.[requests.length - 1],
       deltaMs: () => opts.deltaMs,

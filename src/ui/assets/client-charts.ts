@@ -93,7 +93,9 @@ function meterRow(row) {
     ? "tokens (" + row.tokens.input + " in / " + row.tokens.output + " out)" : row.dimension;
   const used = row.spent + (row.held || 0);
   const hasLimit = typeof row.limit === "number";
-  const text = fmtAmount(row.dimension, row.spent) +
+  // Some calls could not be priced: what was spent is a lower bound (resource-usage.ts U5).
+  const text = (row.costUnknown ? "≥ " : "") + fmtAmount(row.dimension, row.spent) +
+    (row.costUnknown ? " (some calls could not be priced)" : "") +
     (row.held ? " + " + fmtAmount(row.dimension, row.held) + " held by children" : "") +
     (hasLimit ? " of " + fmtAmount(row.dimension, row.limit) : " (no limit)") +
     (row.exceeded ? " — exceeded" : "");
