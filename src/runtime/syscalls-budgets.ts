@@ -55,7 +55,9 @@ export function budgetSyscalls(s: Scope): Pick<FlowContext, "negotiateBudget" | 
         const outside =
           deps.negotiation[dimension]?.ceiling ?? limitIn(run.state._budget, dimension);
         // N2: a grant from the parent's budget is the child's ceiling too.
-        const granted = run.state._parent?.granted ? limitIn(run.state._budget, dimension) : outside;
+        const granted = run.state._parent?.granted
+          ? limitIn(run.state._budget, dimension)
+          : outside;
         const effective = Math.min(ceiling, outside, granted);
         const grant = Math.max(0, Math.min(request, effective - spent));
         const value = {
