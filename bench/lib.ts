@@ -12,9 +12,10 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { Store } from "../src/store/spi.ts";
 
-export type Fields = Record<string, string | number | boolean | null>;
+export type Field = string | number | boolean | null | { [key: string]: Field };
+export type Fields = Record<string, Field>;
 
-/** One JSON line on stdout (B1). */
+/** One JSON line on stdout (B1); a field may be an object of fields (a baseline beside a figure). */
 export function emit(fields: Fields): void {
   process.stdout.write(`${JSON.stringify(fields)}\n`);
 }

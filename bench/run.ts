@@ -14,6 +14,7 @@ import { footprintBench } from "./footprint.ts";
 import { middlewareBench } from "./middleware.ts";
 import { resumeBench } from "./resume.ts";
 import { simBench } from "./sim.ts";
+import { spendBench } from "./spend.ts";
 import { streamBudgetBench } from "./stream-budget.ts";
 import { stepsBench } from "./steps.ts";
 import { uiBench } from "./ui.ts";
@@ -31,6 +32,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   "stream-budget": streamBudgetBench,
   ui: uiBench,
   footprint: footprintBench,
+  spend: spendBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -69,6 +71,11 @@ const USAGE = `usage: npm run bench -- NAME [flags]
   footprint [--rounds 7]
           RSS of a fresh process after importing loomwork and loomwork/sqlite from dist/, beside
           a bare node, and the imports' time; target delta <= 25 MB
+  spend   [--stops 10]
+          each spending path (parallel, nested, retries, children, negotiation, rotation, LLM
+          calls, an owner stopped mid-call at most S times) until its budget refuses: real and
+          recorded spend, overshoot past the budget; beside the same paths without reservations;
+          target worstOvershootOverReservation <= 1
 `;
 
 async function main(argv: readonly string[]): Promise<number> {
