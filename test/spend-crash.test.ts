@@ -169,4 +169,59 @@ describe("crashed attempts are charged (issue 20)", () => {
     expect(state._resources?.tokens?.output).toBe(300);
     expect(state._scopeResources?.inner?.tokens?.output).toBe(300);
   });
+
+  it("a body that ends with admitted calls running is charged their reservations before its end, so its parent cannot grant that budget again", async () => {
+    let real = 0;
+    const billed = {
+      ...step$("billed-at-send", async (_: null, ectx) => {
+        real += 300; // the provider bills when the request is sent
+        await new Promise((resolve, reject) => {
+          const t = setTimeout(resolve, 2_000);
+          ectx.signal.addEventListener("abort", () => {
+            clearTimeout(t);
+            reject(new Error("aborted"));
+          });
+        });
+        ectx.meter({ tokens: { output: 300 } });
+      }),
+      reserve: () => ({ tokens: { output: 300 } }),
+    };
+    const leaver = flow$("leaver", async (ctx) => {
+      let running = 0;
+      void ctx
+        .parallel(
+          [0, 1, 2].map(() => async (c: typeof ctx) => {
+            const call = c.execute(billed, null, { retry: false });
+            running++;
+            return call;
+          }),
+        )
+        .catch(() => undefined);
+      // Not a syscall: the body ends while its calls run (as a body that forgets to await does).
+      const before = real;
+      await until(() => running === 3, 30_000);
+      await until(() => real > before, 1_000).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 20));
+      return "left";
+    });
+    const parent = flow$("respawner", async (ctx) => {
+      const outs: unknown[] = [];
+      for (let i = 0; i < 3; i++) {
+        outs.push(await ctx.awaitChild(await ctx.spawn(leaver, undefined, { key: `k${i}` })));
+      }
+      return outs;
+    });
+    const db = join(mkdtempSync(join(tmpdir(), "loom-spend-end-")), "loom.db");
+    const r = createRuntime({ store: sqliteStore(db) });
+    open.push(r);
+    r.registerFlow(leaver);
+    const out = await (
+      await r.start(parent, undefined, { id: "rs", budget: { tokens: 1000 } })
+    ).result();
+    expect(out.status).toBe("completed");
+    const state = await r.getState("rs");
+    const recordedTokens = state._resources?.tokens?.output ?? 0;
+    expect(real).toBeLessThanOrEqual(1000 + 300);
+    expect(recordedTokens).toBeGreaterThanOrEqual(real);
+  });
 });

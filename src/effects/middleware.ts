@@ -28,7 +28,7 @@ export type {
  */
 export function budgetAdmission(options: AdmissionOptions = {}): EffectMiddleware {
   const allowUnpriced = options.unpricedCost === "allow";
-  return async (ctx, next) => {
+  return role("admission", async (ctx, next) => {
     if (ctx.unpriced !== undefined && !allowUnpriced) refuseUnpriced(ctx);
     for (const b of ctx.budgets) {
       const dimension = overBudget(b.spent, b.held, ctx.reservation, b.budget);
@@ -47,7 +47,7 @@ export function budgetAdmission(options: AdmissionOptions = {}): EffectMiddlewar
     // A QuotaExceededError the effect throws itself (a stream its guard severed) is recorded by
     // the runtime, whatever the chain (Q5 in runtime/syscalls-step-machinery.ts).
     return next();
-  };
+  });
 }
 
 /** How budget admission treats a call whose cost cannot be priced. */
@@ -82,7 +82,7 @@ function refuseUnpriced(ctx: MiddlewareContext): void {
  * because unpriced costs are allowed or no cost budget was in force.
  */
 export function meteringMiddleware(): EffectMiddleware {
-  return async (ctx, next) => {
+  return role("metering", async (ctx, next) => {
     const started = ctx.now();
     try {
       return await next();
@@ -97,7 +97,7 @@ export function meteringMiddleware(): EffectMiddleware {
       if (named.length > 0) payload.budgets = named;
       ctx.emit("RESOURCE_METERED", payload);
     }
-  };
+  });
 }
 
 /**
@@ -110,9 +110,35 @@ export function defaultMiddleware(
   return [retryMiddleware(options.retry), budgetAdmission(options), meteringMiddleware()];
 }
 
-/** The chain the runtime runs around each effect. */
-export function effectChain(middleware: readonly EffectMiddleware[]) {
-  return compose(middleware, (ctx) => ctx.invoke());
+/**
+ * The chain the runtime runs around each effect (G3: a budget holds whatever the chain). A chain
+ * without Loom's budget admission, or without its metering, gets them innermost, acting only on
+ * calls with a budget in force: a call with none runs through the chain as given.
+ */
+export function effectChain(
+  middleware: readonly EffectMiddleware[],
+  options: AdmissionOptions = {},
+) {
+  const has = (r: Role) => middleware.some((m) => (m as Partial<Roled>)[ROLE] === r);
+  const missing: EffectMiddleware[] = [];
+  if (!has("admission")) missing.push(budgetAdmission(options));
+  if (!has("metering")) missing.push(meteringMiddleware());
+  if (missing.length === 0) return compose(middleware, (ctx) => ctx.invoke());
+  const guard = compose(missing, (ctx) => ctx.invoke());
+  const underBudget: EffectMiddleware = (ctx, next) =>
+    ctx.budgets.length === 0 ? next() : guard(ctx);
+  return compose([...middleware, underBudget], (ctx) => ctx.invoke());
+}
+
+const ROLE = Symbol("loom.middleware.role");
+type Role = "admission" | "metering";
+interface Roled {
+  [ROLE]: Role;
+}
+
+/** Marks one of Loom's own middleware with its role, so effectChain can tell it is there. */
+function role(r: Role, m: EffectMiddleware): EffectMiddleware {
+  return Object.assign(m, { [ROLE]: r });
 }
 
 /**

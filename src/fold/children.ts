@@ -6,12 +6,15 @@
  * F8. A CHILD_STARTED records the spawn once: a `spawn` frame (its output is the child's handle)
  *     and an entry in `_children`, with the child's share of the budget when it was granted one.
  * F9. A child's slot settles once: the first CHILD_DONE with a settled outcome (P3) for a child
- *     in `_children` records it, adds what the child's chain spent to `_resources`, and settles
+ *     in `_children` records it, adds what the child's chain spent to `_resources` (and to the
+ *     nested budgets' scopes it was spawned under, schema 1.9.0), and settles
  *     every wait on it. A CHILD_DONE for an id the parent did not spawn (a detached child of an
  *     earlier generation, whose id came in the carry) records its outcome and settles waits on it,
  *     and adds nothing to `_resources`.
  * F10. What a parent has spent, for its budgets, is `_resources` plus the grants of its children
- *     whose slots are not settled (`spentWithGrants`), so children cannot spend past it.
+ *     whose slots are not settled (`spentWithGrants`), so children cannot spend past it; for a
+ *     nested budget, its scope's spend plus the grants of those spawned under it
+ *     (`scopeSpentWithGrants`).
  */
 import { childOf, grantAsSpent, readChildOutcome, type ChildRecord } from "../kernel/children.ts";
 import type { Envelope } from "../kernel/events.ts";
@@ -49,6 +52,10 @@ export function startChild(s: ExecutionState, p: Payload, e: Envelope): void {
     child.budget = budget;
     if (p.granted === true) child.granted = true;
   }
+  if (Array.isArray(p.budgets)) {
+    const names = p.budgets.filter((b): b is string => str(b) && safeKey(b));
+    if (names.length > 0) child.budgets = names;
+  }
   const deadlineAtMs = p.deadlineAtMs;
   if (typeof deadlineAtMs === "number" && Number.isFinite(deadlineAtMs)) {
     child.deadlineAtMs = deadlineAtMs;
@@ -65,7 +72,14 @@ export function childDone(s: ExecutionState, p: Payload): void {
   if (child) {
     if (child.outcome) return;
     child.outcome = outcome;
-    if (outcome.resources) s._resources = addResources(s._resources ?? {}, outcome.resources);
+    if (outcome.resources) {
+      s._resources = addResources(s._resources ?? {}, outcome.resources);
+      for (const name of child.budgets ?? []) {
+        const scopes = (s._scopeResources ??= {});
+        const before = Object.hasOwn(scopes, name) ? (scopes[name] ?? {}) : {};
+        scopes[name] = addResources(before, outcome.resources);
+      }
+    }
   } else {
     // A child of an earlier generation (its id in the carry): known by its outcome only.
     if (!safeKey(childId)) return;
@@ -108,6 +122,21 @@ export function spentWithGrants(s: ExecutionState): ResourceSnapshot {
   let spent = s._resources ?? {};
   for (const child of Object.values(s._children ?? {})) {
     if (child.granted && child.budget && !child.outcome) {
+      spent = addResources(spent, grantAsSpent(child.budget));
+    }
+  }
+  return spent;
+}
+
+/**
+ * F10 for a nested budget: what its scope has spent, with the grants of the unsettled children
+ * spawned under it counted as spent.
+ */
+export function scopeSpentWithGrants(s: ExecutionState, name: string): ResourceSnapshot {
+  const scopes = s._scopeResources;
+  let spent = scopes !== undefined && Object.hasOwn(scopes, name) ? (scopes[name] ?? {}) : {};
+  for (const child of Object.values(s._children ?? {})) {
+    if (child.granted && child.budget && !child.outcome && child.budgets?.includes(name)) {
       spent = addResources(spent, grantAsSpent(child.budget));
     }
   }

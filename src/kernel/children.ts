@@ -60,6 +60,11 @@ export interface ChildRecord {
   budget?: Budget;
   /** The budget is a grant of the parent's: counted as spent until the slot settles. */
   granted?: true;
+  /**
+   * The nested budgets (ctx.nestedBudget) the spawn was made under, whose scopes count the grant
+   * and then what the child's chain spent (schema 1.9.0; fold/children.ts F10, F9).
+   */
+  budgets?: string[];
   /** When the child's deadline ends (runtime clock), capped by the parent's (O5). */
   deadlineAtMs?: number;
   /** Set by the first CHILD_DONE: the slot is settled. */
@@ -123,6 +128,27 @@ export function readChildOutcome(v: Json | undefined): ChildOutcome | undefined 
  * The share of `budget` a child may spend (O6): in each of its dimensions, what is left after
  * `spent` (which counts the grants still out), or less when the spawn asked for less.
  */
+/**
+ * O6 across every budget in force (issue 20): what a child may spend is what is left of each
+ * budget around the spawn (the execution's and the nested ones, each after what it has spent and
+ * what calls in flight hold), the smallest in each dimension, and no more than it asked. A
+ * dimension no budget limits keeps what was asked.
+ */
+export function grantWithin(
+  budgets: readonly { budget: Budget; spent: ResourceSnapshot }[],
+  asked: Budget | undefined,
+): Budget | undefined {
+  let grant = asked;
+  for (const b of budgets) {
+    const narrowed = grantOf(b.budget, b.spent, grant);
+    const custom =
+      grant?.custom || narrowed.custom ? { ...grant?.custom, ...narrowed.custom } : undefined;
+    grant = { ...grant, ...narrowed };
+    if (custom) grant.custom = custom;
+  }
+  return grant;
+}
+
 export function grantOf(
   budget: Budget,
   spent: ResourceSnapshot,

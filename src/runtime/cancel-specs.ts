@@ -38,26 +38,36 @@ export function cancelSpecs(
 
 /**
  * C4 (issue 20): what a body that ends (completed or failed) with reserving calls still running
- * owes for them, appended before its terminal event: each is charged what it reported so far,
- * else its reservation. Their own metering would come after the end, and nothing folds there.
+ * owes for them, appended before its terminal event: each admitted call (it holds its
+ * reservation, run-reservations.ts) is charged what it reported so far, else its reservation.
+ * Their own metering would come after the end, and nothing folds there.
  */
 export function endSpecs(
   state: ExecutionState,
   nowMs: number,
-  provisional: Provisional,
+  run: EndingRun,
   end: EventSpec,
 ): EventSpec[] {
   if (state.inFlight === 0) return [end];
   const specs: EventSpec[] = [];
   for (const [callId, f] of Object.entries(state.frames)) {
     if (f.kind !== "step" || f.status !== "started" || f.reserved === undefined) continue;
-    if (f.retryAtMs === undefined) specs.push(runningCharge(callId, f, nowMs, provisional));
+    if (!run.reservations.holds(callId)) continue; // not admitted yet, or refused: spends nothing
+    if (f.retryAtMs === undefined) {
+      specs.push(runningCharge(callId, f, nowMs, (id) => run.provisional(id)));
+    }
   }
   specs.push(end);
   return specs;
 }
 
 type Provisional = (callId: string) => ResourceDelta | undefined;
+
+/** The run whose end this is, as endSpecs sees it (Run implements it). */
+export interface EndingRun {
+  provisional(callId: string): ResourceDelta | undefined;
+  readonly reservations: { holds(callId: string): boolean };
+}
 
 /** What a running attempt is metered when it is cut off: C3. */
 function runningCharge(

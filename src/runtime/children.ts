@@ -20,9 +20,11 @@
  *     reason `{ kind: "cascade", parent }`, routed to the child's head (D5), through wake rows its
  *     terminal batch writes. A detached child is never cascaded.
  * O5. A child's deadline ends no later than its parent's.
- * O6. A child of a parent with a budget is granted what the parent has left (or less, as asked),
- *     recorded in CHILD_STARTED; the parent counts the grant as spent until the slot settles with
- *     what the child's chain spent (F10), so children cannot spend past their parent's budget.
+ * O6. A child spawned under a budget (the execution's, or a nested one around the spawn) is
+ *     granted what is left of each, after what calls in flight hold (or less, as asked), recorded
+ *     in CHILD_STARTED with the nested budgets' names; the parent counts the grant as spent in
+ *     each until the slot settles with what the child's chain spent (F10), so children cannot
+ *     spend past any budget around them.
  * O7. Awaiting a child this execution did not spawn is allowed only for one spawned by a member of
  *     its chain (a detached child of an earlier generation, its id in the carry); anything else is
  *     refused before anything is recorded.
@@ -31,7 +33,7 @@ import { defineError, errorToData, InvalidInputError, UnknownFlowError } from ".
 import {
   childIdOf,
   childOf,
-  grantOf,
+  grantWithin,
   keyProblem,
   readChildOutcome,
   type ChildOutcome,
@@ -39,9 +41,10 @@ import {
 import { MAX_ID_LENGTH } from "../kernel/ids.ts";
 import { boundedJson, type Json } from "../kernel/json.ts";
 import { checkedBudget, isFlow, type Flow } from "./flow.ts";
-import { AWAIT_CHILD, spentWithGrants } from "../fold/children.ts";
+import { AWAIT_CHILD } from "../fold/children.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
-import type { Budget } from "../kernel/resources.ts";
+import { addResources, type Budget, type ResourceSnapshot } from "../kernel/resources.ts";
+import { budgetsInForce } from "./effect-call.ts";
 import { checkedDuration } from "../kernel/limits.ts";
 import { validated } from "../kernel/schema.ts";
 import { startPayload } from "./runtime-support.ts";
@@ -67,9 +70,13 @@ const keyOf = (flow: string, key: unknown): string => {
   return key;
 };
 
-/** What a spawn records, decided against the parent's state now (O5, O6). */
+/**
+ * What a spawn records, decided against the parent's state now (O5, O6): the grant is what is
+ * left of every budget `around` the spawn.
+ */
 function spawnPayload(
   state: ExecutionState,
+  around: readonly { name: string; budget: Budget; spent: ResourceSnapshot }[],
   head: { callId: string; scope: string; key: string; childId: string },
   flow: Flow,
   input: Json | undefined,
@@ -86,9 +93,11 @@ function spawnPayload(
   };
   if (input !== undefined) payload.input = input;
   // A detached child spends from the parent's budget too: detaching is about cancellation.
-  if (state._budget) {
-    payload.budget = grantOf(state._budget, spentWithGrants(state), options.budget) as Json;
+  if (around.length > 0) {
+    payload.budget = grantWithin(around, options.budget) as Json;
     payload.granted = true;
+    const nested = around.flatMap((b) => (b.name === "execution" ? [] : [b.name]));
+    if (nested.length > 0) payload.budgets = nested;
   } else if (options.budget) {
     payload.budget = options.budget as Json;
   }
@@ -169,7 +178,13 @@ async function spawnIn(
       json = boundedJson(value, `input of child flow "${name}"`, deps.limits.maxInputBytes);
     }
     const head = { callId: claim.callId, scope, key, childId };
-    const payload = spawnPayload(run.state, head, registered, json, settings, deps.now());
+    // O6: what is left of each budget around the spawn, after what calls in flight hold.
+    const around = budgetsInForce(run, s.nested).map((b) => ({
+      name: b.name,
+      budget: b.budget,
+      spent: addResources(b.spent, run.reservations.heldAgainst(b.name, "")),
+    }));
+    const payload = spawnPayload(run.state, around, head, registered, json, settings, deps.now());
     const done = run.enqueue([{ kind: "CHILD_STARTED", payload }]);
     claim.take();
     await done;

@@ -5,7 +5,7 @@
  * A step is on the hot path of every turn, so its per-call objects are class instances (their
  * methods live on the prototype) rather than object literals full of fresh closures.
  */
-import { spentWithGrants } from "../fold/children.ts";
+import { scopeSpentWithGrants, spentWithGrants } from "../fold/children.ts";
 import { CRASHED_ATTEMPT } from "../fold/metering.ts";
 import { raceAbort, reasonOf } from "../effects/delay.ts";
 import type { Clock } from "../kernel/clock.ts";
@@ -118,6 +118,9 @@ export class StepCall implements StepAttempt {
   // against the signal, so an attempt that ignores it still ends on time.
   invoke<R>(work: () => R | Promise<R>): Promise<R> {
     if (this.controller?.signal.aborted) return Promise.reject(reasonOf(this.controller.signal));
+    // A1 (run-attempts.ts): the run ended or stopped while the attempt waited (its durable
+    // start, its admission): its code never starts.
+    if (!this.run.live) return Promise.reject(this.signal().reason);
     const running = Promise.resolve().then(work);
     if (this.timeout === undefined) return running;
     return raceAbort(running, this.signal()).catch((e: unknown) => {
@@ -317,7 +320,7 @@ function checkEmitted(kind: string, payload: { [k: string]: Json }, callId: stri
 }
 
 /** The execution's budget and the nested ones around the call, with what each has spent. */
-function budgetsInForce(run: Run, nested: readonly NestedBudget[]): BudgetInForce[] {
+export function budgetsInForce(run: Run, nested: readonly NestedBudget[]): BudgetInForce[] {
   const budgets: BudgetInForce[] = [];
   if (run.state._budget) {
     budgets.push({
@@ -332,19 +335,12 @@ function budgetsInForce(run: Run, nested: readonly NestedBudget[]): BudgetInForc
     budgets.push({
       name: b.name,
       budget: b.budget,
-      spent: scopeSpent(run.state._scopeResources, b.name),
+      // Grants to children spawned under it and still running count as spent (F10).
+      spent: scopeSpentWithGrants(run.state, b.name),
       held: {},
     });
   }
   return budgets;
-}
-
-/** What a nested budget's scope has spent: its own entry only, never an inherited member. */
-function scopeSpent(
-  scopes: Record<string, ResourceSnapshot> | undefined,
-  name: string,
-): ResourceSnapshot {
-  return scopes !== undefined && Object.hasOwn(scopes, name) ? (scopes[name] ?? {}) : {};
 }
 
 /** A nested budget around part of a flow (ctx.nestedBudget). */

@@ -39,6 +39,11 @@ export class Reservations {
     return sum;
   }
 
+  /** Whether `callId` was admitted and holds a reservation now. */
+  holds(callId: string): boolean {
+    return this.byCall.has(callId);
+  }
+
   get size(): number {
     return this.byCall.size;
   }

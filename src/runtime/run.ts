@@ -179,8 +179,7 @@ export class Run {
 
   /** Ends the run; reserving calls the body left running are charged first (C4, cancel-specs). */
   private async finish(end: EventSpec): Promise<void> {
-    const now = this.host.clock.now();
-    const specs = endSpecs(this.state, now, (id) => this.provisional(id), end);
+    const specs = endSpecs(this.state, this.host.clock.now(), this, end);
     await this.enqueue(specs).catch(() => undefined);
   }
 

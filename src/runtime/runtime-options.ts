@@ -70,7 +70,9 @@ export interface RuntimeOptions {
   /**
    * Middleware around every `ctx.execute(effect)`, outermost first. Default: retry, budget
    * admission, then metering (`defaultMiddleware()`); pass `[]` for none. A chain without
-   * `retryMiddleware` makes one attempt, whatever a call's `retry` option says.
+   * `retryMiddleware` makes one attempt, whatever a call's `retry` option says. A chain without
+   * `budgetAdmission` or `meteringMiddleware` gets them innermost for calls with a budget in
+   * force, so no chain can drop a budget (effects/middleware.ts G3).
    */
   middleware?: EffectMiddleware[];
   /** Close the store when the runtime closes (default true). */

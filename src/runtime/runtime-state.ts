@@ -136,10 +136,8 @@ export class RuntimeState implements RunHost {
     if (options.unpricedCost !== undefined && !["refuse", "allow"].includes(options.unpricedCost)) {
       throw new InvalidInputError('unpricedCost must be "refuse" or "allow"');
     }
-    this.chain = effectChain(
-      options.middleware ??
-        defaultMiddleware(options.unpricedCost ? { unpricedCost: options.unpricedCost } : {}),
-    );
+    const admission = options.unpricedCost ? { unpricedCost: options.unpricedCost } : {};
+    this.chain = effectChain(options.middleware ?? defaultMiddleware(admission), admission);
     this.leases = new Leases(this.store, this.ownerId, this.clock, this.leaseTtlMs, () =>
       this.assertOpen(),
     );

@@ -59,12 +59,11 @@ async function tokensOf(r: Runtime, id: string) {
 }
 
 function report(name: string, numbers: Record<string, unknown>) {
-  // eslint-disable-next-line no-console
   console.log(`[attack] ${name}: ${JSON.stringify(numbers)}`);
 }
 
 describe("attacks on issue 20, batch 2", () => {
-  it("B1 a flow that completes (or fails) with a reserving call in flight: the call is never charged; as a child, its parent re-grants", async () => {
+  it("B1 a child whose body ends before its calls are admitted: they never run, and its parent grants again only what is left", async () => {
     const { effect, spent } = paid("floating-child", 50);
     // Three calls in flight (900 held of a 1000 grant), then the body returns at once.
     const child = flow$("leaver", async (ctx) => {
@@ -85,10 +84,18 @@ describe("attacks on issue 20, batch 2", () => {
     const r = runtime();
     r.registerFlow(child);
     const budget = 1000;
-    const out = await (await r.start(parent, undefined, { id: "rs", budget: { tokens: budget } })).result();
+    const out = await (
+      await r.start(parent, undefined, { id: "rs", budget: { tokens: budget } })
+    ).result();
     await new Promise((res) => setTimeout(res, 150));
     const rec = await tokensOf(r, "rs");
-    report("B1 floating calls at a child's end", { budget, reservation: COST, real: spent.real, recorded: rec, out: out.output });
+    report("B1 floating calls at a child's end", {
+      budget,
+      reservation: COST,
+      real: spent.real,
+      recorded: rec,
+      out: out.output,
+    });
     expect(rec).toBeLessThanOrEqual(spent.real);
     expect(spent.real).toBeLessThanOrEqual(budget + COST);
   });
@@ -117,7 +124,8 @@ describe("attacks on issue 20, batch 2", () => {
       const grant = await ctx.negotiateBudget("tokens", 50_000, { ceiling: 100_000 });
       let n = 0;
       for (; n < 20; n++) {
-        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused")
+          break;
       }
       return { grant, n };
     });
@@ -125,11 +133,23 @@ describe("attacks on issue 20, batch 2", () => {
       const h = await ctx.spawn(child, 0, { budget: { tokens: 700 } });
       return ctx.awaitChild(h);
     });
-    const r = runtime({ features: { continueAsNew: true }, negotiation: { tokens: { ceiling: 100_000 } } });
+    const r = runtime({
+      features: { continueAsNew: true },
+      negotiation: { tokens: { ceiling: 100_000 } },
+    });
     r.registerFlow(child);
-    const out = await (await r.start(parent, undefined, { id: "rg", budget: { tokens: 1000 } })).result();
+    const out = await (
+      await r.start(parent, undefined, { id: "rg", budget: { tokens: 1000 } })
+    ).result();
     const rec = await tokensOf(r, "rg");
-    report("B3 rotated grantee", { budget: 1000, grant: 700, real: spent.real, recorded: rec, out: out.output, status: out.status });
+    report("B3 rotated grantee", {
+      budget: 1000,
+      grant: 700,
+      real: spent.real,
+      recorded: rec,
+      out: out.output,
+      status: out.status,
+    });
     expect(spent.real).toBeLessThanOrEqual(1000 + COST);
     expect(spent.real).toBeLessThanOrEqual(700);
   });
@@ -139,12 +159,17 @@ describe("attacks on issue 20, batch 2", () => {
     const child = flow$("slow-spender", async (ctx) => {
       let n = 0;
       for (; n < 20; n++) {
-        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused")
+          break;
       }
       return n;
     });
     const parent = flow$("cancelled-parent", async (ctx) => {
-      const hs = await ctx.parallel([0, 1].map((k) => (c: typeof ctx) => c.spawn(child, undefined, { key: `c${k}`, detached: k === 1 })));
+      const hs = await ctx.parallel(
+        [0, 1].map(
+          (k) => (c: typeof ctx) => c.spawn(child, undefined, { key: `c${k}`, detached: k === 1 }),
+        ),
+      );
       return ctx.parallel(hs.map((h) => (c: typeof ctx) => c.awaitChild(h).catch(refusedOr)));
     });
     const r = runtime();
@@ -155,7 +180,12 @@ describe("attacks on issue 20, batch 2", () => {
     await r.cancel("cp", "stop");
     await new Promise((res) => setTimeout(res, 2500));
     const rec = await tokensOf(r, "cp");
-    report("B4 cancel parent", { budget, reservation: COST, real: spent.real, recordedParent: rec });
+    report("B4 cancel parent", {
+      budget,
+      reservation: COST,
+      real: spent.real,
+      recordedParent: rec,
+    });
     expect(rec).toBeLessThanOrEqual(spent.real);
     expect(spent.real).toBeLessThanOrEqual(budget + COST);
   });
@@ -172,14 +202,22 @@ describe("attacks on issue 20, batch 2", () => {
         started++;
         await new Promise((res, rej) => {
           const t = setTimeout(res, 300);
-          ectx.signal.addEventListener("abort", () => { clearTimeout(t); rej(ectx.signal.reason); });
+          ectx.signal.addEventListener("abort", () => {
+            clearTimeout(t);
+            rej(new Error("aborted", { cause: ectx.signal.reason }));
+          });
         });
         ectx.meter({ tokens: { output: COST } });
         return COST;
       },
     };
     const f = flow$("fan-crash", async (ctx) =>
-      ctx.parallel(Array.from({ length: 3 }, () => (c: typeof ctx) => c.execute(hang, null, { retry: false }).catch(refusedOr))),
+      ctx.parallel(
+        Array.from(
+          { length: 3 },
+          () => (c: typeof ctx) => c.execute(hang, null, { retry: false }).catch(refusedOr),
+        ),
+      ),
     );
     const make = () => {
       const r = createRuntime({ store, closeStore: false, background: false, leaseTtlMs: 30 });
@@ -198,7 +236,14 @@ describe("attacks on issue 20, batch 2", () => {
     const end = await r.waitForCompletion("fc");
     const rec = await tokensOf(r, "fc");
     const quota = (await r.readLog("fc")).filter((e) => e.kind === "QUOTA_EXCEEDED").length;
-    report("B5 crash fan", { budget, reservation: COST, real, recorded: rec, out: end.output, quota });
+    report("B5 crash fan", {
+      budget,
+      reservation: COST,
+      real,
+      recorded: rec,
+      out: end.output,
+      quota,
+    });
     expect(real).toBeLessThanOrEqual(budget + COST);
     expect(rec).toBeLessThanOrEqual(real);
   });
@@ -213,7 +258,10 @@ describe("attacks on issue 20, batch 2", () => {
         real += COST;
         await new Promise((res, rej) => {
           const t = setTimeout(res, 300);
-          ectx.signal.addEventListener("abort", () => { clearTimeout(t); rej(ectx.signal.reason); });
+          ectx.signal.addEventListener("abort", () => {
+            clearTimeout(t);
+            rej(new Error("aborted", { cause: ectx.signal.reason }));
+          });
         });
         ectx.meter({ tokens: { output: COST } });
         return COST;
@@ -244,7 +292,7 @@ describe("attacks on issue 20, batch 2", () => {
     expect(rec).toBeLessThanOrEqual(real);
   });
 
-  it("B7 re-entrant ctx.execute from inside an effect's run", async () => {
+  it("B7 a re-entrant ctx.execute from inside an effect's run is refused", async () => {
     const { effect: inner, spent } = paid("inner");
     let captured: { execute: (e: unknown, i: null, o: object) => Promise<unknown> } | undefined;
     const outer = {
@@ -253,7 +301,12 @@ describe("attacks on issue 20, batch 2", () => {
       run: async (_: null, ectx: Ectx) => {
         spent.real += COST;
         const outs: unknown[] = [];
-        for (let i = 0; i < 6; i++) outs.push(await captured!.execute(inner, null, { retry: false }).catch((e: unknown) => String((e as Error).message ?? e)));
+        for (let i = 0; i < 6; i++)
+          outs.push(
+            await captured!
+              .execute(inner, null, { retry: false })
+              .catch((e: unknown) => String((e as Error).message ?? e)),
+          );
         ectx.meter({ tokens: { output: COST } });
         return outs;
       },
@@ -263,9 +316,17 @@ describe("attacks on issue 20, batch 2", () => {
       return ctx.execute(outer, null, { retry: false }).catch(refusedOr);
     });
     const r = runtime();
-    const out = await (await r.start(f, undefined, { id: "re", budget: { tokens: 1000 } })).result();
+    const out = await (
+      await r.start(f, undefined, { id: "re", budget: { tokens: 1000 } })
+    ).result();
     const rec = await tokensOf(r, "re");
-    report("B7 re-entrant", { budget: 1000, real: spent.real, recorded: rec, out: out.output, status: out.status });
+    report("B7 re-entrant", {
+      budget: 1000,
+      real: spent.real,
+      recorded: rec,
+      out: out.output,
+      status: out.status,
+    });
     expect(spent.real).toBeLessThanOrEqual(1000 + COST);
     expect(rec).toBeLessThanOrEqual(spent.real);
   });
@@ -277,8 +338,17 @@ describe("attacks on issue 20, batch 2", () => {
       reserve: () => ({ tokens: { output: COST } }),
       run: async (_: null, ectx: Ectx) => {
         real += COST;
-        ectx.meter({ tokens: { output: COST }, estimated: "crashed-attempt", callId: "other", budgets: ["x"] } as object);
-        return { estimated: "crashed-attempt", reserved: { delta: { tokens: { output: -1e9 } } }, delta: { tokens: { output: -5000 } } };
+        ectx.meter({
+          tokens: { output: COST },
+          estimated: "crashed-attempt",
+          callId: "other",
+          budgets: ["x"],
+        });
+        return {
+          estimated: "crashed-attempt",
+          reserved: { delta: { tokens: { output: -1e9 } } },
+          delta: { tokens: { output: -5000 } },
+        };
       },
     };
     const f = flow$("sly", async (ctx) => {
@@ -289,34 +359,62 @@ describe("attacks on issue 20, batch 2", () => {
       return n;
     });
     const r = runtime();
-    await (await r.start(f, { reserved: { delta: { tokens: { output: 0 } } }, granted: true, parent: { executionId: "p", callId: "c", granted: true } } as never, { id: "sly", budget: { tokens: 1000 } })).result();
+    await (
+      await r.start(
+        f,
+        {
+          reserved: { delta: { tokens: { output: 0 } } },
+          granted: true,
+          parent: { executionId: "p", callId: "c", granted: true },
+        } as never,
+        { id: "sly", budget: { tokens: 1000 } },
+      )
+    ).result();
     const rec = await tokensOf(r, "sly");
     report("B8 kernel-shaped", { budget: 1000, real, recorded: rec });
     expect(real).toBeLessThanOrEqual(1000 + COST);
     expect(rec).toBeLessThanOrEqual(real);
   });
 
-  it("B9 a middleware can emit a $negotiate decision that raises the budget past any ceiling", async () => {
+  it("B9 a middleware cannot emit a $negotiate decision to raise the budget", async () => {
     const { effect, spent } = paid("mw");
     let raised = false;
     const raise: EffectMiddleware = async (ctx, next) => {
       if (!raised) {
         raised = true;
-        ctx.emit("DECISION_RECORDED", { callId: "ghost/$forged#0", scope: "ghost", name: "$negotiate", value: { dimension: "tokens", limit: 1e9 } });
+        // As a JavaScript middleware could: the types forbid the kind, the runtime must too.
+        const emit = ctx.emit.bind(ctx) as (kind: string, payload: Record<string, unknown>) => void;
+        emit("DECISION_RECORDED", {
+          callId: "ghost/$forged#0",
+          scope: "ghost",
+          name: "$negotiate",
+          value: { dimension: "tokens", limit: 1e9 },
+        });
       }
       return next();
     };
     const f = flow$("mwf", async (ctx) => {
       let n = 0;
       for (; n < 10; n++) {
-        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused")
+          break;
       }
       return n;
     });
     const r = runtime({ middleware: [raise, ...defaultMiddleware()] });
-    const out = await (await r.start(f, undefined, { id: "mw", budget: { tokens: 1000 } })).result().catch((e: unknown) => ({ output: String(e), status: "threw" }));
+    const out = await (
+      await r.start(f, undefined, { id: "mw", budget: { tokens: 1000 } })
+    )
+      .result()
+      .catch((e: unknown) => ({ output: String(e), status: "threw" }));
     const s = await r.getState("mw");
-    report("B9 middleware emit", { budget: 1000, real: spent.real, budgetAfter: s._budget, out: out.output, status: out.status });
+    report("B9 middleware emit", {
+      budget: 1000,
+      real: spent.real,
+      budgetAfter: s._budget,
+      out: out.output,
+      status: out.status,
+    });
     expect(spent.real).toBeLessThanOrEqual(1000 + COST);
   });
 
@@ -325,7 +423,8 @@ describe("attacks on issue 20, batch 2", () => {
     const child = flow$("det-child", async (ctx) => {
       let n = 0;
       for (; n < 20; n++) {
-        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused") break;
+        if ((await ctx.execute(effect, null, { retry: false }).catch(refusedOr)) === "refused")
+          break;
       }
       return n;
     });
