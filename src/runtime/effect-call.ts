@@ -120,7 +120,7 @@ export class StepCall implements StepAttempt {
     if (this.controller?.signal.aborted) return Promise.reject(reasonOf(this.controller.signal));
     // A1 (run-attempts.ts): the run ended or stopped while the attempt waited (its durable
     // start, its admission): its code never starts.
-    if (!this.run.live) return Promise.reject(this.signal().reason);
+    if (!this.run.live) return Promise.reject(reasonOf(this.signal()));
     const running = Promise.resolve().then(work);
     if (this.timeout === undefined) return running;
     return raceAbort(running, this.signal()).catch((e: unknown) => {
