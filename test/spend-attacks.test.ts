@@ -329,5 +329,3 @@ describe("attacks on issue 20", () => {
     }
   });
 });
-
-describe("attacks on issue 20: failed attempts", () => {});
