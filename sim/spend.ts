@@ -20,7 +20,7 @@
  *     RESOURCE_METERED events report as measured are at most what its attempts really spent. The
  *     charges marked as estimates (a crashed attempt's, C2; a cancel's, C3) are left out: one may
  *     charge an attempt that was stopped before it began. With the reservation equal to the cost,
- *     every other charge equals what its attempt spent.
+ *     the charge of an attempt that did begin equals what it spent.
  * B4. No attempt spends for an execution the run has no log of.
  *
  * The recorded spend is not held to the budget: it may pass it by charges for attempts that never
@@ -90,6 +90,7 @@ export function checkSpend(
     return sum;
   };
   for (const [chainId, c] of chains) {
+    // B1, and B2 for a fork (its generation 0 holds copies).
     if (c.budgetTokens === undefined) continue;
     const spent = treeSpend(chainId);
     const carried = c.first.some(copied) ? carriedAt(c, logs) : 0;
