@@ -76,13 +76,3 @@ function randomChild(prng: Prng, depth: number): ChildPlan {
   if (prng.chance(0.1)) plan.deadlineMs = prng.int(100, 3000);
   return plan;
 }
-
-/** Every spawn op in `ops`, also in parallel branches (not in the children's own ops). */
-export function spawnsIn(ops: readonly Op[]): ChildPlan[] {
-  const plans: ChildPlan[] = [];
-  for (const o of ops) {
-    if (o.op === "spawn") plans.push(...o.children);
-    if (o.op === "parallel") for (const b of o.branches) plans.push(...spawnsIn(b));
-  }
-  return plans;
-}

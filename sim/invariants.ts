@@ -7,12 +7,13 @@
  *       completion was never recorded (checked when the effect starts).
  * SIM3. The fold of each log equals the state the store loads (snapshot plus tail) and the state
  *       a live runtime holds in memory for it.
- * SIM4. No budget is exceeded by more than its documented bound: admission refuses an effect once
- *       the budget is spent, so the overshoot is at most what the effects admitted concurrently
- *       before that can spend (MAX_STEP_TOKENS per branch that runs at once), plus, for a parent,
- *       its children's overshoot past their grants (O6: attached or detached, a child of a
- *       parent with a budget spends a grant of it). A child is held to its budget (its grant, or
- *       its own) the same way.
+ * SIM4. No budget is passed in the world by more than one reservation (issue 20): what the
+ *       attempts of a budget's tree really spent, each counted as it begins (whether it is then
+ *       recorded, crashed, cancelled, aborted or retried), is at most the budget plus
+ *       MAX_STEP_TOKENS. A tree is a chain, all its generations, with its descendants' chains; an
+ *       operator's budget, a child's grant and a child's own budget each head one. A fork starts
+ *       from the spend it carried at its fork point. And an execution records as measured no more
+ *       than its attempts spent. Checked once everything has ended: spend.ts (B1..B4).
  * SIM5. A cancelled execution has no live work: CANCEL_GRACE_MS after its EXECUTION_CANCELLED,
  *       none of its effects is running or starts.
  * SIM6. A timer fires at or after its wake time, and never twice.
@@ -56,15 +57,7 @@ import { fold, foldAll } from "../src/fold/fold.ts";
 import { initialState, type ExecutionState } from "../src/fold/state.ts";
 import { cursorOf } from "../src/runtime/inbox.ts";
 import type { InboxMessage } from "../src/store/spi.ts";
-import { spawnsIn, type ChildSpec } from "./child-workload.ts";
-import {
-  MAX_BRANCHES,
-  MAX_STEP_TOKENS,
-  type Conversation,
-  type ConversationEnd,
-  type Op,
-  type Spec,
-} from "./workload.ts";
+import type { Conversation, ConversationEnd, Spec } from "./workload.ts";
 
 export const CANCEL_GRACE_MS = 200;
 
@@ -134,58 +127,6 @@ export function checkFold(
   if (held && held.seq > log.length - 1) {
     out.push(`SIM3 ${id}: the live state is at ${held.seq}, the log ends at ${log.length - 1}`);
   }
-}
-
-/** How many effects of a spec can run at once. */
-function width(ops: readonly Op[]): number {
-  let w = 1;
-  for (const o of ops)
-    if (o.op === "parallel") w = Math.max(w, Math.min(o.branches.length, MAX_BRANCHES));
-  return w;
-}
-
-/**
- * What the children spawned by `ops`, run `times` times, can spend past their grants (attached or
- * detached, a child of a parent with a budget is granted a share of it, O6): each child what its
- * effects admitted at once can (its width), and its own children's, once per generation.
- */
-function childrenOvershoot(ops: readonly Op[], times: number): number {
-  let sum = 0;
-  for (const plan of spawnsIn(ops)) {
-    const { ops: own, rotations } = plan.spec;
-    sum += MAX_STEP_TOKENS * width(own) + childrenOvershoot(own, rotations + 1);
-  }
-  return times * sum;
-}
-
-/** SIM4's bound past a spec's budget: its own branches' and its children's. */
-export function specOvershoot(spec: Spec): number {
-  const turn = spec.chain?.turn ?? [];
-  const own = MAX_STEP_TOKENS * width([...spec.ops, ...turn]);
-  return own + childrenOvershoot(spec.ops, 1) + childrenOvershoot(turn, spec.chain?.turns ?? 0);
-}
-
-/** SIM4's bound past a child's budget (its grant, or its own). */
-export function childOvershoot(spec: ChildSpec): number {
-  return MAX_STEP_TOKENS * width(spec.ops) + childrenOvershoot(spec.ops, spec.rotations + 1);
-}
-
-/**
- * SIM4; a chain's generations carry what was spent, so each is held to the chain's budget (its
- * children's spending included, added as their slots settle, F9).
- */
-export function checkBudget(
-  id: string,
-  budgetTokens: number | undefined,
-  overshoot: number,
-  state: ExecutionState,
-  out: string[],
-): void {
-  if (budgetTokens === undefined) return;
-  const spent = state._resources?.tokens?.input ?? 0;
-  const bound = budgetTokens + overshoot;
-  if (spent > bound)
-    out.push(`SIM4 ${id}: spent ${spent} tokens, budget ${budgetTokens}, bound ${bound}`);
 }
 
 /** The time of the execution's EXECUTION_CANCELLED, if it has one. */

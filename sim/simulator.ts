@@ -47,7 +47,7 @@ import { isTerminalEvent, type Envelope } from "../src/kernel/events.ts";
 import { foldAll } from "../src/fold/fold.ts";
 import { isWake } from "../src/runtime/supervisor.ts";
 import { readChain, type LogCache } from "./chain-read.ts";
-import { addChildren, type ChildSpec } from "./child-workload.ts";
+import { addChildren } from "./child-workload.ts";
 import { cascadesIn, checkQuiesced } from "./child-invariants.ts";
 import { ChildWatch } from "./child-watch.ts";
 import { withFakeClock } from "./fake-clock.ts";
@@ -56,30 +56,21 @@ import { checkFences, FenceOwners, fleetMode, Members, type Member } from "./fle
 import {
   CANCEL_GRACE_MS,
   cancelledAt,
-  checkBudget,
   checkChain,
   checkCancelledChain,
   checkChainEnd,
   checkFold,
   checkFork,
   checkLog,
-  childOvershoot,
   forkRefusable,
   generationId,
   markSuccessors,
-  specOvershoot,
   type ChainView,
   type ForkOrigin,
 } from "./invariants.ts";
 import { Prng } from "./prng.ts";
-import {
-  randomSends,
-  randomSpec,
-  simFlows,
-  type Conversation,
-  type Send,
-  type Spec,
-} from "./workload.ts";
+import { checkSpend, RealSpend } from "./spend.ts";
+import { randomSends, randomSpec, simFlows, type Conversation, type Send } from "./workload.ts";
 
 export interface SimOptions {
   steps?: number;
@@ -171,12 +162,12 @@ async function simulate(
   const mode = fleetMode(seed, options.fleet);
   const oracle = mode.fleet ? memoryStore({ fleet: true }) : memoryStore();
   const fences = new FenceOwners();
-  const specs = new Map<string, Spec>();
   const conversations = new Map<string, Conversing>();
   const cache: LogCache = new Map();
   /** Executions that had ended when last checked, with the length of their log then. */
   const settled = new Map<string, number>();
   const running = new Map<string, number>();
+  const spend = new RealSpend();
   const pending: Promise<unknown>[] = [];
   let crashes = 0;
   let decisions = 0;
@@ -194,7 +185,8 @@ async function simulate(
   const lastViews = new Map<string, ChainView>();
 
   const { flow, child } = simFlows({
-    async begin(executionId, stepId) {
+    async begin(executionId, stepId, tokens) {
+      spend.spend(executionId, tokens);
       running.set(executionId, (running.get(executionId) ?? 0) + 1);
       const log = await oracle.read(executionId);
       const settled = log.find((e) => {
@@ -282,7 +274,6 @@ async function simulate(
     const id = `sim-${seed}-${started++}`;
     const spec = randomSpec(prng);
     addChildren(spec, childPrng);
-    specs.set(id, spec);
     ids.push(id);
     const opts: { id: string; budget?: { tokens: number }; deadlineMs?: number } = { id };
     if (spec.budgetTokens !== undefined) opts.budget = { tokens: spec.budgetTokens };
@@ -330,8 +321,6 @@ async function simulate(
           return;
         }
         forks.set(forkId, { origin, at });
-        const spec = specs.get(plan.id);
-        if (spec) specs.set(forkId, spec);
         const talk = conversations.get(plan.id);
         if (talk) converse(forkId, talk.conversation, forkPrng);
         ids.push(forkId);
@@ -551,21 +540,13 @@ async function simulate(
       if (failedBefore === 0 && !isTerminalStatus(state.status)) {
         violations.push(`SIM7 ${gid}: still ${state.status} after the drain`);
       }
-      const spec = specs.get(id);
-      if (spec) checkBudget(gid, spec.budgetTokens, specOvershoot(spec), state, violations);
-      const childSpec = children.has(id)
-        ? (view.logs[0]?.[0]?.payload as { input?: ChildSpec }).input
-        : undefined;
-      if (childSpec) {
-        const budget = state._budget?.tokens;
-        checkBudget(gid, budget, childOvershoot(childSpec), state, violations);
-      }
     }
     const talk = conversations.get(id);
     if (talk && failedBefore === 0) checkChainEnd(view, talk.conversation, violations);
     if (children.has(id) && failedBefore === 0) checkCancelledChain(view, violations);
   }
   if (failedBefore === 0) checkQuiesced(logs, await wakeRows(), violations);
+  checkSpend(logs, spend, violations);
   // Closing waits on the simulated clock too (a journal flush, a lease wait): keep it moving.
   const settle = async (work: Promise<unknown>) => {
     let done = false;

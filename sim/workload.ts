@@ -9,12 +9,21 @@
  * and a recovered run replays its own. A spawn op (drawn in child-workload.ts) spawns children,
  * which run a second flow, `sim-child`, on the same ops; a detached child a conversation does not
  * await travels in its carry, and its successor awaits it.
+ *
+ * The `work` effect spends its tokens in the world the moment an attempt begins (EffectWorld
+ * `begin`, which counts them whether the attempt is later recorded, crashed, cancelled, aborted
+ * or retried), and meters them at once. It reserves exactly that cost (Effect.reserve, issue 20),
+ * not MAX_STEP_TOKENS: admission then holds what a call really spends, and a crashed attempt's
+ * charge (C2) or a cancel's (C3) equals what it spent, so SIM4's bound on the real spend (one
+ * reservation, MAX_STEP_TOKENS, past a budget) is tested tight. A reservation of the ceiling
+ * would refuse calls the budget has room for and charge more than was spent: a weaker test.
  */
 import {
   flow$,
   isLoomError,
   step$,
   type ChildHandle,
+  type Effect,
   type EffectContext,
   type FlowContext,
   type SpawnOptions,
@@ -83,6 +92,7 @@ export interface Send {
 /** The message of a sender's retry: a flow that receives it received a message twice. */
 export const DUPLICATE = -1000;
 
+/** What one call of `work` spends at most: its reservation is never more (SIM4's slack). */
 export const MAX_STEP_TOKENS = 30;
 export const MAX_BRANCHES = 3;
 
@@ -155,11 +165,21 @@ export function randomOps(prng: Prng, n: number, top: boolean): Op[] {
 
 /** What the world sees of the effects: who ran, when, and whether it was allowed to. */
 export interface EffectWorld {
-  /** Called when an effect starts; throws nothing, records a violation if the run is not allowed. */
-  begin(executionId: string, stepId: string): Promise<void>;
+  /**
+   * Called when an attempt of an effect starts, which spends `tokens` at once (SIM4 counts them);
+   * throws nothing, records a violation if the run is not allowed.
+   */
+  begin(executionId: string, stepId: string, tokens: number): Promise<void>;
   end(executionId: string, stepId: string): void;
   /** A value for ctx.decide: from the seed, in call order. */
   decision(): number;
+}
+
+/** The input of the `work` effect: how long it takes, what it spends, how often it fails first. */
+interface WorkInput {
+  ms: number;
+  tokens: number;
+  fail: number;
 }
 
 /** The flow children run (child-workload.ts): spawned by name, so a child can spawn too. */
@@ -167,26 +187,28 @@ export const CHILD_FLOW = "sim-child";
 
 /** The flows of the simulator: `flow` (the operator's executions) and `child` (their children). */
 export function simFlows(world: EffectWorld) {
-  const work = step$(
-    "work",
-    async (input: { ms: number; tokens: number; fail: number }, ectx: EffectContext) => {
-      await world.begin(ectx.executionId, ectx.stepId);
-      try {
-        ectx.meter({ tokens: { input: input.tokens, output: 0 } });
-        await new Promise<void>((resolve, reject) => {
-          const timer = setTimeout(resolve, input.ms);
-          ectx.signal.addEventListener("abort", () => {
-            clearTimeout(timer);
-            reject(new Error("aborted"));
-          });
+  const run = step$("work", async (input: WorkInput, ectx: EffectContext) => {
+    await world.begin(ectx.executionId, ectx.stepId, input.tokens);
+    try {
+      ectx.meter({ tokens: { input: input.tokens, output: 0 } });
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(resolve, input.ms);
+        ectx.signal.addEventListener("abort", () => {
+          clearTimeout(timer);
+          reject(new Error("aborted"));
         });
-        if (ectx.attempt <= input.fail) throw new Error(`flaky attempt ${ectx.attempt}`);
-        return ectx.attempt;
-      } finally {
-        world.end(ectx.executionId, ectx.stepId);
-      }
-    },
-  );
+      });
+      if (ectx.attempt <= input.fail) throw new Error(`flaky attempt ${ectx.attempt}`);
+      return ectx.attempt;
+    } finally {
+      world.end(ectx.executionId, ectx.stepId);
+    }
+  });
+  // Its exact cost (the module head says why); MAX_STEP_TOKENS stays the ceiling of one call.
+  const work: Effect<WorkInput, number> = {
+    ...run,
+    reserve: (input) => ({ tokens: { input: input.tokens, output: 0 } }),
+  };
 
   /** Runs `ops`; the handles of detached children it spawns and does not await go to `left`. */
   async function interpret(ctx: FlowContext, ops: Op[], left?: ChildHandle[]): Promise<number> {

@@ -3,8 +3,9 @@
  * a fleet's store; the same seed runs the same way twice, in either mode; the simulator catches a
  * deliberately broken store, printing the seed and the command that reproduces the failure; the
  * known bugs of the runtime it steers clear of are still there, each found again by its seed; and
- * the chain invariants (SIM8, SIM9), SIM10, the fork invariants (SIM11), the children's
- * (SIM12..SIM15) and the fleet's (SIM16) report hand-made logs or commits that break them.
+ * the budget invariant on real spend (SIM4), the chain invariants (SIM8, SIM9), SIM10, the fork
+ * invariants (SIM11), the children's (SIM12..SIM15) and the fleet's (SIM16) report hand-made logs
+ * or commits that break them.
  */
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
@@ -12,6 +13,7 @@ import { describe, expect, it } from "vitest";
 import type { Envelope, InboxMessage, Json } from "../src/index.ts";
 import { runSeed } from "../sim/simulator.ts";
 import { checkFences, FenceOwners, fleetMode } from "../sim/fleet.ts";
+import { checkSpend, RealSpend } from "../sim/spend.ts";
 import { FencedError } from "../src/kernel/errors.ts";
 import {
   checkChain,
@@ -565,5 +567,79 @@ describe("the fleet's invariant reports two owners under one lease (SIM16)", () 
       "SIM16 a: STEP_STARTED at 1 appended under fence 1 after 2",
       "SIM16 a: process-1 appended under fence 2, which process-0 appended under",
     ]);
+  });
+});
+
+/**
+ * Hand-made logs of a parent "b" with a budget of 40 tokens, its child "b::k#0" granted 20, and a
+ * fork "f" of "b" at its sequence 1, with what their attempts really spent.
+ */
+describe("the budget invariant on real spend reports a tree that spent past it (SIM4)", () => {
+  const metered = (id: string, seq: number, tokens: number, estimated = false) =>
+    event(id, seq, "RESOURCE_METERED", {
+      callId: `work#${seq}`,
+      delta: { tokens: { input: tokens }, ...(estimated ? { estimated: true } : {}) },
+      ...(estimated ? { estimated: "crashed-attempt" } : {}),
+    });
+  const b = [
+    event("b", 0, "EXECUTION_STARTED", { ...start, budget: { tokens: 40 } }),
+    metered("b", 1, 20),
+    event("b", 2, "CHILD_STARTED", {
+      callId: "k#0",
+      scope: "",
+      name: "k",
+      childId: "b::k#0",
+      flow: "sim-child",
+      detached: false,
+      budget: { tokens: 20 },
+      granted: true,
+    }),
+    childDone("b", 3, "b::k#0", { status: "completed", resources: { tokens: { input: 15 } } }),
+  ];
+  const parent = { executionId: "b", chainId: "b", callId: "k#0", detached: false, granted: true };
+  const k = [
+    event("b::k#0", 0, "EXECUTION_STARTED", { ...start, budget: { tokens: 20 }, parent }),
+    metered("b::k#0", 1, 15),
+  ];
+  const f = [
+    ...b.slice(0, 2).map((e) => ({
+      ...e,
+      executionId: "f",
+      meta: { forkedFrom: { executionId: "b", seq: 1 } },
+    })),
+    metered("f", 2, 10),
+  ];
+  const violations = (spent: Record<string, number>) => {
+    const real = new RealSpend();
+    for (const [id, tokens] of Object.entries(spent)) real.spend(id, tokens);
+    const out: string[] = [];
+    checkSpend(new Map(Object.entries({ b, "b::k#0": k, f })), real, out);
+    return out;
+  };
+
+  it("passes a tree within its budget plus one reservation, and a fork that starts from its prefix", () => {
+    // b: 20 + its child's 25 (10 of them in an attempt the child's log never recorded) + 20.
+    expect(violations({ b: 40, "b::k#0": 25, f: 40 })).toEqual([]);
+  });
+
+  it("reports a tree past its bound, a fork past it from its carry, and a record of more than was spent", () => {
+    expect(violations({ b: 50, "b::k#0": 25, f: 60, g: 5 })).toEqual([
+      "SIM4 g: spent 5 tokens, and has no log",
+      "SIM4 b: its tree really spent 75 tokens, budget 40, bound 70",
+      "SIM4 f: its tree really spent 60 tokens, and carried 20 from its fork point, budget 40, bound 70",
+    ]);
+    expect(violations({ b: 20, "b::k#0": 14, f: 10 })).toEqual([
+      "SIM4 b::k#0: recorded 15 tokens as measured, its attempts really spent 14",
+    ]);
+  });
+
+  it("does not count a crashed attempt's charge as measured, nor a fork's copies", () => {
+    const charged = [...k, metered("b::k#0", 2, 30, true)];
+    const out: string[] = [];
+    const real = new RealSpend();
+    real.spend("b::k#0", 15);
+    real.spend("f", 10);
+    checkSpend(new Map(Object.entries({ "b::k#0": charged, f })), real, out);
+    expect(out).toEqual([]);
   });
 });
