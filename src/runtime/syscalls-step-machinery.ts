@@ -51,6 +51,9 @@ export interface StepOptions extends RunOptions {
   reservation?: ResourceSnapshot | undefined;
 }
 
+/** No facts before a start: shared, so the step path allocates nothing for it. */
+const NO_FACTS: readonly EventSpec[] = Object.freeze([]);
+
 /** A step's code: an effect through its chain, or a `ctx.run` function. */
 type StepFn<T> = (ectx: EffectContext, attempt: StepAttempt) => Promise<T> | T;
 
@@ -83,7 +86,8 @@ export async function step<T>(
   // At-most-once (K9) or reserving (C1): the start is durable before the effect runs.
   const durable = atMostOnce || payload.reserved !== undefined;
   // C2: its last attempt started with a reservation and never settled.
-  const crashed = frame?.reserved === undefined ? [] : [crashedCharge(callId, frame.reserved)];
+  const crashed =
+    frame?.reserved === undefined ? NO_FACTS : [crashedCharge(callId, frame.reserved)];
   if (frame && atMostOnce && frame.retryAtMs === undefined) {
     // K9: its last attempt started and never settled; whether it took effect is unknown.
     return settleFailed<T>(run, callId, inDoubt(run, callId), crashed);
@@ -194,7 +198,7 @@ async function settleFailed<R>(
   run: Run,
   callId: string,
   thrown: unknown,
-  facts: EventSpec[],
+  facts: readonly EventSpec[],
 ): Promise<R> {
   const error = errorToData(thrown);
   const failed = merged(run.takeStart(callId), { callId, error: error as unknown as Json });
