@@ -335,7 +335,8 @@ describe("spend paths (issue 20)", () => {
         ),
       );
     const unknown = anthropicEffect({ model: "my-own-model-7", baseURL: fake.baseURL });
-    const budget = { costUsd: 0.00001 };
+    // Room for the priced call's reservation (51 tokens at $1 and $2 per million), not more.
+    const budget = { costUsd: 0.001 };
     const refusing = runtime();
     const refused = await (
       await refusing.start(flowOf(unknown), undefined, { id: "u1", budget })

@@ -357,3 +357,47 @@ function meterText(row: UsageRow): string {
     x instanceof El ? x.kids.flatMap(words) : typeof x === "string" ? [x] : [];
   return words(drawn).join(" | ");
 }
+
+describe("priced reservations (issue 20, pricing.ts B4)", () => {
+  for (const viaRuntime of [false, true]) {
+    it(`parallel LLM calls under a cost budget each hold what their tokens may cost (${viaRuntime ? "the runtime's prices" : "the effect's price"}), so together they cannot pass it`, async () => {
+      const s = await fake(PROVIDERS[0] as Provider, { text: "x".repeat(1600), deltaChars: 400 });
+      // $0.001 a token: a call of "hi" and maxTokens 500 reserves 501 tokens, $0.501.
+      const price = { inputPerMTok: 1000, outputPerMTok: 1000 };
+      const llm = anthropicEffect({
+        model: "my-own-model-7",
+        baseURL: s.baseURL,
+        ...(viaRuntime ? {} : { price }),
+      });
+      const r = rt(memoryStore(), viaRuntime ? { prices: { "my-own-model-7": price } } : {});
+      const f = flow$("cost-fan", async (ctx) =>
+        ctx.parallel(
+          Array.from(
+            { length: 8 },
+            () => async (c: typeof ctx) =>
+              c
+                .execute(
+                  llm,
+                  { messages: [{ role: "user", content: "hi" }], maxTokens: 500 },
+                  { retry: false },
+                )
+                .then((res) => res.price?.usd ?? 0)
+                .catch(() => "refused" as const),
+          ),
+        ),
+      );
+      const budget = 1;
+      const out = await (
+        await r.start(f, null, { id: "cf", budget: { costUsd: budget } })
+      ).result();
+      const paid = (out.output ?? []).filter((x): x is number => typeof x === "number");
+      const real = paid.reduce((a, b) => a + b, 0);
+      expect(paid.length).toBeGreaterThan(0);
+      expect(paid.length).toBeLessThan(8);
+      expect(real).toBeLessThanOrEqual(budget + 0.501);
+      const started = (await r.readLog("cf")).find((e) => e.kind === "STEP_STARTED");
+      const reserved = (started?.payload as { reserved?: { delta?: ResourceDelta } }).reserved;
+      expect(reserved?.delta?.costUsd).toBeCloseTo(0.501, 6);
+    });
+  }
+});

@@ -58,11 +58,12 @@ export interface Effect<I, O> {
   /**
    * What one call may spend at most, per dimension (issue 20): budget admission holds it against
    * every budget in force while the call runs, so calls running at once (parallel branches)
-   * cannot together pass a budget. Computed from the input (an LLM call's `maxTokens`); pure, it
-   * runs before anything is recorded. Without it a call holds nothing and is admitted while the
+   * cannot together pass a budget. Computed from the input (an LLM call's `maxTokens`, priced
+   * with the runtime's `prices` where the effect prices its calls); pure, it runs before
+   * anything is recorded. Without it a call holds nothing and is admitted while the
    * budget is not spent. A method, so that an Effect<I, O> is usable as an Effect<unknown, O>.
    */
-  reserve?(input: I): ResourceDelta;
+  reserve?(input: I, prices?: PriceTable): ResourceDelta;
   /**
    * Names what this call would spend money on that cannot be priced (an LLM call's model that
    * neither its own price, the runtime's `prices` nor the price data prices), or undefined when

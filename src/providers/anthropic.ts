@@ -18,14 +18,13 @@
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Effect, EffectContext, TaintingEffect } from "../effects/effect.ts";
 import { charsOver4 } from "./stream.ts";
-import { CallPricing, finish, unpricedModel } from "./pricing.ts";
+import { CallPricing, finish, pricedReservation, unpricedModel } from "./pricing.ts";
 import {
   annotateRequest,
   checkEffectOptions,
   checkLlmInput,
   DEFAULT_MAX_TOKENS,
   lazyClient,
-  llmReservation,
   parseArguments,
   StreamSession,
   type LlmEffectBase,
@@ -67,7 +66,8 @@ export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInpu
   return {
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
-    reserve: llmReservation,
+    reserve: (input, prices) =>
+      pricedReservation("anthropic", options.model, options.price, prices, input),
     unpriced: (_input, prices) => unpricedModel("anthropic", options.model, options.price, prices),
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: async (input, ectx) => {

@@ -15,13 +15,12 @@
 import type OpenAI from "openai";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext, TaintingEffect } from "../effects/effect.ts";
-import { CallPricing, finish, unpricedModel } from "./pricing.ts";
+import { CallPricing, finish, pricedReservation, unpricedModel } from "./pricing.ts";
 import {
   annotateRequest,
   checkEffectOptions,
   checkLlmInput,
   lazyClient,
-  llmReservation,
   parseArguments,
   StreamSession,
   type LlmEffectBase,
@@ -75,7 +74,8 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
   return {
     name: options.name ?? "llm",
     checkInput: checkLlmInput,
-    reserve: llmReservation,
+    reserve: (input, prices) =>
+      pricedReservation("openai", options.model, options.price, prices, input),
     unpriced: (_input, prices) => unpricedModel("openai", options.model, options.price, prices),
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: async (input, ectx) => {

@@ -14,12 +14,21 @@
  * B2. What priced a cost is recorded beside it: `{ usd, source, model }` in the result, and
  *     `priced: { model, source }` in the metered delta.
  * B3. A call nothing can price is metered `costUnknown: true`, never a false zero.
+ * B4. A call's reservation is priced as it would be metered (issue 20): the most it may spend in
+ *     tokens, and what those cost at the requested model's price, so calls in flight together
+ *     cannot pass a cost budget either.
  */
 import { calcPrice } from "@pydantic/genai-prices";
 import type { EffectContext } from "../effects/effect.ts";
 import { costAt, priceIn, type ModelPrice, type PriceTable } from "../kernel/prices.ts";
 import type { ResourceDelta } from "../kernel/resources.ts";
-import { PRICE_SOURCE, type LlmResult, type PriceUsed } from "./llm-core.ts";
+import {
+  llmReservation,
+  PRICE_SOURCE,
+  type LlmInput,
+  type LlmResult,
+  type PriceUsed,
+} from "./llm-core.ts";
 
 export type { ModelPrice } from "../kernel/prices.ts";
 
@@ -85,6 +94,19 @@ export class CallPricing {
     const usd = dataPrice(this.providerId, model, tokens);
     return usd === undefined ? undefined : { usd, source: PRICE_SOURCE, model };
   }
+}
+
+/** B4: what an LLM call may spend at most, in tokens and, where it can be priced, in USD. */
+export function pricedReservation(
+  providerId: string,
+  model: string,
+  own: ModelPrice | undefined,
+  table: PriceTable | undefined,
+  input: LlmInput,
+): ResourceDelta {
+  const reserved = llmReservation(input);
+  const usd = new CallPricing(providerId, model, own, table).price(reserved.tokens ?? {})?.usd;
+  return usd === undefined ? reserved : { ...reserved, costUsd: usd };
 }
 
 function priceFields(used: Required<PriceUsed> | undefined): PriceFields {

@@ -13,6 +13,7 @@
 import { type ExecuteOptions, type MiddlewareContext } from "../effects/middleware.ts";
 import { InvalidInputError, TaintedInputError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
+import type { PriceTable } from "../kernel/prices.ts";
 import { checkedTaintSource, findTaint } from "../kernel/taint.ts";
 import type { FlowContext, RunOptions } from "./contract.ts";
 import { makeMiddlewareContext, type StepAttempt } from "./effect-call.ts";
@@ -62,7 +63,10 @@ export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "d
         effect.reserve === undefined && effect.unpriced === undefined
           ? NOTHING_DECLARED
           : {
-              reservation: effect.reserve === undefined ? undefined : reservationOf(effect, input),
+              reservation:
+                effect.reserve === undefined
+                  ? undefined
+                  : reservationOf(effect, input, deps.prices),
               unpriced: effect.unpriced?.(input, deps.prices),
             };
       const callOptions =
@@ -158,10 +162,14 @@ function middlewareContext<I, O>(
  * What a call of `effect` may spend at most (Effect.reserve, issue 20), checked before anything
  * is recorded: an object of amounts >= 0 (what is not one is refused).
  */
-function reservationOf<I>(effect: Effect<I, unknown>, input: I): ResourceSnapshot {
+function reservationOf<I>(
+  effect: Effect<I, unknown>,
+  input: I,
+  prices: PriceTable,
+): ResourceSnapshot {
   let declared: unknown;
   try {
-    declared = effect.reserve?.(input);
+    declared = effect.reserve?.(input, prices);
   } catch (e) {
     const why = e instanceof Error ? e.message : String(e);
     throw new InvalidInputError(`effect "${effect.name}" reserve threw: ${why}`);
