@@ -53,7 +53,13 @@ export function toJson(value: unknown, what: string): Json | undefined {
     seen.add(obj);
     try {
       if (Array.isArray(obj)) {
-        return obj.map((item: unknown, i) => walk(item, `${path}[${i}]`, depth + 1) ?? null);
+        // Index by index: a hole is null here, as in the JSON the store keeps (`map` skips holes
+        // and keeps them, so the live value and its replay would differ).
+        const items: Json[] = [];
+        for (let i = 0; i < obj.length; i++) {
+          items.push(walk((obj as unknown[])[i], `${path}[${i}]`, depth + 1) ?? null);
+        }
+        return items;
       }
       const proto = Object.getPrototypeOf(obj) as unknown;
       if (proto !== Object.prototype && proto !== null) {
@@ -63,7 +69,16 @@ export function toJson(value: unknown, what: string): Json | undefined {
       const out: { [key: string]: Json } = {};
       for (const [k, item] of Object.entries(obj)) {
         const j = walk(item, `${path}.${k}`, depth + 1);
-        if (j !== undefined) out[k] = j;
+        if (j === undefined) continue;
+        // An own "__proto__" key stays data (assignment would set the prototype and drop it).
+        if (k === "__proto__") {
+          Object.defineProperty(out, k, {
+            value: j,
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
+        } else out[k] = j;
       }
       return out;
     } finally {
