@@ -90,8 +90,17 @@ export function flow$<I, O, In = I>(
   if (options.output !== undefined) {
     out = { ...out, output: checkedSchema(options.output, `flow "${name}" output`) };
   }
+  // Not enumerable, so a copy made by spreading is not a flow: only what flow$ made is.
+  Object.defineProperty(out, MADE_BY_FLOW, { value: true });
   return out;
 }
+
+/**
+ * What flow$ marks its flows with (issue 21): registerFlow and start take only those, not an
+ * object that merely says `kind: "loom.flow"`. A global symbol, so a flow made by another copy of
+ * loomwork in the same process (a CLI's and a project's) is one too.
+ */
+const MADE_BY_FLOW = Symbol.for("loomwork.flow$");
 
 /** The keys a budget may have: its dimensions, and `custom` for dimensions of the user's own. */
 const BUDGET_KEYS = ["tokens", ...SCALAR_DIMENSIONS, "custom"] as const;
@@ -125,7 +134,8 @@ export function isFlow(value: unknown): value is Flow {
   return (
     value !== null &&
     typeof value === "object" &&
-    (value as { kind?: unknown }).kind === "loom.flow"
+    (value as { kind?: unknown }).kind === "loom.flow" &&
+    (value as { [MADE_BY_FLOW]?: unknown })[MADE_BY_FLOW] === true
   );
 }
 
@@ -182,6 +192,20 @@ export function checkedExecuteOptions(value: unknown, owner: string): ExecuteOpt
 }
 
 /** Options of a step call, of the `known` kinds only; a refusal names the owner and the key. */
+/**
+ * A verb's options, checked before anything is read or written (issue 21): absent is none, and
+ * anything but a plain object (`null`, a string, an array) is InvalidInputError.
+ */
+export function optionsOf<T extends object>(value: T | undefined, verb: string): T {
+  if (value === undefined) return {} as T;
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new InvalidInputError(
+      `the options of ${verb} must be an object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`,
+    );
+  }
+  return value;
+}
+
 export function checkedOptions(
   value: unknown,
   owner: string,

@@ -36,7 +36,7 @@ import type { ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary, InboxMessage, ListQuery, Schedule, Store } from "../store/spi.ts";
 import type { LiveDelta } from "../effects/deltas.ts";
 import type { VerifyReport } from "../trust/verify.ts";
-import type { Flow } from "./flow.ts";
+import { optionsOf, type Flow } from "./flow.ts";
 import type { Journal } from "./journal.ts";
 import type { Tracing } from "./tracing.ts";
 import type { Run } from "./run.ts";
@@ -137,8 +137,12 @@ export class Runtime {
       : [input: NoInfer<In>, options?: StartOptions]
   ): Promise<ExecutionHandle<O>>;
   start(flow: string, input?: unknown, options?: StartOptions): Promise<ExecutionHandle>;
-  start(flow: string | Flow, input?: unknown, options?: StartOptions): Promise<ExecutionHandle> {
-    return executions.start(this.state, flow, input, options);
+  async start(
+    flow: string | Flow,
+    input?: unknown,
+    options?: StartOptions,
+  ): Promise<ExecutionHandle> {
+    return executions.start(this.state, flow, input, optionsOf(options, "start"));
   }
 
   /** A handle on `id`, acting as `caller` (the principal the execution was started with). */
@@ -159,23 +163,23 @@ export class Runtime {
    * STEP_CANCELLED for its running steps and EXECUTION_CANCELLED, and makes its owner abort what
    * is in flight. True when this call ended it; false when it had already ended.
    */
-  cancel(id: string, reason?: string, options: CallerOptions = {}): Promise<boolean> {
-    return executions.cancel(this.state, id, reason, options);
+  async cancel(id: string, reason?: string, options: CallerOptions = {}): Promise<boolean> {
+    return executions.cancel(this.state, id, reason, optionsOf(options, "cancel"));
   }
 
-  resume(id: string, payload?: unknown, options: CallerOptions = {}): Promise<void> {
-    return executions.resume(this.state, id, payload, options);
+  async resume(id: string, payload?: unknown, options: CallerOptions = {}): Promise<void> {
+    return executions.resume(this.state, id, payload, optionsOf(options, "resume"));
   }
 
-  waitForCompletion(
+  async waitForCompletion(
     id: string,
     options: { timeoutMs?: number } & CallerOptions = {},
   ): Promise<Outcome> {
-    return executions.waitForCompletion(this.state, id, options);
+    return executions.waitForCompletion(this.state, id, optionsOf(options, "waitForCompletion"));
   }
 
-  getState(id: string, options: CallerOptions = {}): Promise<ExecutionState> {
-    return executions.getState(this.state, id, options);
+  async getState(id: string, options: CallerOptions = {}): Promise<ExecutionState> {
+    return executions.getState(this.state, id, optionsOf(options, "getState"));
   }
 
   /**
@@ -187,8 +191,8 @@ export class Runtime {
     return executions.heldState(this.state, id);
   }
 
-  readLog(id: string, options: CallerOptions = {}): Promise<Envelope[]> {
-    return executions.readLog(this.state, id, options);
+  async readLog(id: string, options: CallerOptions = {}): Promise<Envelope[]> {
+    return executions.readLog(this.state, id, optionsOf(options, "readLog"));
   }
 
   list(query?: ListQuery): Promise<ExecutionSummary[]> {
@@ -203,20 +207,20 @@ export class Runtime {
    * Each message is delivered once; a retry with the same `key` is dropped (within the last
    * 1,024 consumed). Returns the chain and the message's place in its stream.
    */
-  send(
+  async send(
     idOrChainId: string,
     message: unknown,
     options: SendOptions = {},
   ): Promise<{ chainId: string; seq: number }> {
-    return chains.send(this.state, idOrChainId, message, options);
+    return chains.send(this.state, idOrChainId, message, optionsOf(options, "send"));
   }
 
   /**
    * The id of the newest verified generation of the chain `id` belongs to (ADR 0109: routed,
    * O(log n) point reads): `id` itself for an execution that never continued.
    */
-  followToHead(id: string, options: CallerOptions = {}): Promise<string> {
-    return chains.followToHead(this.state, id, options);
+  async followToHead(id: string, options: CallerOptions = {}): Promise<string> {
+    return chains.followToHead(this.state, id, optionsOf(options, "followToHead"));
   }
 
   /**
@@ -229,13 +233,13 @@ export class Runtime {
    * // Retry from sequence 12 with at most 1,000 tokens in all, the prefix's spend included.
    * await runtime.fork("run-1", 12, "run-1-retry", { budget: { tokens: 1000 } });
    */
-  fork(
+  async fork(
     id: string,
     atSequence: number,
     newId?: string,
     options: ForkOptions = {},
   ): Promise<ExecutionHandle> {
-    return chains.fork(this.state, id, atSequence, newId, options);
+    return chains.fork(this.state, id, atSequence, newId, optionsOf(options, "fork"));
   }
 
   /**
@@ -245,13 +249,19 @@ export class Runtime {
    * it has spent, its owner, its chain and its deadline stay the log's (fold/restored.ts R2). An
    * id with no log is created (restore.ts R3..R5).
    */
-  restoreFromState(
+  async restoreFromState(
     id: string,
     flow: string | Flow,
     state: unknown,
     options: RestoreOptions = {},
   ): Promise<ExecutionHandle> {
-    return chains.restoreFromState(this.state, id, flow, state, options);
+    return chains.restoreFromState(
+      this.state,
+      id,
+      flow,
+      state,
+      optionsOf(options, "restoreFromState"),
+    );
   }
 
   /**
@@ -259,13 +269,13 @@ export class Runtime {
    * flow or another one, with its state mapped by `options.transformState` when given: the
    * restore and the resume are one batch (restore.ts R6).
    */
-  resumeAs(
+  async resumeAs(
     id: string,
     flow: string | Flow,
     payload?: unknown,
     options: ResumeAsOptions = {},
   ): Promise<void> {
-    return chains.resumeAs(this.state, id, flow, payload, options);
+    return chains.resumeAs(this.state, id, flow, payload, optionsOf(options, "resumeAs"));
   }
 
   // ---- the fleet: schedules, recovery (verbs-fleet.ts) ----------------------------------------
@@ -304,8 +314,8 @@ export class Runtime {
    * density, and a successor's link to its predecessor. `ok: false` names the first bad sequence
    * number. Needs a log written with `audit` on (and the same key, for a keyed audit).
    */
-  verifyLog(id: string, options: CallerOptions = {}): Promise<VerifyReport> {
-    return trust.verifyLog(this.state, id, options);
+  async verifyLog(id: string, options: CallerOptions = {}): Promise<VerifyReport> {
+    return trust.verifyLog(this.state, id, optionsOf(options, "verifyLog"));
   }
 
   /**
@@ -322,8 +332,8 @@ export class Runtime {
    * (EXECUTION_STARTED, the terminal kinds, QUOTA_EXCEEDED, STATE_RESTORED) and `options.keepKinds`; see
    * compaction.ts. Sequence numbers stay: `readLog` returns a log with a gap.
    */
-  compact(id: string, options: CompactOptions = {}): Promise<Compaction> {
-    return trust.compact(this.state, id, options);
+  async compact(id: string, options: CompactOptions = {}): Promise<Compaction> {
+    return trust.compact(this.state, id, optionsOf(options, "compact"));
   }
 
   /**

@@ -80,6 +80,11 @@ export async function start(
 ): Promise<ExecutionHandle> {
   s.assertOpen();
   if (isFlow(flow)) registerFlow(s, flow);
+  else if (typeof flow !== "string") {
+    throw new InvalidInputError(
+      "start needs a flow made with flow$, or the name of a registered one",
+    );
+  }
   const name = isFlow(flow) ? flow.name : flow;
   const registered = s.flows.get(name);
   if (!registered) {
