@@ -5,6 +5,7 @@ import {
   FlowVersionError,
   memoryStore,
   NonDeterminismError,
+  step$,
   type Flow,
   type MemoryStore,
 } from "../src/index.ts";
@@ -170,6 +171,40 @@ describe("recovery and replay", () => {
     const kinds = (await b.readLog("nd1")).map((e) => e.kind);
     expect(kinds).toEqual(["EXECUTION_STARTED", "STEP_COMPLETED", "SUSPENDED", "RESUMED"]);
     expect(await b.recoverAbandoned()).toEqual([]);
+  });
+
+  it("D1 (issue 21): a recorded effect call asked with another input stops with NonDeterminismError naming it", async () => {
+    const store = memoryStore();
+    let query = "tides";
+    const search = step$("search", async (q: string) => `results for ${q}`);
+    const f = flow$("changed-input", async (ctx) => {
+      const found = await ctx.execute(search, query);
+      const m = await ctx.suspend<string>();
+      return `${found} ${m}`;
+    });
+    const a = rt(store, [f], { background: false });
+    await a.start(f, null, { id: "ci1" });
+    await until(async () => (await statusOf(a, "ci1")) === "parked");
+    await a.close();
+    query = "storms"; // the same code, another input: the recorded output is not its answer
+    const b = rt(store.reopen(), [f], { background: false });
+    await b.resume("ci1", "go");
+    const error = await b.waitForCompletion("ci1").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(NonDeterminismError);
+    expect((error as Error).message).toContain('step "search#0"');
+    const kinds = (await b.readLog("ci1")).map((e) => e.kind);
+    expect(kinds).toEqual([
+      "EXECUTION_STARTED",
+      "RESOURCE_METERED",
+      "STEP_COMPLETED",
+      "SUSPENDED",
+      "RESUMED",
+    ]);
+    // With the input it recorded, the same execution completes.
+    query = "tides";
+    const c = rt(store.reopen(), [f], { background: false });
+    await c.recoverAbandoned();
+    expect((await c.waitForCompletion("ci1")).output).toBe("results for tides go");
   });
 
   it("refuses to recover under a new version unless it is declared compatible", async () => {

@@ -7,6 +7,8 @@
  * Invariants kept here (tests cite them by these names):
  * - R2 (run.ts): a step the log settled is answered from the fold, never run again.
  * - R9 (run.ts): a step's start is deferred to the next group commit, unless it is at-most-once.
+ * - D1 (issue 21): a recorded effect call asked again with another input is NonDeterminismError
+ *   naming the call (the run stops, as for any divergence, R3), never the old call's output.
  * - K8.1, K8.3: a step's timeout counts from its first attempt's logged start, on the runtime
  *   clock; a step whose timeout passed starts no new attempt.
  * - K9: an at-most-once step interrupted after it started fails with InDoubtError, never re-runs.
@@ -26,12 +28,13 @@
 import { abortableDelay } from "../effects/delay.ts";
 import {
   InDoubtError,
+  NonDeterminismError,
   StepTimeoutError,
   errorFromData,
   errorToData,
   isLoomError,
 } from "../kernel/errors.ts";
-import { boundedJson, isPlainObject, type Json } from "../kernel/json.ts";
+import { boundedJson, canonicalJson, isPlainObject, type Json } from "../kernel/json.ts";
 import type { ResourceSnapshot } from "../kernel/resources.ts";
 import { taint } from "../kernel/taint.ts";
 import { CRASHED_ATTEMPT } from "../fold/metering.ts";
@@ -49,6 +52,31 @@ export interface StepOptions extends RunOptions {
   meterable?: boolean;
   /** What one attempt may spend at most (Effect.reserve), recorded under a budget (C1). */
   reservation?: ResourceSnapshot | undefined;
+}
+
+/** D1: the input a recorded call is asked with again must be the one it recorded. */
+function sameInput(
+  run: Run,
+  callId: string,
+  recorded: Json | undefined,
+  asked: Json | undefined,
+): void {
+  if (recorded === undefined && asked === undefined) return;
+  // A payload whose data subject was erased reads as a tombstone: nothing to compare.
+  if (isPlainObject(recorded) && "$erased" in recorded) return;
+  if (
+    recorded !== undefined &&
+    asked !== undefined &&
+    canonicalJson(recorded) === canonicalJson(asked)
+  ) {
+    return;
+  }
+  const error = new NonDeterminismError(
+    `execution "${run.id}" of flow "${run.flow.name}": step "${callId}" was recorded with another input than the flow now gives it; a flow that changes what it passes to a call declares a new version`,
+    { executionId: run.id, callId },
+  );
+  run.stop(error);
+  throw error;
 }
 
 /** No facts before a start: shared, so the step path allocates nothing for it. */
@@ -73,6 +101,7 @@ export async function step<T>(
   const claim = run.claim(scope, "step", name);
   const callId = claim.callId;
   const frame = claim.recorded ? run.state.frames[callId] : undefined;
+  if (frame && hasInput) sameInput(run, callId, frame.input, input); // D1
   if (frame?.status === "completed") return own(frame.output) as T;
   if (frame && frame.status !== "started") throw errorFromData(frame.error);
   const payload = startOf(s, callId, name, hasInput ? input : undefined, opts.reservation);
