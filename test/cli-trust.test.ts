@@ -149,6 +149,12 @@ describe("loom verify", () => {
     expect(missing.code).toBe(1);
     expect(oneErrorLine(missing)).toBe('loom: LOOM_NOT_FOUND no execution has the id "nope"');
     expect(usage.code).toBe(2);
+    // Where the deployment has no audit, the same log is not audited, which is not an error.
+    const unaudited = await loom(cwd, {}, "verify", "plain-1");
+    expect(unaudited.code).toBe(0);
+    expect(unaudited.stdout).toMatch(
+      /^not audited plain-1: \d+ events, written with the audit off/,
+    );
   });
 
   it("a keyed audit verifies with its key, and not without it", async () => {

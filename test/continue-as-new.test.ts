@@ -218,10 +218,15 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
 
     // D8: the syscall is unavailable unless the fleet flag is on.
     const off = flow$("flag-off", async (ctx) =>
-      ctx.continueAsNew(null).catch((e: unknown) => e instanceof ContinueAsNewUnavailableError),
+      ctx
+        .continueAsNew(null)
+        .catch((e: unknown) => e instanceof ContinueAsNewUnavailableError && e.message),
     );
     const plain = rt(memoryStore()).registerFlow(off);
-    expect((await (await plain.start(off, null, { id: "off-1" })).result()).output).toBe(true);
+    const refused = (await (await plain.start(off, null, { id: "off-1" })).result()).output;
+    // The refusal says how to turn it on, in code and for the loom command (issue 21).
+    expect(refused).toMatch(/features: \{ continueAsNew: true \}/);
+    expect(refused).toMatch(/LOOM_FEATURES=continueAsNew/);
   });
 
   it("D2 (a), D8 (3), fix round 1 (3): a caller cannot create foo~1, foo~1::x, a::b~1 or parent::g#0~1, reading nothing; a~b and a::b~x stay legal", async () => {

@@ -52,7 +52,7 @@ export function chainSyscalls(s: Scope): Pick<FlowContext, "receive" | "continue
       const rotate = deps.rotate;
       if (!rotate) {
         throw new ContinueAsNewUnavailableError(
-          "ctx.continueAsNew needs features.continueAsNew: turn it on once every process that shares the store runs a Loom that folds EXECUTION_CONTINUED",
+          "ctx.continueAsNew needs the continueAsNew feature: createRuntime({ features: { continueAsNew: true } }), or LOOM_FEATURES=continueAsNew for the loom command; turn it on once every process that shares the store runs a Loom that folds EXECUTION_CONTINUED (ADR 0109: the flag is the fleet-wide marker)",
         );
       }
       if (scope !== "") {

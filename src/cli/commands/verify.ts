@@ -3,12 +3,15 @@
  * K1..K5): every event's hash, every link, no missing sequence number, and a successor's link to
  * its predecessor. Prints `ok <id>: N events, head <hash>` and exits 0, or
  * `TAMPERED <id>: first bad sequence S (problem)` and exits 1; `--json` prints the report, with
- * the same exit code. A keyed audit (`LOOM_AUDIT_KEY`) verifies only with the same key.
+ * the same exit code. A keyed audit (`LOOM_AUDIT_KEY`) verifies only with the same key. Where the
+ * deployment has no audit (neither `LOOM_AUDIT` nor `LOOM_AUDIT_KEY`), a log whose first event
+ * has no hash was written without one: `not audited <id>: N events`, exit 0 (issue 21). With the
+ * audit on, the same log is TAMPERED: a log of an audited deployment cannot shed its hashes.
  */
 import type { Command } from "../args.ts";
 import { formatVerify } from "../format.ts";
 import type { Io } from "../io.ts";
-import { openRuntime } from "../open-runtime.ts";
+import { openRuntime, trustFromEnv } from "../open-runtime.ts";
 import { ExecutionNotFoundError } from "../../kernel/errors.ts";
 
 type VerifyCommand = Extract<Command, { name: "verify" }>;
@@ -19,6 +22,16 @@ export async function verifyCommand(cmd: VerifyCommand, io: Io): Promise<number>
     const report = await runtime.verifyLog(cmd.id);
     if (!report.ok && report.events === 0 && (await runtime.store.head(cmd.id)) < 0) {
       throw new ExecutionNotFoundError(`no execution has the id "${cmd.id}"`);
+    }
+    const auditOn = trustFromEnv(process.env).audit !== undefined;
+    if (!auditOn && report.problem === "unhashed" && report.firstBadSeq === 0) {
+      const events = (await runtime.store.head(cmd.id)) + 1;
+      io.out(
+        cmd.json
+          ? JSON.stringify({ ...report, events, audited: false }, null, 2)
+          : `not audited ${cmd.id}: ${events} events, written with the audit off (LOOM_AUDIT=1 turns it on)`,
+      );
+      return 0;
     }
     io.out(cmd.json ? JSON.stringify(report, null, 2) : formatVerify(report));
     if (!cmd.json && report.problem === "unhashed") {
