@@ -163,6 +163,24 @@ describe("step timeoutMs and flow deadlineMs (ADR 0020 K8.3, A4, L26)", () => {
     expect(outcomes).toEqual(Array(5).fill("cancelled/LOOM_DEADLINE_EXCEEDED/-"));
   });
 
+  it("a parked body still cached, resumed past its deadline, is cancelled even when it returns without another call (issue 21)", async () => {
+    const outcomes: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const clock = offsetClock();
+      const f = flow$(`cached-past-${i}`, async (ctx) => ctx.suspend<string>(), {
+        deadlineMs: 1_000,
+      });
+      const r = rt(memoryStore(), { clock }).registerFlow(f);
+      const h = await r.start(f, null);
+      await until(async () => (await r.getState(h.id)).status === "parked");
+      clock.advance(5_000); // the deadline passed while it was parked, its body cached
+      await r.resume(h.id, "late");
+      const out = await h.result();
+      outcomes.push(`${out.status}/${out.error?.code ?? ""}`);
+    }
+    expect(outcomes).toEqual(Array(5).fill("cancelled/LOOM_DEADLINE_EXCEEDED"));
+  });
+
   it("start({ deadlineMs }) overrides the flow's", async () => {
     const f = flow$("waits", async (ctx) => ctx.run("w", (e) => tenMinutes(e.signal)), {
       deadlineMs: 600_000,

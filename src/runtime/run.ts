@@ -179,6 +179,7 @@ export class Run {
 
   /** Ends the run; reserving calls the body left running are charged first (C4, cancel-specs). */
   private async finish(end: EventSpec): Promise<void> {
+    if (this.pastDeadline()) return; // K8.3: past its deadline, the cancel owns the outcome
     const specs = endSpecs(this.state, this.host.clock.now(), this, end);
     await this.enqueue(specs).catch(() => undefined);
   }
@@ -374,9 +375,9 @@ export class Run {
 
   /**
    * K8.3: true once the execution is past its deadline, which cancels it (once), like a cancel
-   * from outside, with DeadlineExceededError. An active run's timer calls it, and so does every
-   * syscall before it starts (context.ts), so a run woken or recovered past its deadline runs no
-   * further step. A parked execution nobody wakes stays parked until something does.
+   * from outside, with DeadlineExceededError. An active run's timer calls it, every syscall before
+   * it starts (context.ts) and the body's end, so a run woken or recovered past its deadline runs
+   * no further step, nor completes. A parked execution nobody wakes stays parked until then.
    */
   pastDeadline(): boolean {
     const budget = this.state.deadlineMs;
