@@ -110,6 +110,19 @@ describe("loom fork", () => {
 
     const copy = await showJson(cwd, "c-1-f");
     expect(copy.state.status).toBe("running");
+    // What it is a fork of, and its clock: counted from the fork unless --keep-deadline.
+    expect((copy.state as { _forkedFrom?: unknown })._forkedFrom).toEqual({
+      executionId: "c-1",
+      seq: 2,
+    });
+    const shown = await loom(cwd, "show", "c-1-f");
+    expect(shown.stdout).toMatch(/forked\s+from c-1 at sequence 2/);
+    const kept = await loom(cwd, "fork", "c-1", "2", "--id", "c-1-k", "--keep-deadline");
+    expect(kept.code).toBe(0);
+    const stamp = (e: { meta?: unknown } | undefined) =>
+      (e?.meta as { forkedAt?: unknown })?.forkedAt;
+    expect(typeof stamp(copy.events.at(-1))).toBe("number");
+    expect(stamp((await showJson(cwd, "c-1-k")).events.at(-1))).toBeUndefined();
     expect(copy.events.map((e) => e.kind)).toEqual([
       "EXECUTION_STARTED",
       "STEP_COMPLETED",
@@ -189,7 +202,11 @@ describe("the command lines of send, fork, ls and ui", () => {
       db: "./loom.db",
       id: "a-1",
       atSequence: 3,
+      keepDeadline: false,
       quiet: false,
+    });
+    expect(parseCommand(["fork", "a-1", "3", "--keep-deadline"])).toMatchObject({
+      keepDeadline: true,
     });
     expect(parseCommand(["fork", "a-1", "0", "--id", "b", "--module", "f.ts", "-q"])).toMatchObject(
       { newId: "b", module: "f.ts", quiet: true, atSequence: 0 },

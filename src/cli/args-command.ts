@@ -62,6 +62,8 @@ export type Command =
       newId?: string;
       /** The fork's own budget, as JSON (checked by the runtime: fork.ts V6). */
       budget?: unknown;
+      /** Keep the origin's clock (fork.ts V7): its deadline and step timeouts as they were. */
+      keepDeadline: boolean;
       /** Drive the fork here, with this module's flows, and print its outcome. */
       module?: string;
       quiet: boolean;

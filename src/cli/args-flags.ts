@@ -32,7 +32,8 @@ type OptionName =
   | "topic"
   | "key"
   | "module"
-  | "budget";
+  | "budget"
+  | "keep-deadline";
 
 /** The flags `checkFlags` looks at, in the order it looks at them. */
 const CHECKED = [
@@ -58,6 +59,7 @@ const CHECKED = [
   "key",
   "module",
   "budget",
+  "keep-deadline",
 ] as const;
 
 /** The line, split into flags and positionals; a flag `parseArgs` does not know is a UsageError. */
@@ -91,6 +93,7 @@ export function parseFlags(argv: readonly string[]) {
         key: { type: "string" },
         module: { type: "string" },
         budget: { type: "string" },
+        "keep-deadline": { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -131,7 +134,7 @@ const ALLOWED: Record<CommandName, CommandSpec> = {
   send: { positionals: [2, 2], options: ["db", "pg", "pg-schema", "topic", "key"] },
   fork: {
     positionals: [2, 2],
-    options: ["db", "pg", "pg-schema", "id", "budget", "module", "quiet"],
+    options: ["db", "pg", "pg-schema", "id", "budget", "keep-deadline", "module", "quiet"],
   },
   ui: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "port", "host", "allow-host"] },
 };
@@ -149,7 +152,7 @@ export const SIGNATURES: Record<CommandName, string> = {
   verify: "loom verify <id> [--json]",
   "erase-subject": "loom erase-subject <subject> --yes [--json]",
   send: "loom send <id> <JSON> [--topic T] [--key K]",
-  fork: "loom fork <id> <seq> [--id NEW] [--budget JSON] [--module M [--quiet]]",
+  fork: "loom fork <id> <seq> [--id NEW] [--budget JSON] [--keep-deadline] [--module M [--quiet]]",
   ui: "loom ui [--port N] [--host H] [--allow-host NAME[,NAME]]",
 };
 

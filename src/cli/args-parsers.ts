@@ -120,6 +120,7 @@ function parseFork({ values, where, arg }: Line): Command {
     atSequence: parseSequence(arg(1)),
     ...(values.id === undefined ? {} : { newId: values.id }),
     ...(values.budget === undefined ? {} : { budget: parseJson(values.budget, "--budget") }),
+    keepDeadline: values["keep-deadline"] === true,
     ...(values.module === undefined
       ? {}
       : { module: nonEmpty(values.module, "--module", "a module path") }),

@@ -22,7 +22,7 @@ commands:
   send <id> <JSON> [--topic T] [--key K]
                          post a message to the inbox of the execution's chain (ctx.receive);
                          --key makes a retry a no-op
-  fork <id> <seq> [--id NEW] [--budget JSON] [--module M [--quiet]]
+  fork <id> <seq> [--id NEW] [--budget JSON] [--keep-deadline] [--module M [--quiet]]
                          copy an execution's log up to sequence <seq> into a new execution and
                          print its id; a worker drives it on, or with --module this command
                          does, and prints its outcome like run; --budget gives the copy a

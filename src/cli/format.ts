@@ -91,6 +91,9 @@ export function formatShow(
     ]);
   }
   if (tree?.parent !== undefined) summary.push(["parent", tree.parent]);
+  const fork = state._forkedFrom;
+  if (fork !== undefined)
+    summary.push(["forked", `from ${fork.executionId} at sequence ${fork.seq}`]);
   if (erased.length > 0) {
     summary.push(["erased", `subject ${erased.join(", ")} (payloads unrecoverable)`]);
   }

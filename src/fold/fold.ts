@@ -12,7 +12,7 @@
  *     is not is ignored whole, and a later EXECUTION_STARTED is ignored.
  * F7. Status: terminal after a terminal event; else `parked` while a wait (sleep or suspend, in
  *     any scope) is open and no step is in flight; else `running` (`pending` before any call).
- * F8..F10 are the fold of children (children.ts); F11, a fork's own budget (fork-budget.ts).
+ * F8..F10 are the fold of children (children.ts); F11, F12, what a fork records at its fork point (fork-point.ts).
  *
  * `fold` updates `state` in place and returns it: the caller owns the state it passes in
  * (`foldAll` copies a snapshot before folding onto it).
@@ -23,7 +23,7 @@ import { initialState, type ExecutionState, type Snapshot } from "./state.ts";
 import { childDone, startChild } from "./children.ts";
 import { DECISION_HANDLERS } from "./decisions.ts";
 import { END_HANDLERS } from "./ends.ts";
-import { narrowAtForkPoint } from "./fork-budget.ts";
+import { atForkPoint } from "./fork-point.ts";
 import type { Payload } from "./frames.ts";
 import type { Handlers } from "./handler.ts";
 import { INBOX_HANDLERS } from "./inbox.ts";
@@ -51,7 +51,7 @@ export function fold(state: ExecutionState, envelope: Envelope): ExecutionState 
   state.seq = seq;
   state.updatedAt = at;
   if (handler) handler(state, p, e as unknown as Envelope);
-  narrowAtForkPoint(state, e as unknown as Envelope);
+  atForkPoint(state, e as unknown as Envelope);
   if (!isTerminal(state) && kind !== "EXECUTION_STARTED" && !erasure) {
     state.status = state.openWaits > 0 && state.inFlight === 0 ? "parked" : "running";
   }

@@ -113,6 +113,8 @@ export interface ExecutionState {
    * and forks.
    */
   _subject?: string;
+  /** A fork's origin and fork point (fold/fork-point.ts F12). */
+  _forkedFrom?: { executionId: string; seq: number };
   /** The subjects erased from this log (SUBJECT_ERASED, schema 1.8.0), in order. */
   _erased?: string[];
   /** The execution that spawned this one (schema 1.7.0), inherited along its chain. */

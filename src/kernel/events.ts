@@ -47,7 +47,9 @@ import type { Json } from "./json.ts";
  *        (fold/steps.ts S3, fold/metering.ts). EXECUTION_STARTED's `parent.granted` marks a child
  *        whose budget is a grant from its parent's (kept in `_parent`). A fork's copied event at
  *        its fork point may carry `meta.forkBudget`, which narrows `_budget` there, never raising
- *        or dropping a limit (fold F11, runtime/fork.ts V6). RESOURCE_METERED's `delta.costUnknown`
+ *        or dropping a limit (fold F11, runtime/fork.ts V6); its `forkedFrom` folds into
+ *        `_forkedFrom` and its `meta.forkedAt` is the fork's clock base: `startedAt` and the
+ *        `firstStartedAt` of the steps the prefix left running move to it (fold F12, fork.ts V7). RESOURCE_METERED's `delta.costUnknown`
  *        folds into `_resources.costUnknown` (and a named budget's `_scopeResources`), which
  *        stays set (kernel/resources.ts Q7); `delta.priced` is recorded, not folded.
  */

@@ -25,6 +25,9 @@
  *     a dimension the origin does not limit may be added. The budget is `meta.forkBudget` on the
  *     last copied envelope, in the V1 batch, and the fold narrows `_budget` to it there (fold
  *     F11): the fork has its budget less what the prefix spent.
+ * V7. A fork has its own clock base (issue 21): the moment it is forked is `meta.forkedAt` on the
+ *     same envelope, and its deadline and the timeouts of the steps its prefix left running count
+ *     from it (fold F12), unless it is forked with `{ keepDeadline: true }`.
  */
 import {
   CompactedForkPointError,
@@ -41,7 +44,7 @@ import { fold } from "../fold/fold.ts";
 import { indexChanges, watchWakeId, type IndexChanges } from "../fold/index-changes.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import { awaitedChildren } from "../fold/children.ts";
-import { narrowAtForkPoint } from "../fold/fork-budget.ts";
+import { atForkPoint } from "../fold/fork-point.ts";
 import type { Clock } from "../kernel/clock.ts";
 import type { Store } from "../store/spi.ts";
 import type { Journal } from "./journal.ts";
@@ -64,6 +67,7 @@ export async function writeFork(
   atSequence: number,
   newId: string,
   budget?: Budget,
+  options: { keepDeadline?: boolean } = {},
 ): Promise<ExecutionState> {
   const { first, prefix } = await forkablePrefix(deps.store, id, atSequence);
   // V2: every copied envelope names its origin; a chain member's copy is a chain of its own.
@@ -85,12 +89,16 @@ export async function writeFork(
   const state = initialState(newId);
   for (const e of events) fold(state, e);
   const last = events[events.length - 1];
-  if (budget !== undefined && last !== undefined) {
+  if (last !== undefined && (budget !== undefined || !options.keepDeadline)) {
     // V6: checked against the origin's budget at the fork point, then stamped where the fold
-    // applies it (after the prefix's own negotiated grants).
-    refuseLoosened(state._budget, budget, { id, atSequence, newId });
-    last.meta = { ...last.meta, forkBudget: budget as unknown as Json };
-    narrowAtForkPoint(state, last);
+    // applies it (after the prefix's own negotiated grants). V7: the fork's clock base.
+    if (budget !== undefined) refuseLoosened(state._budget, budget, { id, atSequence, newId });
+    last.meta = {
+      ...last.meta,
+      ...(budget === undefined ? {} : { forkBudget: budget as unknown as Json }),
+      ...(options.keepDeadline ? {} : { forkedAt: deps.clock.now() }),
+    };
+    atForkPoint(state, last);
   }
   // V1: one batch, with the new id's lease (fence 1): the fork exists whole or not at all.
   try {

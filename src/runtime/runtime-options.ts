@@ -152,6 +152,12 @@ export interface ForkOptions extends CallerOptions {
    * prefix spent counts against it: `{ tokens: 1000 }` over a prefix that spent 800 leaves 200.
    */
   budget?: Budget;
+  /**
+   * Keep the origin's clock (fork.ts V7): the fork's deadline and the timeouts of the steps its
+   * prefix left running count from the origin's start, as they were. By default they count from
+   * the moment of the fork.
+   */
+  keepDeadline?: boolean;
 }
 
 export interface ExecutionHandle<O = unknown> {

@@ -126,6 +126,10 @@ export async function fork(
   // V6: a misspelled or bad limit is refused before anything is read or written.
   const budget =
     options.budget === undefined ? undefined : checkedBudget(options.budget, `fork "${target}"`);
+  if (options.keepDeadline !== undefined && typeof options.keepDeadline !== "boolean") {
+    throw new InvalidInputError("fork option keepDeadline must be true or false");
+  }
+  const keep = { keepDeadline: options.keepDeadline === true };
   await authorize(s, id, options);
   const deps = {
     store: s.store,
@@ -135,7 +139,7 @@ export async function fork(
     leaseTtlMs: s.leaseTtlMs,
   };
   await s.tasks.exclusive(target, async () => {
-    const state = await writeFork(deps, id, atSequence, target, budget);
+    const state = await writeFork(deps, id, atSequence, target, budget, keep);
     const lease = {
       executionId: target,
       owner: s.ownerId,

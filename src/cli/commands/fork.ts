@@ -1,9 +1,12 @@
 /**
- * `loom fork <id> <seq> [--id NEW] [--budget JSON] [--module M [--quiet]]`: a new execution whose
+ * `loom fork <id> <seq> [--id NEW] [--budget JSON] [--keep-deadline] [--module M [--quiet]]`: a
+ * new execution whose
  * log is a copy of `<id>`'s events up to and including sequence `<seq>` (runtime.fork, fork.ts
  * V1..V6), which then runs on from there: what the prefix left open (a step it had not finished,
  * everything after it) runs again, and what it recorded is replayed. `--budget` gives the copy a
- * budget of its own, which may only narrow the original's (V6); what the copy spent counts.
+ * budget of its own, which may only narrow the original's (V6); what the copy spent counts. The
+ * copy's deadline and the timeouts of the steps it re-runs count from the fork (V7), unless
+ * `--keep-deadline`.
  *
  * Without `--module` the command only records the fork: it prints the new id (the one line on
  * stdout, so `NEW=$(loom fork ...)` works) and leaves the driving to a process that has the
@@ -30,9 +33,9 @@ export function forkCommand(cmd: ForkCommand, io: Io): Promise<number> {
 
 /** `--budget`, checked before the database is opened (the runtime checks it against the origin). */
 function forkOptions(cmd: ForkCommand): ForkOptions {
-  return cmd.budget === undefined
-    ? {}
-    : { budget: checkedBudget(cmd.budget, "the fork (--budget)") };
+  const options: ForkOptions = cmd.keepDeadline ? { keepDeadline: true } : {};
+  if (cmd.budget !== undefined) options.budget = checkedBudget(cmd.budget, "the fork (--budget)");
+  return options;
 }
 
 async function recordFork(cmd: ForkCommand, io: Io): Promise<number> {

@@ -42,8 +42,9 @@ function childNodes(nodes) {
     n.children.length ? childNodes(n.children) : "")));
 }
 
-function childrenSection(tree) {
+function childrenSection(tree, forkedFrom) {
   const out = [];
+  if (forkedFrom) out.push(h("p", { "data-testid": "forked-from" }, "Forked from ", h("a", { href: execHref(forkedFrom.executionId), class: "mono" }, forkedFrom.executionId), " at sequence " + forkedFrom.seq + " (its clock starts at the fork)"));
   if (tree.parent) out.push(h("p", {}, "Spawned by ", h("a", { href: execHref(tree.parent), class: "mono" }, tree.parent)));
   if (tree.children.length === 0) out.push(h("p", { class: "muted" }, "No children."));
   else out.push(h("div", { class: "tree" }, childNodes(tree.children)));
@@ -238,7 +239,7 @@ function showExecution(id) {
       eventsBody.replaceChildren();
       addEvents(d.events, d.timeline);
       chainEl.replaceChildren(...chainSection(d.chain, id));
-      childrenEl.replaceChildren(...childrenSection(d.children));
+      childrenEl.replaceChildren(...childrenSection(d.children, d.state && d.state._forkedFrom));
       drawAll();
       openStream();
     }).catch((err) => {
