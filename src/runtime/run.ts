@@ -55,7 +55,6 @@ import { Reservations } from "./run-reservations.ts";
 export type { EventSpec } from "./journal.ts";
 export { merged } from "./run-appends.ts";
 export { halted, type Claim } from "./run-scopes.ts";
-
 export type RunPhase = "active" | "parked" | "done" | "stopped";
 
 /** What a Run needs from its runtime; the runtime implements it (its parts ask for theirs). */
