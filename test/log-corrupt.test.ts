@@ -1,0 +1,37 @@
+/** Issue 21 item 3 on SQLite (test/support/log-corrupt-suite.ts): a row spoiled in the file. */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { logCorruptSuite } from "./support/log-corrupt-suite.ts";
+
+/** Events live in `events` or, until they settle, in `events_hot` (docs/decisions/0006). */
+const TABLES = ["events", "events_hot"];
+
+logCorruptSuite("SQLite", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "loom-corrupt-"));
+  const path = join(dir, "loom.db");
+  const store = sqliteStore(path);
+  return {
+    store,
+    flags: ["--db", path],
+    async spoil(id, seq) {
+      const db = new Database(path);
+      try {
+        let changed = 0;
+        for (const t of TABLES) {
+          const sql = `UPDATE ${t} SET payload = '{not json' WHERE execution_id = ? AND seq = ?`;
+          changed += db.prepare(sql).run(id, seq).changes;
+        }
+        if (changed !== 1) throw new Error(`spoiled ${changed} rows`);
+      } finally {
+        db.close();
+      }
+    },
+    async dispose() {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
