@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { createRuntime } from "../../src/index.ts";
 import type { Store } from "../../src/store/spi.ts";
+import { listPage } from "../../src/ui/list.ts";
 import { quick } from "../fixtures/fleet/flows.ts";
 import { until } from "../helpers.ts";
 
@@ -74,9 +75,14 @@ export function logCorruptSuite(name: string, open: () => Promise<CorruptPlace>)
         await until(async () => (await runtime.list({ status: ["completed"] })).length === 1);
         await expect(runtime.getState("aa")).rejects.toMatchObject(LOG_CORRUPT("aa", 0));
         await expect(runtime.readLog("aa")).rejects.toMatchObject(LOG_CORRUPT("aa", 0));
-        // Listed still, with what is wrong with it.
+        // Listed still, and the dashboard's page says what is wrong with it.
         const listed = await runtime.list();
         expect(listed.map((x) => x.executionId)).toEqual(["aa", "zz"]);
+        const page = await listPage(runtime.store, new URLSearchParams());
+        expect(page.executions.map((x) => x.error?.code)).toEqual(["LOOM_LOG_CORRUPT", undefined]);
+        expect(page.executions[0]?.error).toMatchObject(LOG_CORRUPT("aa", 0));
+        // Quarantined: reported once, and a second recovery does not try it again.
+        expect(await runtime.recoverAbandoned()).toEqual([]);
       } finally {
         await runtime.close();
         await place.dispose();
@@ -116,13 +122,13 @@ export function logCorruptSuite(name: string, open: () => Promise<CorruptPlace>)
 
         const show = await loom(["show", "p-042", ...place.flags]).exited;
         expect(show.code).toBe(1);
-        expect(show.stderr).toContain("LogCorruptError");
-        expect(show.stderr).toContain("p-042");
+        expect(show.stderr).toContain("LOOM_LOG_CORRUPT");
+        expect(show.stderr).toContain('"p-042" cannot be read at seq 0');
 
         worker.kill();
         const stopped = await worker.exited;
         expect(stopped.code).toBe(0);
-        expect(stopped.stderr).toContain("LogCorruptError");
+        expect(stopped.stderr).toContain("LOOM_LOG_CORRUPT");
       } finally {
         worker?.kill();
         await client.close();
