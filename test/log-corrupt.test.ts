@@ -3,6 +3,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import { describe, expect, it } from "vitest";
+import { initialState } from "../src/fold/state.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { logCorruptSuite } from "./support/log-corrupt-suite.ts";
 
@@ -34,4 +36,25 @@ logCorruptSuite("SQLite", async () => {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+});
+
+describe("a spoiled snapshot on SQLite (issue 21 item 3)", () => {
+  it("loadSnapshot raises LogCorruptError naming the execution and the snapshot's seq", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loom-corrupt-"));
+    const path = join(dir, "loom.db");
+    const store = sqliteStore(path);
+    try {
+      await store.saveSnapshot("aa", { seq: 3, state: initialState("aa") });
+      const db = new Database(path);
+      db.prepare("UPDATE snapshots SET state = '{not json' WHERE execution_id = 'aa'").run();
+      db.close();
+      await expect(store.loadSnapshot("aa")).rejects.toMatchObject({
+        code: "LOOM_LOG_CORRUPT",
+        details: { executionId: "aa", seq: 3 },
+      });
+    } finally {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -62,7 +62,11 @@ export function envelopeOf(executionId: string, r: EventRow): Envelope {
   return e;
 }
 
-function parsedRow(executionId: string, seq: number, text: string): unknown {
+/**
+ * Stored JSON text of `executionId` at `seq` (an event's payload or meta, a snapshot's state),
+ * parsed; text that no longer parses is LogCorruptError naming both (issue 21 item 3).
+ */
+export function parsedRow(executionId: string, seq: number, text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (e) {
