@@ -38,7 +38,18 @@ export function formatList(
       owners.get(r.executionId) ?? "-",
     ]),
   ];
+  // An ERROR column only when a log cannot be read (issue 21 item 3): the usual table is unchanged.
+  if (rows.some((r) => r.error)) {
+    table.forEach((line, i) => line.push(i === 0 ? "ERROR" : errorCell(rows[i - 1])));
+  }
   return columns(table);
+}
+
+function errorCell(r: ExecutionSummary | undefined): string {
+  if (!r?.error) return "-";
+  const details = r.error.details as { seq?: unknown } | undefined;
+  const at = typeof details?.seq === "number" ? ` at seq ${details.seq}` : "";
+  return `${r.error.name}${at}`;
 }
 
 /** ", N compacted away" when the log has gaps (compaction keeps sequence numbers). */

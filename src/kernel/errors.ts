@@ -157,6 +157,12 @@ export class TaintedInputError extends defineError("LOOM_TAINTED_INPUT") {}
 export class CodecKeyError extends defineError("LOOM_CODEC_KEY") {}
 /** A stored payload did not decode: wrong key, or its bytes were changed (the GCM tag failed). */
 export class CodecError extends defineError("LOOM_CODEC") {}
+/**
+ * A stored event of an execution's log no longer reads back (its text is not JSON): details
+ * `{ executionId, seq }` name the row. The execution is quarantined, not fatal: recovery skips it
+ * and goes on with every other one; reading its state or log raises this.
+ */
+export class LogCorruptError extends defineError("LOOM_LOG_CORRUPT") {}
 /** eraseSubject could not end every live execution of the subject, so it destroyed nothing. */
 export class SubjectLiveError extends defineError("LOOM_SUBJECT_LIVE") {}
 
@@ -210,6 +216,7 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_CODEC_KEY: CodecKeyError,
   LOOM_CODEC: CodecError,
   LOOM_SUBJECT_LIVE: SubjectLiveError,
+  LOOM_LOG_CORRUPT: LogCorruptError,
   LOOM_NOT_RESUMABLE: NotResumableError,
   LOOM_SUSPEND_TIMEOUT: SuspendTimeoutError,
   LOOM_WAIT_TIMEOUT: WaitTimeoutError,

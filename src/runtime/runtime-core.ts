@@ -332,8 +332,13 @@ export async function recoverOne(s: RuntimeState, id: string): Promise<boolean> 
   if (cached?.live) return false;
   const lease = await s.leases.acquireIfDead(id);
   if (!lease) return false;
-  const state = await loadState(s.store, id);
-  const driven = state !== undefined && drive(s, state, lease);
-  if (!driven) await s.leases.release(id, lease.fence);
-  return driven;
+  let driven = false;
+  try {
+    const state = await loadState(s.store, id);
+    driven = state !== undefined && drive(s, state, lease);
+    return driven;
+  } finally {
+    // A log that cannot be read (LogCorruptError) gives its lease back too.
+    if (!driven) await s.leases.release(id, lease.fence);
+  }
 }

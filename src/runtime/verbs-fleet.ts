@@ -14,6 +14,8 @@ import {
   ExecutionNotFoundError,
   InvalidInputError,
   InvariantViolation,
+  ensureError,
+  isLoomError,
   RuntimeClosedError,
   UnknownFlowError,
 } from "../kernel/errors.ts";
@@ -163,12 +165,25 @@ export async function recoverAbandoned(s: RuntimeState): Promise<string[]> {
       const run = s.runs.get(x.executionId);
       if (run?.phase === "active") continue;
       if (s.leases.liveElsewhere(await s.store.getLease(x.executionId))) continue;
-      const driven = await s.tasks.exclusive(x.executionId, () => recoverOne(s, x.executionId));
+      const driven = await s.tasks
+        .exclusive(x.executionId, () => recoverOne(s, x.executionId))
+        .catch((e: unknown) => quarantined(s, x.executionId, e));
       if (driven) recovered.push(x.executionId);
     }
     if (page.length < 200) return recovered;
     afterId = page[page.length - 1]?.executionId;
   }
+}
+
+/**
+ * W6: an execution whose log cannot be read (LogCorruptError) is quarantined, not fatal: marked
+ * stuck here (reported once, skipped by later recoveries) while recovery goes on with the rest.
+ * Any other error is not this execution's alone (the store is down): it stops the recovery.
+ */
+function quarantined(s: RuntimeState, id: string, e: unknown): false {
+  if (!isLoomError(e, "LOOM_LOG_CORRUPT")) throw e;
+  s.markStuck(id, ensureError(e));
+  return false;
 }
 
 /** L1: recovery in a fleet, by claims; drives each claimed execution it has room for. */
@@ -190,6 +205,7 @@ async function claimRunnable(s: RuntimeState, fleet: FleetMember): Promise<strin
       const ok = await s.tasks
         .exclusive(id, () => driveClaimed(s, id, lease))
         .catch((e: unknown) => {
+          if (isLoomError(e, "LOOM_LOG_CORRUPT")) return quarantined(s, id, e);
           s.report(e);
           return false;
         });

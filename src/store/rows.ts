@@ -4,6 +4,7 @@
  * runtime made, so what is read is what was appended.
  */
 import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../kernel/events.ts";
+import { LogCorruptError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { ExecutionSummary, InboxMessage, Schedule } from "./spi.ts";
 import { WAKE_ID_PREFIXES } from "../fold/index-changes.ts";
@@ -48,16 +49,33 @@ export interface MessageRow {
   at: number;
 }
 
+/** A stored event as it was appended; a row whose text does not parse is LogCorruptError. */
 export function envelopeOf(executionId: string, r: EventRow): Envelope {
   const e: Envelope = {
     executionId,
     seq: r.seq,
     kind: r.kind as EventKind,
     at: r.at,
-    payload: JSON.parse(r.payload) as Json,
+    payload: parsedRow(executionId, r.seq, r.payload) as Json,
   };
-  if (r.meta !== null) e.meta = JSON.parse(r.meta) as EnvelopeMeta;
+  if (r.meta !== null) e.meta = parsedRow(executionId, r.seq, r.meta) as EnvelopeMeta;
   return e;
+}
+
+/**
+ * Stored JSON text of `executionId` at `seq` (an event's payload or meta, a snapshot's state),
+ * parsed; text that no longer parses is LogCorruptError naming both (issue 21 item 3).
+ */
+export function parsedRow(executionId: string, seq: number, text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new LogCorruptError(
+      `the log of execution ${JSON.stringify(executionId)} cannot be read at seq ${seq}: ${why}`,
+      { executionId, seq },
+    );
+  }
 }
 
 export function summaryOf(r: ExecutionRow): ExecutionSummary {

@@ -60,7 +60,7 @@
  * `runFleetConformance`.
  */
 import type { Envelope, EventKind, ExecutionStatus } from "../kernel/events.ts";
-import type { LoomError } from "../kernel/errors.ts";
+import type { ErrorData, LoomError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Snapshot } from "../fold/state.ts";
 import type { IndexChanges } from "../fold/index-changes.ts";
@@ -117,6 +117,11 @@ export interface ExecutionSummary {
   head: number;
   createdAtMs: number;
   updatedAtMs: number;
+  /**
+   * Why the log cannot be read (LogCorruptError), where the lister asked (log-errors.ts); a
+   * store's own `list` never sets it.
+   */
+  error?: ErrorData;
 }
 
 export interface ListQuery {

@@ -8,13 +8,16 @@
  *
  * Invariants (tests cite L1..L3):
  * L1. One page costs one `store.list` of at most `limit + 1` rows (the extra row only says
- *     whether there is a next page), whatever the number of executions.
+ *     whether there is a next page), whatever the number of executions, plus a read of each
+ *     shown log, so that one that cannot be read shows with its LogCorruptError (issue 21
+ *     item 3; store/log-errors.ts).
  * L2. `q` matches ids that start with it, the id equal to it first (ids are ordered by their
  *     bytes in every store, so the matches are one contiguous run from `q` on). Text that
  *     cannot start an id matches nothing.
  * L3. A malformed `status` or `limit` is a 400 naming it; nothing is read.
  */
 import { EXECUTION_STATUSES, type ExecutionStatus } from "../kernel/events.ts";
+import { withLogErrors } from "../store/log-errors.ts";
 import type { ExecutionSummary, ListQuery, Store } from "../store/spi.ts";
 import { HttpRefusal } from "./http.ts";
 
@@ -38,7 +41,7 @@ export async function listPage(store: Store, params: URLSearchParams): Promise<L
   const limit = query.limit ?? DEFAULT_PAGE;
   const rows = await store.list({ ...query, limit: limit + 1, ...(from ? { afterId: from } : {}) });
   const matching = q === "" ? rows : takeWhile(rows, (r) => r.executionId.startsWith(q));
-  const executions = matching.slice(0, limit);
+  const executions = await withLogErrors(store, matching.slice(0, limit));
   const more = matching.length > limit;
   return {
     executions,

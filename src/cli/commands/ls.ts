@@ -7,6 +7,7 @@ import type { Command } from "../args.ts";
 import { formatList, shellQuote } from "../format.ts";
 import type { Io } from "../io.ts";
 import { databaseFlags, openRuntime } from "../open-runtime.ts";
+import { withLogErrors } from "../../store/log-errors.ts";
 import type { ListQuery } from "../../store/spi.ts";
 
 type LsCommand = Extract<Command, { name: "ls" }>;
@@ -22,7 +23,9 @@ export async function lsCommand(cmd: LsCommand, io: Io): Promise<number> {
       ...(cmd.limit === undefined ? {} : { limit: cmd.limit + 1 }),
     };
     const found = await runtime.list(query);
-    const rows = cmd.limit === undefined ? found : found.slice(0, cmd.limit);
+    const shown = cmd.limit === undefined ? found : found.slice(0, cmd.limit);
+    // A log that cannot be read is listed with its LogCorruptError (issue 21 item 3).
+    const rows = await withLogErrors(runtime.store, shown);
     if (cmd.json) {
       io.out(JSON.stringify(rows, null, 2));
       return 0;

@@ -1,6 +1,7 @@
 /** Snapshots on PostgreSQL (S8): one row per execution, replaced only by one at a higher `seq`. */
 import type pg from "pg";
 import type { Snapshot } from "../../fold/state.ts";
+import { parsedRow } from "../rows.ts";
 import type { SnapshotStore } from "../spi.ts";
 import { run, statement, type Tables } from "./db.ts";
 
@@ -28,7 +29,8 @@ export function postgresSnapshots(pool: pg.Pool, t: Tables): SnapshotStore {
     async loadSnapshot(id) {
       const { rows } = await run<{ seq: number; state: string }>(pool, s.load([id]));
       const row = rows[0];
-      return row ? { seq: row.seq, state: JSON.parse(row.state) as Snapshot["state"] } : undefined;
+      if (!row) return undefined;
+      return { seq: row.seq, state: parsedRow(id, row.seq, row.state) as Snapshot["state"] };
     },
   };
 }

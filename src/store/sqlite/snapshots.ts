@@ -1,5 +1,6 @@
 /** Snapshots on SQLite (S8): one row per execution, replaced only by one at a higher `seq`. */
 import type { Snapshot } from "../../fold/state.ts";
+import { parsedRow } from "../rows.ts";
 import type { SnapshotStore } from "../spi.ts";
 import type { Statements } from "./statements.ts";
 
@@ -11,7 +12,8 @@ export function sqliteSnapshots(q: Statements): SnapshotStore {
 
     async loadSnapshot(id) {
       const row = q.loadSnapshot.get(id);
-      return row ? { seq: row.seq, state: JSON.parse(row.state) as Snapshot["state"] } : undefined;
+      if (!row) return undefined;
+      return { seq: row.seq, state: parsedRow(id, row.seq, row.state) as Snapshot["state"] };
     },
   };
 }

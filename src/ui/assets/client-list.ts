@@ -88,7 +88,8 @@ function showList(params) {
       body.append(h("tr", { "data-testid": "execution-row", "data-id": x.executionId },
         h("td", { class: "id-cell mono" }, h("a", { href: execHref(x.executionId) }, x.executionId)),
         h("td", {}, x.flow),
-        h("td", {}, badge(x.status, { "data-testid": "row-status" })),
+        h("td", {}, badge(x.status, { "data-testid": "row-status" }),
+          x.error ? h("span", { class: "badge failed", "data-testid": "row-error", title: x.error.message }, x.error.name) : null),
         h("td", { class: "num" }, String(x.head + 1)),
         h("td", {}, fmtTime(x.createdAtMs)),
         h("td", {}, fmtTime(x.updatedAtMs))));
