@@ -52,7 +52,7 @@ describe("createToolEffect over Streamable HTTP (issue 21 item 7)", () => {
     );
     const r = rt(memoryStore()).registerFlow(f);
     expect((await (await r.start(f, "one")).result()).status).toBe("completed");
-    await s.restart();
+    s.restart();
     const out = await (await r.start(f, "two")).result();
     expect(out.output).toEqual({ content: [{ type: "text", text: "echo: two" }], isError: false });
     expect(s.initializes()).toBe(2);
@@ -90,7 +90,7 @@ describe("createToolEffect over Streamable HTTP (issue 21 item 7)", () => {
     const r = rt(memoryStore()).registerFlow(f);
     const h = await r.start(f, null);
     await until(() => s.started.length === 1, 20_000 * SLOWDOWN);
-    await s.restart();
+    s.restart();
     const out = await h.result();
     expect(out.output).toEqual({ content: [{ type: "text", text: "slept 300" }], isError: false });
     expect([s.started.length, s.initializes()]).toEqual([2, 2]);

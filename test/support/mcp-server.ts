@@ -44,8 +44,8 @@ export interface HttpMcpOptions {
 
 /**
  * A Streamable HTTP server as the spec has it: a request naming a session it does not know is
- * answered 404. `restart()` drops every connection and session and listens again on the same
- * port (a restarted server); `kill()` drops them and stops listening (a server that died).
+ * answered 404. `restart()` drops every connection and session (a restarted server, on the same
+ * port); `kill()` drops them and stops listening (a server that died).
  * `openPosts()` counts the POST streams the server holds open, its view of the client's streams.
  */
 export async function startHttpMcp(opts: HttpMcpOptions = {}) {
@@ -113,9 +113,11 @@ export async function startHttpMcp(opts: HttpMcpOptions = {}) {
     strays: () => strays,
     openPosts: () => open.size,
     kill,
-    restart: async () => {
-      await kill();
-      await new Promise<void>((r) => http.listen(port, "127.0.0.1", r));
+    // The listener is kept, so no call meets a refused connection: what the client sees of a
+    // restart is its connections reset and its session unknown.
+    restart: () => {
+      sessions = new Map();
+      http.closeAllConnections();
     },
     close: async () => {
       if (http.listening) await kill();
