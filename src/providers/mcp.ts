@@ -201,6 +201,9 @@ export function createToolEffect<I extends Record<string, unknown>>(
   if (typeof options.tool !== "string" || options.tool === "") {
     throw new InvalidInputError("createToolEffect needs the tool's name");
   }
+  if (options.idempotent !== undefined && typeof options.idempotent !== "boolean") {
+    throw new InvalidInputError("createToolEffect idempotent must be a boolean");
+  }
   if (options.taint !== undefined) checkedTaintSource(options.taint, "createToolEffect taint");
   assertPeer(CLIENT, FEATURE, SDK);
   const connection = new McpConnection(() => makeClient(options.transport));
