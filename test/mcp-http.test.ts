@@ -96,6 +96,19 @@ describe("createToolEffect over Streamable HTTP (issue 21 item 7)", () => {
     expect([s.started.length, s.initializes()]).toEqual([2, 2]);
   });
 
+  it("a call that is not idempotent is not asked again after its server restarted mid-call", async () => {
+    const s = await server();
+    const slow = tool<{ ms: number }>({ tool: "slow", transport: { http: { url: s.url } } });
+    const f = flow$("killed-once", async (ctx) => ctx.execute(slow, { ms: 300 }, { retry: false }));
+    const r = rt(memoryStore()).registerFlow(f);
+    const h = await r.start(f, null);
+    await until(() => s.started.length === 1, 20_000 * SLOWDOWN);
+    s.restart();
+    expect((await h.result()).error?.code).toBe("LOOM_TOOL_CONNECTION_LOST");
+    // The tool may have run: it ran once, and no new session was opened to run it again.
+    expect([s.started.length, s.initializes()]).toEqual([1, 1]);
+  });
+
   it("a cancel during a hung initialize settles the effect and closes the initialize's stream", async () => {
     const s = await server({ hangInitialize: true });
     const echo = tool<{ text: string }>({ tool: "echo", transport: { http: { url: s.url } } });
