@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { slow } from "./test/support/slowdown.ts";
 
 /**
  * The PostgreSQL suites (`*.pg.test.ts`) need a server: LOOM_PG_URL names it (.ci/run sets it).
@@ -41,9 +42,12 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     exclude: pg ? [] : ["test/**/*.pg.test.ts"],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // Scaled by LOOM_TEST_SLOWDOWN, as every wait inside a test is (test/support/slowdown.ts).
+    testTimeout: slow(60_000),
+    hookTimeout: slow(60_000),
+    teardownTimeout: slow(60_000),
     pool: "forks",
-    globalSetup: ["test/support/build-dist.ts"],
+    // kill-children.ts ends every process a test started, even one whose test failed.
+    globalSetup: ["test/support/build-dist.ts", "test/support/kill-children.ts"],
   },
 });

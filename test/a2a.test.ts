@@ -106,11 +106,9 @@ describe("createA2AEffect: a remote agent over A2A (issue 6)", () => {
         // known to the caller yet; a2a.ts 3: the effect waits for it before it cancels).
         await until(() => remote.tasks.length === 1, 10_000);
         const task = remote.tasks[0];
-        const t0 = performance.now();
         expect(await h.cancel("enough")).toBe(true);
         await until(() => remote.cancels.length === 1, 2000);
         expect(remote.cancels[0]?.taskId).toBe(task?.taskId);
-        expect((remote.cancels[0]?.atMs ?? Infinity) - t0).toBeLessThan(1000);
         await until(() => task?.finalState !== undefined, 2000);
         expect(task?.finalState).toBe(TaskState.TASK_STATE_CANCELED);
         const outcome = await h.result();

@@ -27,7 +27,7 @@
  * Cites K1 (successor first, then the commit), N1 (each message consumed once, a consumed key
  * dropped) and F5 (the state read back through snapshots equals a fold of the whole log).
  */
-import { spawn } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -43,6 +43,7 @@ import {
 } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { limiter, mulberry32 } from "./helpers.ts";
+import { slow } from "./support/slowdown.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(ROOT, "test/fixtures/chain/worker.ts");
@@ -55,7 +56,7 @@ const SAMPLED = 7;
 const POINTS = Array.from({ length: 5 + SAMPLED }, (_, i) => i);
 /** Two points at a time: a crash and a recovery child each, on a 2-core machine. */
 const PARALLEL = 2;
-const CHILD_TIMEOUT_MS = 30_000;
+const CHILD_TIMEOUT_MS = slow(30_000);
 
 /** What is sent, in order; each group is released by one credit (see the module head). */
 const GROUPS = [
@@ -458,7 +459,7 @@ describe("ADR 0109 D8 on SQLite: SIGKILL at a sample of a two-generation convers
   it.concurrent.for(POINTS)(
     "kill point %i: one successor, one commit, each message once",
     // The time a point waits for its slot counts too; each child has its own guard.
-    { timeout: 120_000 },
+    { timeout: slow(120_000) },
     async (index, { expect }) => {
       await slot(async () => {
         const t0 = performance.now();

@@ -1,5 +1,5 @@
 /** ADR 0109 D6: chain lineage as a pure projection, continueEvery, and `loom show` of a chain. */
-import { spawn } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

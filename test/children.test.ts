@@ -2,7 +2,7 @@
  * Children and the supervisor (issue 8; ADR 0109 D5, D6 and D8 (3), (4)): runtime/children.ts
  * O1..O7, fold/children.ts F8..F10, fold/index-changes.ts W1, W2.
  */
-import { spawn } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -2,7 +2,7 @@
  * The `loom` command on PostgreSQL (issue 9): `loom worker --pg URL --pg-schema NAME` is a fleet
  * member that claims what a client recorded, and the reading commands read the same schema.
  */
-import { spawn } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { createRuntime } from "../src/index.ts";

@@ -15,7 +15,7 @@
  * log, not re-executed), S1 (a batch survives a crash whole or not at all) and F5 (the state the
  * recovering runtime reports, read through snapshots, equals a fold of the whole log).
  */
-import { spawn } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -26,6 +26,7 @@ import { canonicalJson } from "../src/kernel/json.ts";
 import { foldAll } from "../src/fold/fold.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { limiter, mulberry32 } from "./helpers.ts";
+import { slow } from "./support/slowdown.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKER = join(ROOT, "test/fixtures/crash/worker.ts");
@@ -33,7 +34,7 @@ const STEPS = 50;
 const SEEDS = Array.from({ length: 20 }, (_, i) => i + 1);
 /** Two seeds at a time: a crash and a recovery child each, on a 2-core machine. */
 const PARALLEL = 2;
-const CHILD_TIMEOUT_MS = 30_000;
+const CHILD_TIMEOUT_MS = slow(30_000);
 
 interface ChildReport {
   outcome: { status: string; output?: unknown };
@@ -205,7 +206,7 @@ describe("SIGKILL at a random point, then recovery", () => {
     "seed %i completes exactly once",
     // The time a seed waits for its slot counts too: on a loaded 2-vCPU machine the last seeds
     // wait for several others (each child process has its own guard).
-    { timeout: 240_000 },
+    { timeout: slow(240_000) },
     async (seed, { expect }) => {
       await slot(async () => {
         const t0 = performance.now();

@@ -11,6 +11,7 @@ import {
 } from "../src/index.ts";
 import { compose } from "../src/effects/compose.ts";
 import { runtimes, until } from "./helpers.ts";
+import { slow } from "./support/slowdown.ts";
 
 const rt = runtimes();
 
@@ -182,7 +183,7 @@ describe("ctx.negotiateBudget (ADR 0032 R2)", () => {
     // A re-run under a different ceiling in code is served the recorded grants.
     const b = rt(store.reopen(), { ownerId: "B" }).registerFlow(make(100));
     await b.resume("n1", null);
-    const outcome = await b.waitForCompletion("n1", { timeoutMs: 5000 });
+    const outcome = await b.waitForCompletion("n1", { timeoutMs: slow(5000) });
     expect(outcome.output).toEqual({ first: 4, second: 1, refused: "refused" });
     const state = await b.getState("n1");
     // Each grant is what may be spent from then on: the second (1 at 3 spent) sets the limit to 4.

@@ -7,7 +7,8 @@
  * whose lease was taken over appends nothing after the new owner's first append), and what a
  * zombie tried to append was refused as stale.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createRuntime, type Runtime } from "../src/index.ts";
@@ -17,6 +18,7 @@ import { postgresStore } from "../src/store/postgres/index.ts";
 import { twenty } from "./fixtures/fleet/flows.ts";
 import { until } from "./helpers.ts";
 import { dropSchema, pgUrl, schemaName } from "./support/postgres.ts";
+import { slow } from "./support/slowdown.ts";
 
 const root = join(import.meta.dirname, "..");
 const EXECUTIONS = 1000;
@@ -129,84 +131,92 @@ function problems(id: string, log: readonly Envelope[]): string[] {
 }
 
 describe("a fleet of worker processes on PostgreSQL (issue 9)", () => {
-  it("3 members run 1,000 executions of 20 steps through two SIGKILLs and a zombie: each completes, each step once, never two owners", async () => {
-    const url = pgUrl();
-    const schema = schemaName("fleet");
-    let store: Store | undefined;
-    try {
-      const shared = await postgresStore({ connectionString: url, schema });
-      store = shared;
-      const client = createRuntime({ store: shared, background: false }).registerFlow(twenty);
-      // Recorded, not driven: the members claim them (L1).
-      for (let i = 0; i < EXECUTIONS; i += 50) {
-        await Promise.all(
-          Array.from({ length: 50 }, (_, j) =>
-            client.start(twenty, { steps: STEPS, pauseMs: 40 }, { id: `f${i + j}`, drive: false }),
-          ),
+  it(
+    "3 members run 1,000 executions of 20 steps through two SIGKILLs and a zombie: each completes, each step once, never two owners",
+    async () => {
+      const url = pgUrl();
+      const schema = schemaName("fleet");
+      let store: Store | undefined;
+      try {
+        const shared = await postgresStore({ connectionString: url, schema });
+        store = shared;
+        const client = createRuntime({ store: shared, background: false }).registerFlow(twenty);
+        // Recorded, not driven: the members claim them (L1).
+        for (let i = 0; i < EXECUTIONS; i += 50) {
+          await Promise.all(
+            Array.from({ length: 50 }, (_, j) =>
+              client.start(
+                twenty,
+                { steps: STEPS, pauseMs: 40 },
+                { id: `f${i + j}`, drive: false },
+              ),
+            ),
+          );
+        }
+        progress("recorded");
+        const fleet = await Promise.all([0, 1, 2].map(() => startMember(url, schema)));
+        progress("3 members ready");
+        const [first, ...rest] = fleet;
+        if (!first) throw new Error("three members");
+
+        await until(async () => (await completed(client)) >= 200, 60_000);
+        first.child.kill("SIGKILL");
+        progress("killed the first");
+        const fourth = await startMember(url, schema);
+
+        await until(async () => (await completed(client)) >= 400, 60_000);
+        // A zombie: the live member driving the most, paused past its leases (taken over
+        // meanwhile), then resumed (L2).
+        const live = [...rest, fourth];
+        let held = await owners(shared);
+        await until(async () => {
+          held = await owners(shared);
+          return live.some((m) => (held.get(m.owner) ?? 0) > 0);
+        }, slow(60_000));
+        const most = (m: Member) => held.get(m.owner) ?? 0;
+        const second = live.reduce((a, b) => (most(b) > most(a) ? b : a));
+        progress(`before the pause: ${counts(held)}; the zombie drives ${most(second)}`);
+        second.child.kill("SIGSTOP");
+        await new Promise((resolve) => setTimeout(resolve, TTL_MS * 2));
+        progress(`before the wake: ${counts(await owners(shared))}`);
+        second.child.kill("SIGCONT");
+        progress("the zombie woke");
+
+        await until(async () => (await completed(client)) >= 750, 60_000);
+        const third = live.find((m) => m !== second);
+        if (!third) throw new Error("another live member");
+        third.child.kill("SIGKILL");
+        progress("killed another");
+        const fifth = await startMember(url, schema);
+
+        await until(async () => (await completed(client)) === EXECUTIONS, 120_000);
+        const zombie = await stopMember(second);
+        const others: { appends: number; runs: number }[] = [];
+        for (const m of [...live, fifth]) {
+          if (m !== second && m !== third) others.push(await stopMember(m));
+        }
+
+        const found: string[] = [];
+        for (let i = 0; i < EXECUTIONS; i++) {
+          const id = `f${i}`;
+          found.push(...problems(id, await shared.read(id)));
+        }
+        expect(found).toEqual([]);
+        // The zombie's runs were taken over while it slept: it stopped them when it woke (a
+        // renewal or an append refused as stale), and no log shows a fence going back.
+        progress(`zombie ${JSON.stringify(zombie)} others ${JSON.stringify(others)}`);
+        expect(zombie.runs).toBeGreaterThan(0);
+        for (const o of others) expect(o.appends).toBeGreaterThanOrEqual(0);
+        const refused = zombie.appends + others.reduce((n, o) => n + o.appends, 0);
+        process.stderr.write(
+          `fleet: the zombie stopped ${zombie.runs} runs taken over; stale appends refused: ${refused}\n`,
         );
+        await client.close();
+      } finally {
+        await store?.close();
+        await dropSchema(url, schema);
       }
-      progress("recorded");
-      const fleet = await Promise.all([0, 1, 2].map(() => startMember(url, schema)));
-      progress("3 members ready");
-      const [first, ...rest] = fleet;
-      if (!first) throw new Error("three members");
-
-      await until(async () => (await completed(client)) >= 200, 60_000);
-      first.child.kill("SIGKILL");
-      progress("killed the first");
-      const fourth = await startMember(url, schema);
-
-      await until(async () => (await completed(client)) >= 400, 60_000);
-      // A zombie: the live member driving the most, paused past its leases (taken over
-      // meanwhile), then resumed (L2).
-      const live = [...rest, fourth];
-      let held = await owners(shared);
-      await until(async () => {
-        held = await owners(shared);
-        return live.some((m) => (held.get(m.owner) ?? 0) > 0);
-      }, 60_000);
-      const most = (m: Member) => held.get(m.owner) ?? 0;
-      const second = live.reduce((a, b) => (most(b) > most(a) ? b : a));
-      progress(`before the pause: ${counts(held)}; the zombie drives ${most(second)}`);
-      second.child.kill("SIGSTOP");
-      await new Promise((resolve) => setTimeout(resolve, TTL_MS * 2));
-      progress(`before the wake: ${counts(await owners(shared))}`);
-      second.child.kill("SIGCONT");
-      progress("the zombie woke");
-
-      await until(async () => (await completed(client)) >= 750, 60_000);
-      const third = live.find((m) => m !== second);
-      if (!third) throw new Error("another live member");
-      third.child.kill("SIGKILL");
-      progress("killed another");
-      const fifth = await startMember(url, schema);
-
-      await until(async () => (await completed(client)) === EXECUTIONS, 120_000);
-      const zombie = await stopMember(second);
-      const others: { appends: number; runs: number }[] = [];
-      for (const m of [...live, fifth]) {
-        if (m !== second && m !== third) others.push(await stopMember(m));
-      }
-
-      const found: string[] = [];
-      for (let i = 0; i < EXECUTIONS; i++) {
-        const id = `f${i}`;
-        found.push(...problems(id, await shared.read(id)));
-      }
-      expect(found).toEqual([]);
-      // The zombie's runs were taken over while it slept: it stopped them when it woke (a
-      // renewal or an append refused as stale), and no log shows a fence going back.
-      progress(`zombie ${JSON.stringify(zombie)} others ${JSON.stringify(others)}`);
-      expect(zombie.runs).toBeGreaterThan(0);
-      for (const o of others) expect(o.appends).toBeGreaterThanOrEqual(0);
-      const refused = zombie.appends + others.reduce((n, o) => n + o.appends, 0);
-      process.stderr.write(
-        `fleet: the zombie stopped ${zombie.runs} runs taken over; stale appends refused: ${refused}\n`,
-      );
-      await client.close();
-    } finally {
-      await store?.close();
-      await dropSchema(url, schema);
-    }
-  }, 300_000);
+    },
+    slow(300_000),
+  );
 });

@@ -1,4 +1,5 @@
 import { afterEach, expect } from "vitest";
+import { slow } from "./support/slowdown.ts";
 import {
   canonicalJson,
   createRuntime,
@@ -64,11 +65,12 @@ export function offsetClock(): { now(): number; advance(ms: number): void } {
   return { now: () => Date.now() + offset, advance: (ms) => (offset += ms) };
 }
 
+/** Polls `cond` until it holds; gives up after `timeoutMs`, scaled by LOOM_TEST_SLOWDOWN. */
 export async function until(
   cond: () => boolean | Promise<boolean>,
   timeoutMs = 5000,
 ): Promise<void> {
-  const giveUp = Date.now() + timeoutMs;
+  const giveUp = Date.now() + slow(timeoutMs);
   while (!(await cond())) {
     if (Date.now() > giveUp) throw new Error("condition not met in time");
     await new Promise((r) => setTimeout(r, 5));
@@ -118,3 +120,6 @@ async function ownerOf(runtime: Runtime, id: string): Promise<{ as?: string }> {
   const principal = (first?.payload as { principal?: unknown } | undefined)?.principal;
   return typeof principal === "string" ? { as: principal } : {};
 }
+
+/** How long a test waits, scaled by LOOM_TEST_SLOWDOWN (test/support/slowdown.ts). */
+export { slow, SLOWDOWN } from "./support/slowdown.ts";

