@@ -11,8 +11,8 @@ const rt = runtimes();
 
 describe("lossless input (issue 21)", () => {
   it("toJson turns holes into null and keeps an own __proto__ key as data", () => {
-    // eslint-disable-next-line no-sparse-arrays
-    const holey = [1, , 3];
+    const holey: number[] = [1];
+    holey[2] = 3; // index 1 is a hole
     expect(toJson(holey, "x")).toEqual([1, null, 3]);
     expect(Object.keys(toJson(holey, "x") as object)).toEqual(["0", "1", "2"]);
     const proto = JSON.parse('{"__proto__":{"x":1},"a":2}') as object;
@@ -34,8 +34,9 @@ describe("lossless input (issue 21)", () => {
       return out;
     });
     const r = rt(memoryStore()).registerFlow(f);
-    // eslint-disable-next-line no-sparse-arrays
-    const h = await r.start(f, [1, , 3], { id: "holes" });
+    const input: number[] = [1];
+    input[2] = 3; // index 1 is a hole
+    const h = await r.start(f, input, { id: "holes" });
     const outcome = await h.result();
     expect(outcome.status).toBe("completed");
     expect(outcome.output).toEqual([1, null, 3]);
