@@ -2,17 +2,13 @@
  * Issue 20: spend is bounded on the paths this session closed. The invariant each test hunts for:
  * what the effects really spent (the fake provider's own count) is at most the budget plus one
  * reservation, what the log records is at most what was really spent, and a refusal leaves a
- * QUOTA_EXCEEDED fact. (Crashed attempts, children's negotiation and unknown prices are not
- * closed yet: see the issue's note. Forks are test/spend-fork.test.ts's.)
+ * QUOTA_EXCEEDED fact. (Crashed attempts are test/spend-crash.test.ts's, forks
+ * test/spend-fork.test.ts's, prices test/spend-pricing.test.ts's.)
  */
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  createRuntime,
   flow$,
   isLoomError,
-  memoryStore,
-  QuotaExceededError,
-  step$,
   streamTokenBudget,
   type Budget,
   type Runtime,
@@ -20,51 +16,13 @@ import {
 } from "../src/index.ts";
 import { anthropicEffect } from "../src/providers/anthropic.ts";
 import { fakeAnthropic, type FakeAnthropic } from "../src/testing/index.ts";
+import { COST, paidTool, refusedOr, spendRuntimes } from "./support/spend.ts";
 
-const COST = 300;
-const open: Runtime[] = [];
+const runtime = spendRuntimes();
 const servers: FakeAnthropic[] = [];
 afterEach(async () => {
-  await Promise.all(open.splice(0).map((r) => r.close()));
   await Promise.all(servers.splice(0).map((s) => s.close()));
 });
-
-function runtime(options: Partial<RuntimeOptions> = {}): Runtime {
-  const r = createRuntime({ store: memoryStore(), ...options });
-  open.push(r);
-  return r;
-}
-
-/** A paid tool: each call really costs COST tokens, counted here, and declares that much. */
-function paidTool(name = "paid") {
-  const spent = { real: 0, calls: 0 };
-  const effect = step$(
-    name,
-    async (_input: null) => {
-      spent.calls += 1;
-      spent.real += COST;
-      // Give the other branches every chance to be admitted while this call is in flight.
-      await new Promise((r) => setTimeout(r, 5));
-      return COST;
-    },
-    {},
-  );
-  const metered = {
-    ...effect,
-    reserve: () => ({ tokens: { output: COST } }),
-    run: async (input: null, ectx: Parameters<typeof effect.run>[1]) => {
-      const out = await effect.run(input, ectx);
-      ectx.meter({ tokens: { output: COST } });
-      return out;
-    },
-  };
-  return { effect: metered, spent };
-}
-
-const refusedOr = (e: unknown) => {
-  if (e instanceof QuotaExceededError || isLoomError(e, "LOOM_QUOTA_EXCEEDED")) return "refused";
-  throw e;
-};
 
 async function recorded(r: Runtime, id: string) {
   const state = await r.getState(id);
