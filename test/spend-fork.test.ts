@@ -12,10 +12,7 @@ import {
   flow$,
   foldAll,
   InvalidInputError,
-  isLoomError,
   memoryStore,
-  QuotaExceededError,
-  step$,
   type Envelope,
   type Json,
   type Runtime,
@@ -25,34 +22,14 @@ import { parseCommand } from "../src/cli/args.ts";
 import { counts } from "./fixtures/cli/flows.ts";
 import { loom, oneErrorLine, showJson, tempDirs } from "./fixtures/cli/spawn.ts";
 import { runtimes } from "./helpers.ts";
+import { paidTool, refusedOr } from "./support/spend.ts";
 
 const COST = 400;
 const rt = runtimes();
 const tempDir = tempDirs("loom-spend-fork-");
 
-/** A paid tool (as test/spend-paths.test.ts's): each call really costs COST tokens. */
-function paidTool() {
-  const spent = { real: 0 };
-  const effect = step$("paid", async (_input: null) => {
-    spent.real += COST;
-    return COST;
-  });
-  const metered = {
-    ...effect,
-    reserve: () => ({ tokens: { output: COST } }),
-    run: async (input: null, ectx: Parameters<typeof effect.run>[1]) => {
-      const out = await effect.run(input, ectx);
-      ectx.meter({ tokens: { output: COST } });
-      return out;
-    },
-  };
-  return { effect: metered, spent };
-}
-
-const refusedOr = (e: unknown) => {
-  if (e instanceof QuotaExceededError || isLoomError(e, "LOOM_QUOTA_EXCEEDED")) return "refused";
-  throw e;
-};
+/** The shared paid tool (test/support/spend.ts), at COST tokens a call. */
+const paid = () => paidTool({ cost: COST, holdMs: 0 });
 
 /** Four paid calls in a row, a refusal kept as "refused"; first a negotiation when asked. */
 function spender(effect: ReturnType<typeof paidTool>["effect"], negotiate = 0) {
@@ -92,7 +69,7 @@ const quotaFacts = async (r: Runtime, id: string) =>
 
 describe("a fork's spend (issue 20 item 8, fork.ts V6)", () => {
   it("V6: a fork's own budget counts what its prefix spent, and refuses where its origin's would still allow", async () => {
-    const { effect, spent } = paidTool();
+    const { effect, spent } = paid();
     const f = spender(effect);
     const r = rt(memoryStore());
     const origin = await r.start(f, undefined, { id: "o", budget: { tokens: 5000 } });
@@ -118,7 +95,7 @@ describe("a fork's spend (issue 20 item 8, fork.ts V6)", () => {
   });
 
   it("F11: the fork's budget holds over a grant its prefix negotiated (the stamp is applied at the fork point)", async () => {
-    const { effect } = paidTool();
+    const { effect } = paid();
     const f = spender(effect, 3000);
     const r = rt(memoryStore(), { negotiation: { tokens: { ceiling: 10_000 } } });
     await (await r.start(f, undefined, { id: "n", budget: { tokens: 100 } })).result();
@@ -134,7 +111,7 @@ describe("a fork's spend (issue 20 item 8, fork.ts V6)", () => {
   });
 
   it("V6 attack: a fork budget that raises, leaves out or misspells a limit is refused, and nothing is written", async () => {
-    const { effect } = paidTool();
+    const { effect } = paid();
     const f = spender(effect);
     const r = rt(memoryStore());
     await (
@@ -165,7 +142,7 @@ describe("a fork's spend (issue 20 item 8, fork.ts V6)", () => {
   });
 
   it("F11 attack: a forged stamp in a log cannot lift a limit, and one off the fork point is ignored", async () => {
-    const { effect } = paidTool();
+    const { effect } = paid();
     const r = rt(memoryStore());
     await (
       await r.start(spender(effect), undefined, { id: "g", budget: { tokens: 900 } })
@@ -190,7 +167,7 @@ describe("a fork's spend (issue 20 item 8, fork.ts V6)", () => {
 
   it("V6: the fork's budget is durable: a new runtime over the same SQLite file sees it and still refuses", async () => {
     const db = join(tempDir(), "loom.db");
-    const { effect, spent } = paidTool();
+    const { effect, spent } = paid();
     const f = spender(effect);
     const first = createRuntime({ store: sqliteStore(db), background: false });
     await (await first.start(f, undefined, { id: "d", budget: { tokens: 5000 } })).result();
