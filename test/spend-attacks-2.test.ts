@@ -4,59 +4,20 @@
  * (real <= budget + one reservation; recorded <= real; a refusal leaves QUOTA_EXCEEDED) breaks.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  createRuntime,
-  flow$,
-  isLoomError,
-  memoryStore,
-  QuotaExceededError,
-  type Runtime,
-  type RuntimeOptions,
-} from "../src/index.ts";
+import { createRuntime, flow$, memoryStore, type Runtime } from "../src/index.ts";
 import { defaultMiddleware, type EffectMiddleware } from "../src/effects/middleware.ts";
 import { until } from "./helpers.ts";
+import { COST, paidTool, refusedOrCode, spendRuntimes, tokensOf } from "./support/spend.ts";
 
-const COST = 300;
+const runtime = spendRuntimes();
+/** Runtimes a test makes itself (two on one store, say), closed after it. */
 const open: Runtime[] = [];
 afterEach(async () => {
   await Promise.all(open.splice(0).map((r) => r.close()));
 });
-
-function runtime(options: Partial<RuntimeOptions> = {}): Runtime {
-  const r = createRuntime({ store: memoryStore(), ...options });
-  open.push(r);
-  return r;
-}
-
 type Ectx = { meter(d: object): void; signal: AbortSignal };
-
-/** Billed COST when sent; reserves COST; meters COST when it returns after holdMs. */
-function paid(name = "paid", holdMs = 5) {
-  const spent = { real: 0, calls: 0 };
-  const effect = {
-    name,
-    reserve: () => ({ tokens: { output: COST } }),
-    run: async (_: null, ectx: Ectx) => {
-      spent.calls++;
-      spent.real += COST;
-      await new Promise((r) => setTimeout(r, holdMs));
-      ectx.meter({ tokens: { output: COST } });
-      return COST;
-    },
-  };
-  return { effect, spent };
-}
-
-const refusedOr = (e: unknown) => {
-  if (e instanceof QuotaExceededError || isLoomError(e, "LOOM_QUOTA_EXCEEDED")) return "refused";
-  if (isLoomError(e)) return e.code;
-  throw e;
-};
-
-async function tokensOf(r: Runtime, id: string) {
-  const s = await r.getState(id);
-  return (s._resources?.tokens?.input ?? 0) + (s._resources?.tokens?.output ?? 0);
-}
+const paid = (name = "paid", holdMs = 5) => paidTool({ name, holdMs });
+const refusedOr = refusedOrCode;
 
 function report(name: string, numbers: Record<string, unknown>) {
   console.log(`[attack] ${name}: ${JSON.stringify(numbers)}`);

@@ -3,68 +3,14 @@
  * fake effect) <= budget + one reservation; what the log records <= what was really spent; a
  * refusal leaves a QUOTA_EXCEEDED fact. Each test FAILS when the promise is broken.
  */
-import { afterEach, describe, expect, it } from "vitest";
-import {
-  createRuntime,
-  flow$,
-  isLoomError,
-  memoryStore,
-  QuotaExceededError,
-  type Runtime,
-  type RuntimeOptions,
-} from "../src/index.ts";
+import { describe, expect, it } from "vitest";
+import { flow$, type Runtime } from "../src/index.ts";
 import { meteringMiddleware } from "../src/effects/middleware.ts";
+import { COST, paidTool, refusedOrCode, spendRuntimes } from "./support/spend.ts";
 
-const COST = 300;
-const open: Runtime[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((r) => r.close()));
-});
-
-function runtime(options: Partial<RuntimeOptions> = {}): Runtime {
-  const r = createRuntime({ store: memoryStore(), ...options });
-  open.push(r);
-  return r;
-}
-
-type Ectx = { meter(d: object): void; signal: AbortSignal };
-
-/**
- * A paid tool: each call is billed COST the moment it is sent (the provider bills even if the
- * client goes away), declares COST as its reservation, and meters COST when it returns.
- */
-function paid(
-  opts: { holdMs?: number; reserve?: () => unknown; meter?: number; honorAbort?: boolean } = {},
-) {
-  const spent = { real: 0, calls: 0 };
-  const effect = {
-    name: "paid",
-    reserve: (opts.reserve ?? (() => ({ tokens: { output: COST } }))) as () => {
-      tokens: { output: number };
-    },
-    run: async (_: null, ectx: Ectx) => {
-      spent.calls++;
-      spent.real += opts.meter ?? COST;
-      await new Promise<void>((res, rej) => {
-        const t = setTimeout(res, opts.holdMs ?? 5);
-        if (opts.honorAbort)
-          ectx.signal.addEventListener("abort", () => {
-            clearTimeout(t);
-            rej(new Error("aborted", { cause: ectx.signal.reason }));
-          });
-      });
-      ectx.meter({ tokens: { output: opts.meter ?? COST } });
-      return opts.meter ?? COST;
-    },
-  };
-  return { effect, spent };
-}
-
-const refusedOr = (e: unknown) => {
-  if (e instanceof QuotaExceededError || isLoomError(e, "LOOM_QUOTA_EXCEEDED")) return "refused";
-  if (isLoomError(e)) return e.code;
-  throw e;
-};
+const runtime = spendRuntimes();
+const paid = paidTool;
+const refusedOr = refusedOrCode;
 
 async function recorded(r: Runtime, id: string) {
   const state = await r.getState(id);
