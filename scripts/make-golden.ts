@@ -8,7 +8,9 @@
  * reader with the subject's key saw, and the erasure's fact is added from after it); since 1.9.0
  * its effect reserves under the budget, and `others` holds the log of a run stopped in the middle
  * of a reserving call and recovered (its crashed attempt charged), and a fork of it with a budget
- * of its own. Run it
+ * of its own; since 1.10.0 the stopped call notes a fact before it stops (a STEP_NOTED), the attempt
+ * that recovers it reads it, and `others` also holds its log as it stood when it stopped, so its
+ * state keeps the note on the running step. Run it
  * once when the schema version is bumped (`npx tsx scripts/make-golden.ts`); it never overwrites
  * a file, since a golden log of an earlier version must replay forever (STYLE 6).
  */
@@ -130,6 +132,11 @@ const chain = [{ id: "golden-1~1", events: successor, state: foldAll(successor) 
 let stops = 1;
 const hang = {
   ...step$("hang", async (_: null, ectx) => {
+    // Schema 1.10.0: a fact noted mid-call, which the attempt that recovers the call reads.
+    if (ectx.attempt > 1 && ectx.notes?.[0]?.note.remote !== "task-1") {
+      throw new Error("golden-stopped: the recovered attempt did not read the note");
+    }
+    await ectx.note?.({ remote: `task-${ectx.attempt}` });
     if (stops-- > 0)
       await new Promise((_r, reject) => ectx.signal.addEventListener("abort", reject));
     ectx.meter({ tokens: { output: 5 } });
@@ -146,6 +153,10 @@ const before = createRuntime({ store, clock, closeStore: false, leaseTtlMs: 1 })
 await before.start(stopped, null, { id: "golden-stopped" });
 while (stops > 0) await new Promise((r) => setTimeout(r, 5));
 await before.close();
+const reader = createRuntime({ store, clock, closeStore: false });
+const stoppedPrefix = await reader.readLog("golden-stopped");
+await reader.close();
+if (!stoppedPrefix.some((e) => e.kind === "STEP_NOTED")) throw new Error("golden-stopped: no note");
 const after = createRuntime({ store, clock, leaseTtlMs: 1 }).registerFlow(stopped);
 await after.recoverAbandoned();
 if ((await after.waitForCompletion("golden-stopped")).status !== "completed") {
@@ -166,6 +177,7 @@ const forkLog = await after.readLog("golden-fork");
 await after.close();
 const others = [
   { id: "golden-stopped", events: stoppedLog, state: foldAll(stoppedLog) },
+  { id: "golden-stopped@stop", events: stoppedPrefix, state: foldAll(stoppedPrefix) },
   { id: "golden-fork", events: forkLog, state: foldAll(forkLog) },
 ];
 writeFileSync(

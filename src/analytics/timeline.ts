@@ -53,6 +53,8 @@ function describe(e: Envelope): string {
       return `step ${call} refused: ${text(p.dimension)} budget${p.limit === undefined ? "" : ` of ${text(p.limit)}`} exceeded${p.estimated === true ? " (an estimate, mid-stream)" : ""}`;
     case "STEP_CANCELLED":
       return `step ${call} cancelled`;
+    case "STEP_NOTED":
+      return `step ${call} attempt ${text(p.attempt)} noted ${brief(p.note)}`;
     case "EXECUTION_CANCELLED":
       return `cancelled: ${text(p.reason)}`;
     case "EXECUTION_CONTINUED":

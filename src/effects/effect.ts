@@ -5,6 +5,7 @@
  * the kernel only, never on `src/runtime/` (issue 19): an effect is written against these types,
  * and the runtime is one implementation of them.
  */
+import type { StepNote } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
 import type { PriceTable } from "../kernel/prices.ts";
 import type { Budget, ResourceDelta, ResourceSnapshot } from "../kernel/resources.ts";
@@ -35,6 +36,20 @@ export interface EffectContext {
    * A streaming LLM call registers its running estimate here.
    */
   provisional?(soFar: () => ResourceDelta | undefined): void;
+  /**
+   * Records a fact about what this attempt set going outside the process (a remote task's id), as
+   * soon as it is known: durable (a STEP_NOTED) before the promise resolves. If the process dies
+   * mid-call, the attempt that runs the step next finds it in `notes`, and can stop or follow
+   * what this one started instead of starting it twice (issue 21). A plain object of JSON
+   * values, at most 16 KiB of JSON, at most 16 per attempt; a running attempt's only. Absent
+   * where the effect runs out of the runtime's process (`isolated()`).
+   */
+  note?(fact: { [key: string]: Json }): Promise<void>;
+  /**
+   * What the attempts of this step noted (`note`), oldest first, this one's so far included:
+   * on a recovered attempt, what the attempts before it set going. Empty for a fresh step.
+   */
+  readonly notes?: readonly StepNote[];
   /**
    * Adds attributes to this step's trace span (OpenTelemetry names: `gen_ai.*` for an LLM call),
    * present only while that span records (docs/tracing.md). Call it as

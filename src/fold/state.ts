@@ -1,7 +1,7 @@
 /**
  * Folded state: what a log means. Plain JSON, so a snapshot is `JSON.stringify({ seq, state })`.
  */
-import type { CallKind, ExecutionStatus } from "../kernel/events.ts";
+import type { CallKind, ExecutionStatus, StepNote } from "../kernel/events.ts";
 import type { ErrorData } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Budget, ResourceSnapshot } from "../kernel/resources.ts";
@@ -47,6 +47,11 @@ export interface Frame {
    * charged as crashed (fold/steps.ts S3).
    */
   reserved?: Reserved;
+  /**
+   * What the running step's attempts noted mid-call (STEP_NOTED, schema 1.10.0), in order; dropped
+   * when the step settles (fold/steps.ts S4).
+   */
+  notes?: StepNote[];
 }
 
 /** An attempt's reservation, as its STEP_STARTED records it: the most it may spend, and where. */

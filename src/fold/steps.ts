@@ -12,6 +12,10 @@
  *   STEP_FAILED or STEP_CANCELLED) or is charged as crashed (a RESOURCE_METERED marked
  *   `estimated: "crashed-attempt"`, fold/metering.ts). So a frame found holding one when a run is
  *   recovered is an attempt that started and never settled, and it is charged once.
+ * - S4 (schema 1.10.0, issue 21): a STEP_NOTED on a running step appends its `{ attempt, note }`
+ *   to the frame's `notes`, kept across failed attempts so the next attempt reads what an earlier
+ *   one set going (a remote task to cancel); a settled step drops them. A note on a step that is
+ *   not running, or that is not a plain object, changes nothing.
  */
 import type { Envelope } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
@@ -59,6 +63,12 @@ export const STEP_HANDLERS: Handlers = {
       f.error = errorOf(p.error);
     });
   },
+  STEP_NOTED(s, p) {
+    const f = frameOf(s, p.callId);
+    if (f?.kind !== "step" || f.status !== "started" || !isPlainObject(p.note)) return;
+    const attempt = typeof p.attempt === "number" && Number.isInteger(p.attempt) ? p.attempt : 0;
+    (f.notes ??= []).push({ attempt, note: p.note }); // S4
+  },
   STEP_CANCELLED(s, p, e) {
     settleStep(s, p, e, (f) => {
       f.status = "cancelled";
@@ -94,6 +104,7 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
   delete f.retryAtMs;
   delete f.attemptStartedAt;
   delete f.reserved; // S3
+  delete f.notes; // S4
   apply(f);
   s.inFlight--;
 }

@@ -52,8 +52,12 @@ import type { Json } from "./json.ts";
  *        `firstStartedAt` of the steps the prefix left running move to it (fold F12, fork.ts V7). RESOURCE_METERED's `delta.costUnknown`
  *        folds into `_resources.costUnknown` (and a named budget's `_scopeResources`), which
  *        stays set (kernel/resources.ts Q7); `delta.priced` is recorded, not folded.
+ * 1.10.0: STEP_NOTED (issue 21 item 8): a fact an attempt of a running step recorded about the
+ *        outside world mid-call (a remote task's id), `{ callId, attempt, note }`. The step's frame keeps
+ *        its notes, in order, while the step runs (a failed attempt's too, for the next one to
+ *        read), and drops them when the step settles (fold/steps.ts S4).
  */
-export const EVENT_SCHEMA_VERSION = "1.9.0";
+export const EVENT_SCHEMA_VERSION = "1.10.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",
@@ -61,6 +65,7 @@ export const EVENT_KINDS = [
   "STEP_COMPLETED",
   "STEP_FAILED",
   "STEP_CANCELLED",
+  "STEP_NOTED",
   "DECISION_RECORDED",
   "TIMER_SCHEDULED",
   "TIMER_FIRED",
@@ -135,6 +140,15 @@ export function isTerminalEvent(e: Pick<Envelope, "kind" | "meta">): boolean {
 
 export function isEventKind(value: unknown): value is EventKind {
   return typeof value === "string" && (EVENT_KINDS as readonly string[]).includes(value);
+}
+
+/**
+ * A fact one attempt of a step recorded mid-call (STEP_NOTED, schema 1.10.0): what a later
+ * attempt needs to know about what this one set going outside (a remote task's id).
+ */
+export interface StepNote {
+  attempt: number;
+  note: { [key: string]: Json };
 }
 
 /** The syscall kinds a flow body records; the non-determinism check compares them. */

@@ -44,7 +44,7 @@ import { checkedBudget, isFlow, type Flow } from "./flow.ts";
 import { AWAIT_CHILD } from "../fold/children.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
 import { addResources, type Budget, type ResourceSnapshot } from "../kernel/resources.ts";
-import { budgetsInForce } from "./effect-call.ts";
+import { budgetsInForce } from "./budgets-in-force.ts";
 import { checkedDuration } from "../kernel/limits.ts";
 import { validated } from "../kernel/schema.ts";
 import { startPayload } from "./runtime-support.ts";

@@ -18,7 +18,7 @@ import { isTerminalStatus } from "../kernel/events.ts";
 import { halted, type Run } from "./run.ts";
 import { chainSyscalls } from "./context-chain.ts";
 import { childSyscalls } from "./children.ts";
-import type { NestedBudget } from "./effect-call.ts";
+import type { NestedBudget } from "./budgets-in-force.ts";
 import type { FlowContext } from "./contract.ts";
 import type { ContextDeps } from "./context-deps.ts";
 import type { Call, Scope } from "./syscalls-scope.ts";

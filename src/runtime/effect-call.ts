@@ -5,26 +5,21 @@
  * A step is on the hot path of every turn, so its per-call objects are class instances (their
  * methods live on the prototype) rather than object literals full of fresh closures.
  */
-import { scopeSpentWithGrants, spentWithGrants } from "../fold/children.ts";
 import { CRASHED_ATTEMPT } from "../fold/metering.ts";
 import { raceAbort, reasonOf } from "../effects/delay.ts";
 import type { Clock } from "../kernel/clock.ts";
 import { ExecutionEndedError, InvalidInputError, errorToData } from "../kernel/errors.ts";
-import { isTerminalStatus } from "../kernel/events.ts";
-import { copyJson, isPlainObject, type Json } from "../kernel/json.ts";
+import { isTerminalStatus, type StepNote } from "../kernel/events.ts";
+import { boundedJson, copyJson, isPlainObject, type Json } from "../kernel/json.ts";
 import type { PriceTable } from "../kernel/prices.ts";
-import {
-  addResources,
-  type Budget,
-  type ResourceDelta,
-  type ResourceSnapshot,
-} from "../kernel/resources.ts";
+import { addResources, type ResourceDelta, type ResourceSnapshot } from "../kernel/resources.ts";
 import {
   addDelta,
   type BudgetInForce,
   type ExecuteOptions,
   type MiddlewareContext,
 } from "../effects/middleware.ts";
+import { budgetsInForce, type NestedBudget } from "./budgets-in-force.ts";
 import type { ContextDeps } from "./context-deps.ts";
 import type { EffectContext, StepAttributes } from "../effects/effect.ts";
 import { merged, type EventSpec, type Run } from "./run.ts";
@@ -69,6 +64,10 @@ export async function startAttempt(
   else run.enqueueDetached(specs);
 }
 
+/** N1: how much one attempt may note (EffectContext.note): a few identifiers, not payloads. */
+export const MAX_NOTES_PER_ATTEMPT = 16;
+export const MAX_NOTE_BYTES = 16 * 1024;
+
 /**
  * One call of a step: its attempt state (StepAttempt) and the AbortController its context hands
  * out, made on first use (most steps never read the signal, and a controller is not free).
@@ -78,6 +77,8 @@ export class StepCall implements StepAttempt {
   facts: EventSpec[] = [];
   controller: AbortController | undefined;
   readonly ectx: StepEffectContext;
+  /** Notes this attempt recorded (N1); a new attempt starts from none. */
+  private noted = 0;
 
   constructor(
     readonly run: Run,
@@ -112,6 +113,44 @@ export class StepCall implements StepAttempt {
 
   provisional(soFar: () => ResourceDelta | undefined): void {
     if (this.meterable) this.run.provisionals.set(this.callId, soFar);
+  }
+
+  /**
+   * N1 (issue 21): a fact of the running attempt, durable before it resolves: the step's start
+   * (if it was deferred, R9) and a STEP_NOTED `{ callId, attempt, note }` in one batch. Refused
+   * (InvalidInputError, nothing written) when it is not a plain object of JSON values within
+   * MAX_NOTE_BYTES, past MAX_NOTES_PER_ATTEMPT, or once the step has settled; rejected with the
+   * run's stop once the run stopped.
+   */
+  async note(fact: { [k: string]: Json }): Promise<void> {
+    const what = `a note of step "${this.callId}"`;
+    if (!isPlainObject(fact)) {
+      throw new InvalidInputError(`${what} must be a plain object of JSON values`);
+    }
+    const note = boundedJson(fact, what, MAX_NOTE_BYTES) as { [k: string]: Json };
+    if (this.noted >= MAX_NOTES_PER_ATTEMPT) {
+      throw new InvalidInputError(
+        `${what}: an attempt may note at most ${MAX_NOTES_PER_ATTEMPT} facts (note identifiers, not payloads)`,
+      );
+    }
+    const frame = this.run.state.frames[this.callId];
+    const running = frame?.kind === "step" && frame.status === "started";
+    const start = this.run.takeStart(this.callId);
+    if (start === undefined && !running) {
+      throw new InvalidInputError(`${what}: the step has settled; only a running attempt notes`);
+    }
+    this.noted++;
+    const noted: EventSpec = {
+      kind: "STEP_NOTED",
+      payload: { callId: this.callId, attempt: this.ectx.attempt, note },
+    };
+    await this.run.enqueue(start ? [{ kind: "STEP_STARTED", payload: start }, noted] : [noted]);
+  }
+
+  /** What the step's attempts noted so far (N1), a copy. */
+  notes(): StepNote[] {
+    const notes = this.run.state.frames[this.callId]?.notes;
+    return notes === undefined ? [] : copyJson(notes);
   }
 
   // K8.1: code whose signal already aborted is not started; with a timeout, the code is raced
@@ -165,6 +204,7 @@ export class StepCall implements StepAttempt {
       );
     }
     this.ectx.nextAttempt();
+    this.noted = 0;
     this.span?.attempt(this.ectx.attempt);
     await startAttempt(run, this.payload, this.durable);
   }
@@ -210,6 +250,14 @@ class StepEffectContext implements EffectContext {
 
   provisional(soFar: () => ResourceDelta | undefined): void {
     this.#call.provisional(soFar);
+  }
+
+  note(fact: { [k: string]: Json }): Promise<void> {
+    return this.#call.note(fact);
+  }
+
+  get notes(): readonly StepNote[] {
+    return this.#call.notes();
   }
 
   nextAttempt(): void {
@@ -317,34 +365,4 @@ function checkEmitted(kind: string, payload: { [k: string]: Json }, callId: stri
           ? "a crashed attempt's charge is the runtime's to record"
           : undefined;
   if (problem !== undefined) throw new InvalidInputError(problem);
-}
-
-/** The execution's budget and the nested ones around the call, with what each has spent. */
-export function budgetsInForce(run: Run, nested: readonly NestedBudget[]): BudgetInForce[] {
-  const budgets: BudgetInForce[] = [];
-  if (run.state._budget) {
-    budgets.push({
-      name: "execution",
-      budget: run.state._budget,
-      // Grants to children still running count as spent (children.ts O6, F10).
-      spent: spentWithGrants(run.state),
-      held: {},
-    });
-  }
-  for (const b of nested) {
-    budgets.push({
-      name: b.name,
-      budget: b.budget,
-      // Grants to children spawned under it and still running count as spent (F10).
-      spent: scopeSpentWithGrants(run.state, b.name),
-      held: {},
-    });
-  }
-  return budgets;
-}
-
-/** A nested budget around part of a flow (ctx.nestedBudget). */
-export interface NestedBudget {
-  name: string;
-  budget: Budget;
 }

@@ -13,7 +13,7 @@
 import { copyJson, type Json } from "../kernel/json.ts";
 import type { FlowContext } from "./contract.ts";
 import type { ContextDeps } from "./context-deps.ts";
-import type { NestedBudget } from "./effect-call.ts";
+import type { NestedBudget } from "./budgets-in-force.ts";
 import type { Run } from "./run.ts";
 
 /** One syscall of a scope: R7 on the way in, R6 on the way out (context.ts). */
