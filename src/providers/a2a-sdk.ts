@@ -54,6 +54,31 @@ export function userMessage(sdk: A2ASdk, input: A2AInput, ectx: EffectContext): 
 
 export type Metered = Pick<EffectContext, "meter">;
 
+/** What one effect keeps across its calls: its checked options, and the agent's card once read. */
+export interface Agent {
+  url: string;
+  stream: boolean | undefined;
+  pollIntervalMs: number;
+  cancelTimeoutMs: number;
+  orphans: "cancel" | "resubscribe";
+  card: AgentCard | undefined;
+}
+
+/** The agent's card, read once per effect (from `.well-known/agent-card.json` under its url). */
+export async function cardOf(
+  agent: Agent,
+  sdk: A2ASdk,
+  fetchImpl: typeof fetch,
+): Promise<AgentCard> {
+  agent.card ??= await new sdk.client.DefaultAgentCardResolver({ fetchImpl }).resolve(agent.url);
+  return agent.card;
+}
+
+/** Whether calls read the task as a stream: the card says it can, and the effect did not say no. */
+export function streamed(agent: Agent, card: AgentCard): boolean {
+  return agent.stream !== false && card.capabilities?.streaming === true;
+}
+
 /** Every request of a call is metered (`netBytes`) and stops on `signal`. */
 export function fetchFor(signal: AbortSignal, ectx: Metered): typeof fetch {
   return meteredFetch({ signal, meter: (delta) => ectx.meter(delta) });

@@ -39,6 +39,8 @@ export class TaskView {
   state: A2ATaskState = "unspecified";
   /** The message is on its way: the agent may have a task for it. */
   sent = false;
+  /** The task's id is noted in the step's log (a2a-orphans.ts O1). */
+  noted = false;
   readonly continuing: boolean;
   private message: Message | undefined;
   private readonly artifacts = new Map<string, Artifact>();
@@ -57,6 +59,13 @@ export class TaskView {
     this.continuing = taskId !== undefined;
     this.taskId = taskId;
     if (taskId !== undefined) this.learned();
+  }
+
+  /** Follows a task an earlier attempt of the step started (a2a-orphans.ts O4): its id is known. */
+  follow(taskId: string): void {
+    this.taskId = taskId;
+    this.sent = true;
+    this.learned();
   }
 
   /** The task ended, or asks for input: nothing more comes until the flow answers. */

@@ -20,28 +20,34 @@
  *    `A2ATaskFailedError`; `canceled`, when the effect did not ask for it, `A2ATaskCanceledError`.
  * 5. A2A reports no token usage. Every request goes through `meteredFetch`, so what is metered is
  *    `netBytes` (and, by the metering middleware, `wallMs`).
- * 6. The SDK is an optional peer, loaded on first use: importing this module loads none of it,
+ * 6. After a crash mid-call, the task an earlier attempt started is cancelled before the message
+ *    is sent again, or, with `orphans: "resubscribe"`, followed to its end instead: each call
+ *    notes its task's id in the step's log as soon as the agent names it (a2a-orphans.ts).
+ * 7. The SDK is an optional peer, loaded on first use: importing this module loads none of it,
  *    and creating the effect without it installed throws MissingDependencyError naming it.
  *
  * What a call takes, returns and throws is a2a-contract.ts's; the SDK seam (loading, clients,
  * the message) a2a-sdk.ts's; the task as the agent reports it a2a-task-view.ts's.
  */
-import type { AgentCard, Message, SendMessageRequest, StreamResponse, Task } from "@a2a-js/sdk";
+import type { Message, SendMessageRequest, StreamResponse } from "@a2a-js/sdk";
 import { InvalidInputError } from "../kernel/errors.ts";
 import { abortableDelay, raceAbort, reasonOf } from "../effects/delay.ts";
 import { checkedDuration } from "../kernel/limits.ts";
 import type { Effect, EffectContext } from "../effects/effect.ts";
 import { assertPeer } from "../peers.ts";
 import { A2ATimeoutError, type A2AInput, type A2AResult } from "./a2a-contract.ts";
+import { noteTask, orphansOf, settleOrphans, task$ } from "./a2a-orphans.ts";
 import {
   FEATURE,
   SDK,
+  cardOf,
   clientFor,
   fetchFor,
   loadA2A,
+  streamed,
   userMessage,
   type A2ASdk,
-  type Metered,
+  type Agent,
 } from "./a2a-sdk.ts";
 import { TaskView } from "./a2a-task-view.ts";
 
@@ -67,18 +73,15 @@ export interface A2AEffectOptions {
   pollIntervalMs?: number;
   /** How long a cancel may wait for the agent (default 3000 ms). */
   cancelTimeoutMs?: number;
+  /**
+   * What a call recovered after a crash does with the task its crashed attempt left running at
+   * the agent: `"cancel"` it before sending the message again (the default), or `"resubscribe"`
+   * to it and take its answer, sending nothing (for agents whose tasks survive their caller).
+   */
+  orphans?: "cancel" | "resubscribe";
 }
 
 export type A2AEffect = Effect<A2AInput, A2AResult> & { close(): Promise<void> };
-
-/** What one effect keeps across its calls: its checked options, and the agent's card once read. */
-interface Agent {
-  url: string;
-  stream: boolean | undefined;
-  pollIntervalMs: number;
-  cancelTimeoutMs: number;
-  card: AgentCard | undefined;
-}
 
 export function createA2AEffect(options: A2AEffectOptions): A2AEffect {
   const { url } = options;
@@ -93,12 +96,19 @@ export function createA2AEffect(options: A2AEffectOptions): A2AEffect {
   const timeoutMs = optionalDuration(options.timeoutMs, "timeoutMs");
   const pollIntervalMs = optionalDuration(options.pollIntervalMs, "pollIntervalMs") ?? 250;
   const cancelTimeoutMs = optionalDuration(options.cancelTimeoutMs, "cancelTimeoutMs") ?? 3000;
+  const orphans = options.orphans ?? "cancel";
+  if (orphans !== "cancel" && orphans !== "resubscribe") {
+    throw new InvalidInputError(
+      `createA2AEffect: orphans must be "cancel" or "resubscribe", got ${JSON.stringify(orphans)}`,
+    );
+  }
   assertPeer(SDK, FEATURE);
   const agent: Agent = {
     url,
     stream: options.stream,
     pollIntervalMs,
     cancelTimeoutMs,
+    orphans,
     card: undefined,
   };
 
@@ -107,7 +117,9 @@ export function createA2AEffect(options: A2AEffectOptions): A2AEffect {
     async run(input, ectx) {
       const sdk = await loadA2A();
       const message = userMessage(sdk, input, ectx);
-      const view = new TaskView(message.taskId || undefined);
+      const answering = message.taskId || undefined;
+      const view = new TaskView(answering);
+      const orphans = orphansOf(ectx, answering);
       // The SDK's requests stop on `local`, not on the step's signal: after a cancel, the task's
       // id may still have to be read from the agent's first answer.
       const local = new AbortController();
@@ -120,7 +132,12 @@ export function createA2AEffect(options: A2AEffectOptions): A2AEffect {
               timer.abort(new A2ATimeoutError(`A2A call ran past ${timeoutMs} ms`, details));
             }, timeoutMs);
       const stop = AbortSignal.any([ectx.signal, timer.signal]);
-      const working = exchange(agent, sdk, message, view, local.signal, ectx);
+      const working = (async () => {
+        if (orphans.length > 0) {
+          if (await settleOrphans(agent, sdk, orphans, view, local.signal, ectx)) return;
+        }
+        await exchange(agent, sdk, message, view, local.signal, ectx);
+      })();
       try {
         await raceAbort(working, stop);
       } catch (e) {
@@ -148,12 +165,11 @@ async function exchange(
   message: Message,
   view: TaskView,
   signal: AbortSignal,
-  ectx: Metered,
+  ectx: EffectContext,
 ) {
   const fetchImpl = fetchFor(signal, ectx);
-  agent.card ??= await new sdk.client.DefaultAgentCardResolver({ fetchImpl }).resolve(agent.url);
-  const client = await clientFor(sdk, agent.card, fetchImpl);
-  const streamed = agent.stream !== false && agent.card.capabilities?.streaming === true;
+  const card = await cardOf(agent, sdk, fetchImpl);
+  const client = await clientFor(sdk, card, fetchImpl);
   const request = (returnImmediately: boolean): SendMessageRequest => ({
     tenant: "",
     message,
@@ -165,15 +181,17 @@ async function exchange(
     metadata: undefined,
   });
   view.sent = true;
-  if (streamed) {
+  if (streamed(agent, card)) {
     for await (const event of client.sendMessageStream(request(false), { signal })) {
       view.see(event);
+      await noteTask(view, ectx); // O1
       if (view.done) return;
     }
     throw new Error(`the agent's stream ended with its task ${view.describe()}`);
   }
   const first = await client.sendMessage(request(true), { signal });
   view.see("messageId" in first ? message$(first) : task$(first));
+  await noteTask(view, ectx); // O1
   while (!view.done) {
     await abortableDelay(agent.pollIntervalMs, signal);
     const id = view.taskId ?? "";
@@ -208,7 +226,6 @@ async function abandon(
 }
 
 const message$ = (value: Message): StreamResponse => ({ payload: { $case: "message", value } });
-const task$ = (value: Task): StreamResponse => ({ payload: { $case: "task", value } });
 
 function aborted(signal: AbortSignal): Promise<void> {
   return new Promise((r) => signal.addEventListener("abort", () => r(), { once: true }));

@@ -6,6 +6,7 @@
  * - `slow ...` works for 30 s in 20 ms sleeps and honours `cancelTask`: the cancel marks the task,
  *   publishes its final `canceled` status, and the loop stops at its next check;
  * - `late ...` does the same, but only makes its task known (its first event) after 300 ms;
+ * - `hold ...` works until `release()` (or its cancel), then echoes its text like anything else;
  * - `fail ...` ends the task `failed`, with a status message saying why;
  * - `ask ...` stops at `input-required` with a question; a reply on that task completes it;
  * - anything else is echoed back as an artifact sent in three chunks, then `completed`.
@@ -57,6 +58,8 @@ export interface A2AAgent {
   methods: string[];
   tasks: AgentTask[];
   cancels: AgentCancel[];
+  /** Lets every `hold ...` task, running or yet to start, finish (echo and complete). */
+  release(): void;
   /** Cuts every open connection (a stream midway, say); the agent goes on serving new ones. */
   dropConnections(): void;
   close(): Promise<void>;
@@ -96,6 +99,7 @@ class TestExecutor implements AgentExecutor {
   private readonly cancelled = new Set<string>();
   private readonly contexts = new Map<string, string>();
   private closed = false;
+  private released = false;
 
   cancelTask = async (taskId: string, bus: ExecutionEventBus): Promise<void> => {
     this.cancels.push({ taskId, atMs: performance.now() });
@@ -135,6 +139,10 @@ class TestExecutor implements AgentExecutor {
     if (continuing) return this.echo(bus, taskId, contextId, `answer: ${text}`);
     if (text.startsWith("slow") || text.startsWith("late"))
       return this.slow(bus, taskId, contextId);
+    if (text.startsWith("hold")) {
+      if (!(await this.held(taskId))) return;
+      return this.echo(bus, taskId, contextId, `echo: ${text}`);
+    }
     if (text.startsWith("fail")) {
       return this.status(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, `refused: ${text}`);
     }
@@ -147,6 +155,19 @@ class TestExecutor implements AgentExecutor {
   /** Stops every slow loop still running (the server is closing). */
   close(): void {
     this.closed = true;
+  }
+
+  release(): void {
+    this.released = true;
+  }
+
+  /** Waits for `release()`: true then, false if the task was cancelled or the server closes. */
+  private async held(taskId: string): Promise<boolean> {
+    for (;;) {
+      if (this.cancelled.has(taskId) || this.closed) return false;
+      if (this.released) return true;
+      await sleep(20);
+    }
   }
 
   private async slow(bus: ExecutionEventBus, taskId: string, contextId: string): Promise<void> {
@@ -257,6 +278,7 @@ export async function startA2AAgent(opts: { streaming?: boolean } = {}): Promise
     methods,
     tasks: executor.tasks,
     cancels: executor.cancels,
+    release: () => executor.release(),
     dropConnections: () => server.closeAllConnections(),
     close: async () => {
       executor.close();
