@@ -67,6 +67,33 @@ describe("a step's notes (issue 21 item 8)", () => {
     await expectReplayEquality(second, "n1");
   });
 
+  it("a fork from the middle of a noted call does not read the origin's notes (fork-point F13)", async () => {
+    const store = memoryStore();
+    const seen: StepNote[][] = [];
+    let hold = true;
+    const remote = step$("remote", async (_: null, ectx) => {
+      seen.push([...(ectx.notes ?? [])]);
+      await ectx.note?.({ task: `${ectx.executionId}:${ectx.attempt}` });
+      while (hold) await new Promise((r) => setTimeout(r, 5));
+      return "done";
+    });
+    const f = flow$("fork-noter", async (ctx) => ctx.execute(remote, null, { retry: false }));
+    const r = createRuntime({ store, background: false });
+    open.push(r);
+    r.registerFlow(f);
+    await r.start(f, null, { id: "origin" });
+    await until(() => seen.length === 1);
+    await until(async () => (await r.readLog("origin")).some((e) => e.kind === "STEP_NOTED"));
+    const noted = (await r.readLog("origin")).find((e) => e.kind === "STEP_NOTED");
+    // The origin's call is still running; the fork's prefix ends at its note.
+    await r.fork("origin", noted?.seq ?? -1, "forked");
+    await until(() => seen.length === 2);
+    hold = false;
+    expect((await r.waitForCompletion("forked")).output).toBe("done");
+    expect((await r.waitForCompletion("origin")).output).toBe("done");
+    expect(seen[1]).toEqual([]);
+  });
+
   it("a retried attempt reads what the failed one noted, and notes of its own", async () => {
     const seen: number[][] = [];
     const flaky = step$("flaky", async (_: null, ectx) => {

@@ -55,7 +55,8 @@ import type { Json } from "./json.ts";
  * 1.10.0: STEP_NOTED (issue 21 item 8): a fact an attempt of a running step recorded about the
  *        outside world mid-call (a remote task's id), `{ callId, attempt, note }`. The step's frame keeps
  *        its notes, in order, while the step runs (a failed attempt's too, for the next one to
- *        read), and drops them when the step settles (fold/steps.ts S4).
+ *        read), and drops them when the step settles (fold/steps.ts S4); a fork point drops those
+ *        of the steps its prefix left running (fold/fork-point.ts F13).
  */
 export const EVENT_SCHEMA_VERSION = "1.10.0";
 
