@@ -180,4 +180,28 @@ describe("security: erasure on PostgreSQL leaves none of the subject's data (iss
       await runtime.close();
     }
   });
+
+  it("K3: a reader holding a lock on the keys table does not hang the erasure: it reports the scrub unconfirmed, and a second erasure completes it", async () => {
+    const { store, runtime } = await open({ keyScrubWaitMs: 300 });
+    const holder = await reader();
+    try {
+      await carryResumePayload(runtime, "c", "carol", `CAROL-${randomUUID()}`);
+      const key = await keyBytes(store, "carol");
+      // A reader of the keys table itself (pg_dump reads every table so): a lock and a snapshot.
+      await holder.query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+      await holder.query(`SELECT count(*) FROM "${store.schema}".keys`);
+      const erasure = await runtime.eraseSubject("carol");
+      expect(erasure.keyDestroyed).toBe(false);
+      expect(erasure.keyUnconfirmed).toMatch(/lock/);
+      expect((await inKeysFile(store.schema, key)).found).toBe(true);
+      await holder.query("COMMIT");
+      const again = await runtime.eraseSubject("carol");
+      expect(again.keyUnconfirmed).toBeUndefined();
+      expect((await inKeysFile(store.schema, key)).found).toBe(false);
+    } finally {
+      await holder.query("ROLLBACK").catch(() => undefined);
+      await holder.end();
+      await runtime.close();
+    }
+  });
 });

@@ -3,12 +3,12 @@
  * connection of the pool, outside any transaction, waiting for the table's lock at most `waitMs`,
  * and what the server said of it.
  *
- * R1. The scrub is confirmed only when the server's report of the rewrite says that 0 dead row
- *     versions could not be removed yet: a deleted row a reader may still see is copied into the
- *     new file, and the report counts it. Without that report (a lock not granted in time, a
- *     report in another language), it is not confirmed.
- * R2. The connection's `lock_timeout` is set for the rewrite and reset before it goes back to
- *     the pool.
+ * KR1. The scrub is confirmed only when the server's report of the rewrite says that 0 dead row
+ *      versions could not be removed yet: a deleted row a reader may still see is copied into
+ *      the new file, and the report counts it. Without that report (a lock not granted in time,
+ *      a report in another language), it is not confirmed.
+ * KR2. The connection's `lock_timeout` is set for the rewrite and reset before it goes back to
+ *      the pool; a connection that failed meanwhile is dropped, not given back.
  */
 import type pg from "pg";
 import { pgCode } from "./db.ts";
@@ -20,7 +20,7 @@ const KEPT_DEAD = /^(\d+) dead row versions cannot be removed yet/;
 /** PostgreSQL's lock_not_available: `lock_timeout` passed. */
 const LOCK_NOT_AVAILABLE = "55P03";
 
-/** R1: rewrites `table`; undefined when the scrub is confirmed, else why it is not. */
+/** KR1: rewrites `table`; undefined when the scrub is confirmed, else why it is not. */
 export async function rewriteKeys(
   pool: pg.Pool,
   table: string,
@@ -46,7 +46,7 @@ export async function rewriteKeys(
       return `a session held a lock on the keys table for the whole wait (${Math.ceil(waitMs)} ms), so the table was not rewritten and the deleted key's bytes may still be in its file; erase again once that session ends`;
     }
   } catch (e) {
-    // R2: a connection whose setting may not have been reset is not given back to the pool.
+    // KR2: a connection whose setting may not have been reset is not given back to the pool.
     broken = e instanceof Error ? e : new Error(String(e));
     throw e;
   } finally {

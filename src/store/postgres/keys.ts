@@ -19,6 +19,8 @@
  *     session it can see (pg_stat_activity: all of them for a superuser or pg_read_all_stats,
  *     its own role's otherwise) holds a snapshot as old; and the rewrite waits for the table's
  *     lock no longer than what is left of that time (a reader holding a lock on the table).
+ * K4. `listKeys` reads an index range (../key-range.ts K2): the ids are `COLLATE "C"`, in byte
+ *     order, so no LIKE pattern (and no `%` or `_` in a prefix) is involved.
  * K5. `destroyKey` reports the scrub confirmed only on the server's word: the rewrite runs
  *     VERBOSE, and the count it reports of dead row versions it could not remove yet must be 0.
  *     Anything else (a count above 0, a lock not granted in time, a report it cannot read, as
@@ -26,8 +28,6 @@
  *     destroy of the same id rewrites again (also when no row is left to delete) and confirms.
  *     What no rewrite reaches: the write-ahead log, its archive and backups, which keep the
  *     insert until they are recycled: the server's, not the store's.
- * K4. `listKeys` reads an index range (../key-range.ts K2): the ids are `COLLATE "C"`, in byte
- *     order, so no LIKE pattern (and no `%` or `_` in a prefix) is involved.
  */
 import type pg from "pg";
 import { InvariantViolation } from "../../kernel/errors.ts";
