@@ -17,6 +17,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postgresStore } from "../src/store/postgres/index.ts";
+import type { KeyDestruction } from "../src/store/spi.ts";
 import { until } from "./helpers.ts";
 import { pgUrl } from "./support/postgres.ts";
 
@@ -83,7 +84,7 @@ describe("postgres: destroyKey leaves no trace in the table's files (S19)", () =
       const before = await search(admin, table, [material, ...neighbours]);
       expect(before.found).toEqual([true, ...neighbours.map(() => true)]);
 
-      expect(await store.destroyKey("subject:target")).toBe(true);
+      expect(await store.destroyKey("subject:target")).toEqual({ existed: true });
       const after = await search(admin, table, [material, ...neighbours]);
       // Found in neither the file the table lives in now nor the one it lived in before.
       expect(after.found).toEqual([false, ...neighbours.map(() => true)]);
@@ -103,7 +104,7 @@ describe("postgres: destroyKey leaves no trace in the table's files (S19)", () =
     // In the shared database: it bounds the rewrite's snapshot all the same (keys.ts K3).
     const holder = new pg.Client({ connectionString: url });
     await Promise.all([admin.connect(), holder.connect()]);
-    let destroying: Promise<boolean> | undefined;
+    let destroying: Promise<KeyDestruction> | undefined;
     try {
       const table = `"${store.schema}".keys`;
       const material = secret();
@@ -118,7 +119,7 @@ describe("postgres: destroyKey leaves no trace in the table's files (S19)", () =
       await new Promise((r) => setTimeout(r, 300));
       expect(settled).toBe(false);
       await holder.query("COMMIT");
-      expect(await destroying).toBe(true);
+      expect(await destroying).toEqual({ existed: true });
       expect((await search(admin, table, [material])).found).toEqual([false]);
     } finally {
       await holder.query("ROLLBACK").catch(() => undefined);

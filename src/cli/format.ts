@@ -178,9 +178,11 @@ export function formatErasure(erasure: Erasure): string {
     ["cancelled", list(erasure.cancelled)],
     [
       "key",
-      erasure.keyDestroyed
-        ? "destroyed"
-        : "none left to destroy (destroyed by an earlier erasure, or never stored)",
+      erasure.keyUnconfirmed !== undefined
+        ? `deleted, but NOT confirmed gone from the store's files: ${erasure.keyUnconfirmed}`
+        : erasure.keyDestroyed
+          ? "destroyed"
+          : "none left to destroy (destroyed by an earlier erasure, or never stored)",
     ],
   ]);
 }

@@ -4,7 +4,7 @@
  * (trust/sealed-store.ts V2), so erasure destroys that key (crypto-shredding): no event is
  * rewritten, so each log still folds and its audit chain still verifies (trust/audit.ts A3).
  *
- * Invariants (tests cite X1..X4):
+ * Invariants (tests cite X1..X6):
  * X1. Live first: every execution that holds the subject's data and has not ended is cancelled
  *     (a fact in its log) before anything is destroyed; if one cannot be ended, SubjectLiveError
  *     and nothing is destroyed.
@@ -18,11 +18,18 @@
  *     too. An index entry counts only when the log's sequence 0 is sealed with the subject's key
  *     (an entry whose first batch failed names someone else's log, or none). The index is read
  *     again after the cancels, until no new execution appears (one started meanwhile).
- * X5. After its fact, each log gets a redacted snapshot: the folded state without the flow
- *     body's record (frames, input, output, error, decisions, queued payloads, inbox, child
- *     outcomes), sealed with the codec's key (or none), not the subject's. A log that was
- *     compacted then still folds to its status, owner, chain and spending, which its remaining
- *     events, whose payloads are gone, could not give.
+ * X5. After its fact, each log gets a redacted snapshot, built from an allow-list of identity and
+ *     accounting (erase-redacted.ts X5a..X5c), never by deleting what is known to hold data: no
+ *     input, output, error, frames, decisions, queued or carried payloads (a resume payload a
+ *     `continueAsNew` carry brought, issue 22), inbox or child outputs, and no field added later
+ *     that nobody listed. It is sealed with the codec's key (or none), not the subject's. A log
+ *     that was compacted then still folds to its status, owner, chain and spending, which its
+ *     remaining events, whose payloads are gone, could not give.
+ * X6. `keyDestroyed` is true only when the store confirms that no copy of the key's bytes is left
+ *     in its files (S19). When a reader holding an older snapshot keeps the store from confirming
+ *     it past the store's wait, the key is deleted all the same (nothing more of the subject is
+ *     written or read through this store) but the erasure says so in `keyUnconfirmed`, and a
+ *     second call, once the reader is gone, completes the scrub.
  */
 import { isTerminalStatus } from "../kernel/events.ts";
 import { isLoomError, SubjectLiveError } from "../kernel/errors.ts";
@@ -33,8 +40,7 @@ import { sealerOf, subjectIndexPrefix, subjectKeyId } from "../trust/sealed-stor
 import type { Journal } from "./journal.ts";
 import type { Leases } from "./leases.ts";
 import { appendSpecs, loadState } from "./load-state.ts";
-import type { ExecutionState } from "../fold/state.ts";
-import type { ChildRecord } from "../kernel/children.ts";
+import { redactedState } from "./erase-redacted.ts";
 
 export interface EraseDeps {
   store: Store;
@@ -51,8 +57,16 @@ export interface Erasure {
   executions: string[];
   /** Those that were live and this call cancelled (X1). */
   cancelled: string[];
-  /** Whether this call destroyed the key (false when an earlier call had). */
+  /**
+   * Whether this call destroyed the key and the store confirmed its bytes gone from its files
+   * (X6); false when an earlier call had deleted it, or when the scrub is not confirmed.
+   */
   keyDestroyed: boolean;
+  /**
+   * Set when the key's bytes may still be in the store's files (X6): why, and what to do (erase
+   * again once the reader named ends). Absent when the scrub is confirmed.
+   */
+  keyUnconfirmed?: string;
 }
 
 export async function eraseSubject(deps: EraseDeps, subject: string): Promise<Erasure> {
@@ -80,9 +94,13 @@ export async function eraseSubject(deps: EraseDeps, subject: string): Promise<Er
   }
   // X2, X3.
   for (const id of executions) await recordErasure(deps, id, subject);
-  const keyDestroyed = await deps.store.destroyKey(subjectKeyId(subject));
+  const key = await deps.store.destroyKey(subjectKeyId(subject));
   sealerOf(deps.store)?.forgetSubject(subject);
-  return { subject, executions, cancelled, keyDestroyed };
+  // X6: destroyed only when the store confirms the bytes are gone.
+  if (key.unconfirmed !== undefined) {
+    return { subject, executions, cancelled, keyDestroyed: false, keyUnconfirmed: key.unconfirmed };
+  }
+  return { subject, executions, cancelled, keyDestroyed: key.existed };
 }
 
 /** How many times the index is read while new executions keep appearing in it. */
@@ -135,37 +153,8 @@ async function recordOnce(deps: EraseDeps, id: string, subject: string): Promise
       appended = true;
     }
     // X5 (also when an earlier call recorded the fact and stopped before this).
-    await deps.store.saveSnapshot(id, { seq: state.seq, state: redacted(state) });
+    await deps.store.saveSnapshot(id, { seq: state.seq, state: redactedState(state) });
   } finally {
     if (!appended) await deps.leases.release(id, lease.fence);
   }
-}
-
-/** X5: the state without the flow body's record, and without `_subject` (so it is not sealed with it). */
-function redacted(state: ExecutionState): ExecutionState {
-  const out: ExecutionState = {
-    ...state,
-    frames: {},
-    order: {},
-    inFlight: 0,
-    openWaits: 0,
-    _decisions: {},
-    _resumePayloads: [],
-    _openSuspends: [],
-  };
-  delete out.input;
-  delete out.output;
-  delete out.error;
-  delete out._inbox;
-  delete out._subject;
-  if (state._children) {
-    out._children = Object.fromEntries(
-      Object.entries(state._children).map(([id, c]) => {
-        const kept: ChildRecord = { ...c };
-        delete kept.outcome;
-        return [id, kept];
-      }),
-    );
-  }
-  return out;
 }

@@ -52,7 +52,10 @@
  *     `getKey` reads it; `listKeys(prefix)` returns the ids that start with `prefix`, in order;
  *     `destroyKey(id)` deletes it so that its bytes are not left in the store's files (SQLite:
  *     `secure_delete` and a WAL checkpoint; PostgreSQL: the row is deleted and the table vacuumed),
- *     and returns whether it existed. Keys survive a reopen (S5).
+ *     and says whether it existed and, in `unconfirmed`, why it could not confirm that no copy of
+ *     the bytes is left (a reader holding an older snapshot of the data past the store's wait);
+ *     a destroy of an id already gone still scrubs, so a later call completes one unconfirmed.
+ *     Keys survive a reopen (S5).
  * S20. A batch whose events are all SUBJECT_ERASED is appended to an ended log too (E4): the
  *     terminal status check (append-check.ts) does not refuse it; the fence and sequence checks do.
  *
@@ -276,7 +279,18 @@ export interface KeyStore {
   putKey(keyId: string, material: string): Promise<string>;
   getKey(keyId: string): Promise<string | undefined>;
   listKeys(prefix: string): Promise<string[]>;
-  destroyKey(keyId: string): Promise<boolean>;
+  destroyKey(keyId: string): Promise<KeyDestruction>;
+}
+
+/** What `destroyKey` did (S19). */
+export interface KeyDestruction {
+  /** Whether a key was stored under the id (it is deleted now). */
+  existed: boolean;
+  /**
+   * Set when the store could not confirm that no copy of a destroyed key's bytes is left in its
+   * files, and why, in words a person acts on. Absent when the scrub is done.
+   */
+  unconfirmed?: string;
 }
 
 export interface Store

@@ -4,6 +4,9 @@
  * data, records SUBJECT_ERASED in each of their logs, then destroys the subject's key. Logs keep
  * their shape, still fold (the payloads read `{ "$erased": <subject> }`) and still verify.
  * Irreversible, so `--yes` is required (args.ts refuses without it, before anything is opened).
+ * When the store cannot confirm the key's bytes gone from its files (a reader held an older
+ * snapshot: erase-subject.ts X6), the command says so on stderr too and exits 1, so a script
+ * runs it again rather than take the erasure as complete.
  */
 import type { Command } from "../args.ts";
 import { formatErasure } from "../format.ts";
@@ -17,7 +20,11 @@ export async function eraseSubjectCommand(cmd: EraseSubjectCommand, io: Io): Pro
   try {
     const erasure = await runtime.eraseSubject(cmd.subject);
     io.out(cmd.json ? JSON.stringify(erasure, null, 2) : formatErasure(erasure));
-    return 0;
+    if (erasure.keyUnconfirmed === undefined) return 0;
+    io.err(
+      `loom: the key of subject ${cmd.subject} is deleted, but its bytes could not be confirmed gone from the store's files: ${erasure.keyUnconfirmed}`,
+    );
+    return 1;
   } finally {
     await runtime.close();
   }

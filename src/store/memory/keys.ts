@@ -31,7 +31,7 @@ export function memoryKeys(h: Handle): KeyStore {
     async destroyKey(keyId) {
       live(h);
       // A JavaScript string cannot be wiped: dropping the last reference is all a heap allows.
-      return data.keys.delete(keyId);
+      return { existed: data.keys.delete(keyId) };
     },
   };
 }

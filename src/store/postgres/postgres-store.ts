@@ -40,6 +40,11 @@ export interface PostgresStoreOptions {
     /** Connections the store opens at most (the listening one aside); 10 by default. */
     max?: number;
   };
+  /**
+   * How long destroying a key (eraseSubject) waits for the readers that may still see it before
+   * it reports the scrub unconfirmed (keys.ts K3, K5); 30 000 by default.
+   */
+  keyScrubWaitMs?: number;
   /** Test hooks (the conformance suite's fault injection). */
   hooks?: StoreHooks;
 }
@@ -82,7 +87,7 @@ export async function postgresStore(options: PostgresStoreOptions): Promise<Post
     ...postgresSchedules(pool, t),
     ...postgresInbox(pool, t, channel),
     ...postgresRetention(pool, t),
-    ...postgresKeys(pool, t),
+    ...postgresKeys(pool, t, options.keyScrubWaitMs),
     listen: (onWake) => listener.subscribe(onWake),
     close() {
       closing ??= listener.close().then(() => pool.end());
@@ -111,6 +116,13 @@ function checkOptions(options: PostgresStoreOptions): {
     throw new InvalidInputError(`postgresStore: pool.max must be a positive integer, got ${max}`, {
       max: String(max),
     });
+  }
+  const wait = options.keyScrubWaitMs;
+  if (wait !== undefined && !(Number.isSafeInteger(wait) && wait >= 0)) {
+    throw new InvalidInputError(
+      `postgresStore: keyScrubWaitMs must be a non-negative integer, got ${wait}`,
+      { keyScrubWaitMs: String(wait) },
+    );
   }
   return { connectionString, schema, max };
 }

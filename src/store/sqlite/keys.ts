@@ -9,15 +9,22 @@
  *     (with it off, a put that splits a page leaves copies of its neighbours' material behind,
  *     which no later delete reaches). After the delete a `wal_checkpoint(TRUNCATE)` writes the
  *     scrubbed page over the database file's copy and empties the WAL, whose older frames held
- *     the row. The checkpoint is best effort: a connection reading an older snapshot keeps it
- *     from finishing, and those frames then go when the WAL is next checkpointed and restarted.
+ *     the row. A connection reading an older snapshot (another process's read transaction) keeps
+ *     the checkpoint from finishing: it waits for it as for any lock, up to the store's
+ *     `busyTimeoutMs`, and if the reader is still there the destroy says so (`unconfirmed`,
+ *     issue 22) instead of claiming the bytes gone; the frames go when the WAL is next
+ *     checkpointed and truncated, which a second destroy of the same id does.
  * K3. `listKeys` reads an index range (../key-range.ts K2): ids in byte order, the BINARY
  *     collation's.
  */
 import type Database from "better-sqlite3";
 import { InvariantViolation } from "../../kernel/errors.ts";
 import { prefixEnd, wellFormedKey } from "../key-range.ts";
-import type { KeyStore } from "../spi.ts";
+import type { KeyDestruction, KeyStore } from "../spi.ts";
+
+/** K2: why a destroy is not confirmed while a reader holds the WAL. */
+const READER_HOLDS_WAL =
+  "a reader (a read transaction in another connection or process) held an older snapshot of the database past the busy timeout, so the WAL, which still holds the key's bytes, could not be checkpointed and truncated; erase again once that reader ends";
 
 export function sqliteKeys(db: Database.Database): KeyStore {
   const insert = db.prepare("INSERT INTO keys (id, material) VALUES (?, ?) ON CONFLICT DO NOTHING");
@@ -50,6 +57,17 @@ export function sqliteKeys(db: Database.Database): KeyStore {
     }
   }
 
+  /** K2: whether the WAL was checkpointed and emptied (busy 0: no reader held it). */
+  function truncated(): boolean {
+    try {
+      const rows = db.pragma("wal_checkpoint(TRUNCATE)") as { busy: number }[];
+      return rows[0]?.busy === 0;
+    } catch {
+      // SQLITE_BUSY past the timeout (another writer's checkpoint): not confirmed either.
+      return false;
+    }
+  }
+
   return {
     async putKey(keyId, material) {
       return scrubbing(() => putTx.immediate(keyId, material));
@@ -65,14 +83,9 @@ export function sqliteKeys(db: Database.Database): KeyStore {
       return high === undefined ? from.all(low) : range.all(low, high);
     },
 
-    async destroyKey(keyId) {
+    async destroyKey(keyId): Promise<KeyDestruction> {
       const existed = scrubbing(() => remove.run(keyId).changes > 0);
-      try {
-        db.pragma("wal_checkpoint(TRUNCATE)");
-      } catch {
-        // K2: best effort; a checkpoint that could not run now runs later.
-      }
-      return existed;
+      return truncated() ? { existed } : { existed, unconfirmed: READER_HOLDS_WAL };
     },
   };
 }

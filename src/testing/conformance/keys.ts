@@ -151,11 +151,11 @@ function keyDestroyTests(h: Harness): void {
     const store = await h.open();
     await store.putKey("subject:a", "secret-a");
     await store.putKey("subject:b", "secret-b");
-    expect(await store.destroyKey("subject:a")).toBe(true);
+    expect(await store.destroyKey("subject:a")).toEqual({ existed: true });
     expect(await store.getKey("subject:a")).toBeUndefined();
     expect(await store.listKeys("subject:")).toEqual(["subject:b"]);
-    expect(await store.destroyKey("subject:a")).toBe(false);
-    expect(await store.destroyKey("never-put")).toBe(false);
+    expect(await store.destroyKey("subject:a")).toEqual({ existed: false });
+    expect(await store.destroyKey("never-put")).toEqual({ existed: false });
     expect(await store.getKey("subject:b")).toBe("secret-b");
     // Destroyed is absent: a new put stores its own material.
     expect(await store.putKey("subject:a", "secret-a2")).toBe("secret-a2");
@@ -169,7 +169,7 @@ function keyDestroyTests(h: Harness): void {
       await first.putKey("k:1", "one");
       await first.putKey("k:2", "two");
       await first.putKey("k:3", "three");
-      expect(await first.destroyKey("k:2")).toBe(true);
+      expect(await first.destroyKey("k:2")).toEqual({ existed: true });
       const store = await reopen(first);
       expect(await store.listKeys("k:")).toEqual(["k:1", "k:3"]);
       expect(await store.getKey("k:1")).toBe("one");
