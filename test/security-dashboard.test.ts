@@ -245,7 +245,7 @@ describe("the token on every route (auth.ts A1, routes.ts P3)", () => {
 });
 
 describe("--read-only (server.ts S5, routes.ts P2)", () => {
-  it("S5: a read-only server refuses every write even with the token, still needs the token to read, and its page draws no forms", async () => {
+  it("S5, P2: a read-only server refuses every write even with the token, still needs the token to read, and its page draws no forms", async () => {
     const { runtime, ui } = await serve({ readOnly: true });
     const auth = { authorization: `Bearer ${ui.token}` };
     for (const r of UI_ROUTES.filter((x) => x.write === true)) {

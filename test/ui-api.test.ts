@@ -517,6 +517,7 @@ describe("the page and its assets (ui/server.ts, http.ts H3)", () => {
       expect(res.headers.get("content-security-policy")).toContain("script-src 'self'");
       expect(res.headers.get("x-content-type-options")).toBe("nosniff");
     }
+    // routes.ts P1: outside the table 404; a method its route does not take 405.
     expect((await call(`${url}/nothing`)).status).toBe(404);
     expect((await call(`${url}/`, { method: "POST" })).status).toBe(405);
   });
