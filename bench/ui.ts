@@ -74,9 +74,10 @@ export async function uiBench(argv: readonly string[]): Promise<void> {
     const ui = await startUiServer({ runtime, port: 0 });
     try {
       const mix = queries(executions);
+      const headers = { authorization: `Bearer ${ui.token}` };
       const get = async (path: string): Promise<number> => {
         const started = nowMs();
-        const res = await fetch(`${ui.url}${path}`);
+        const res = await fetch(`${ui.url}${path}`, { headers });
         await res.arrayBuffer();
         if (res.status !== 200) throw new Error(`GET ${path} answered ${res.status}`);
         return nowMs() - started;
@@ -103,7 +104,7 @@ export async function uiBench(argv: readonly string[]): Promise<void> {
           p99Ms: round(s.p99Us / 1000, 3),
         });
       });
-      const first = await (await fetch(`${ui.url}/api/executions`)).json();
+      const first = await (await fetch(`${ui.url}/api/executions`, { headers })).json();
       const shown = (first as { executions: unknown[] }).executions.length;
       const baseline: number[] = [];
       for (let i = 0; i < requests; i++) {

@@ -3,6 +3,7 @@
  * every verb and its test): the real CLI in a child process against test/fixtures/cli/flows.ts.
  * Executions a test only needs to exist are made in process, on the same database file.
  */
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseCommand } from "../src/cli/args.ts";
@@ -165,11 +166,20 @@ describe("loom ui", () => {
     expect(oneErrorLine(noDb)).toMatch(/^loom: no database at /);
     expect(badPort.code).toBe(2);
 
-    await until("the URL", () => /^loom ui: http:\/\/\S+\n/.test(ui.stdout()));
+    await until("the sign-in URL", () => /^loom ui: sign in at \S+\n/m.test(ui.stdout()));
     const url = /^loom ui: (\S+)/.exec(ui.stdout())?.[1] ?? "";
+    const signIn = /^loom ui: sign in at (\S+)$/m.exec(ui.stdout())?.[1] ?? "";
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect(signIn.startsWith(`${url}/auth?token=`)).toBe(true);
+    const token = new URL(signIn).searchParams.get("token") ?? "";
     try {
-      const [list, page] = await Promise.all([fetch(`${url}/api/executions`), fetch(`${url}/`)]);
+      // auth.ts A1: the port alone opens nothing, loopback included.
+      expect((await fetch(`${url}/api/executions`)).status).toBe(401);
+      const auth = { authorization: `Bearer ${token}` };
+      const [list, page] = await Promise.all([
+        fetch(`${url}/api/executions`, { headers: auth }),
+        fetch(`${url}/`, { headers: auth }),
+      ]);
       expect(list.status).toBe(200);
       const body = (await list.json()) as { executions: { executionId: string; status: string }[] };
       expect(body.executions.map((e) => [e.executionId, e.status])).toEqual([["u-1", "completed"]]);
@@ -180,9 +190,55 @@ describe("loom ui", () => {
     }
     const stopped = await ui.exited;
     expect(stopped.code).toBe(0);
-    expect(stopped.stdout).toBe(`loom ui: ${url}\n`);
+    // The token is printed once, in the sign-in URL, and nowhere else.
+    expect(stopped.stdout).toBe(`loom ui: ${url}\nloom ui: sign in at ${signIn}\n`);
+    expect(stopped.stderr).not.toContain(token);
     expect(stopped.stderr).toContain("loom: SIGTERM received; closing the UI");
     expect(stopped.stderr.trimEnd().endsWith("loom: UI stopped")).toBe(true);
+  });
+});
+
+describe("loom ui --token-file, --read-only (issue 22 item 5)", () => {
+  it("S5, A4: a token from --token-file (before LOOM_UI_TOKEN_FILE) is never printed; --read-only refuses writes with it; a bad file is refused", async () => {
+    const cwd = tempDir();
+    const setup = openDb(cwd);
+    await (await setup.start(twoSteps, { name: "ui" }, { id: "u-1" })).result();
+    await setup.close();
+    const token = "f".repeat(48);
+    writeFileSync(join(cwd, "token"), `${token}\n`);
+    writeFileSync(join(cwd, "short"), "short\n");
+    const [badFile, missingFile] = await Promise.all([
+      start(cwd, ["ui", "--port", "0", "--token-file", "short"]).exited,
+      start(cwd, ["ui", "--port", "0"], { LOOM_UI_TOKEN_FILE: join(cwd, "none") }).exited,
+    ]);
+    expect(badFile.code).toBe(1);
+    expect(oneErrorLine(badFile)).toMatch(/^loom: .*token from the file .*short must be/);
+    expect(missingFile.code).toBe(1);
+    expect(oneErrorLine(missingFile)).toMatch(/^loom: .*cannot read the dashboard token file /);
+    // --token-file wins over LOOM_UI_TOKEN_FILE (here a file it would refuse).
+    const ui = start(cwd, ["ui", "--port", "0", "--read-only", "--token-file", "token"], {
+      LOOM_UI_TOKEN_FILE: join(cwd, "short"),
+    });
+    await until("the URL", () => /^loom ui: http:\/\/\S+\n/.test(ui.stdout()));
+    const url = /^loom ui: (\S+)/.exec(ui.stdout())?.[1] ?? "";
+    try {
+      const auth = { authorization: `Bearer ${token}` };
+      expect((await fetch(`${url}/api/executions/u-1`)).status).toBe(401);
+      expect((await fetch(`${url}/api/executions/u-1`, { headers: auth })).status).toBe(200);
+      const cancel = await fetch(`${url}/api/executions/u-1/cancel`, {
+        method: "POST",
+        headers: { ...auth, "content-type": "application/json" },
+        body: "{}",
+      });
+      expect(cancel.status).toBe(404);
+    } finally {
+      ui.child.kill("SIGTERM");
+    }
+    const stopped = await ui.exited;
+    expect(stopped.code).toBe(0);
+    expect(stopped.stdout).toBe(`loom ui: ${url}\n`);
+    expect(stopped.stderr).not.toContain(token);
+    expect(stopped.stderr).toContain("read-only");
   });
 });
 
@@ -217,6 +273,11 @@ describe("the command lines of send, fork, ls and ui", () => {
       port: 7070,
       host: "127.0.0.1",
       allowHosts: [],
+      readOnly: false,
+    });
+    expect(parseCommand(["ui", "--read-only", "--token-file", "t"])).toMatchObject({
+      readOnly: true,
+      tokenFile: "t",
     });
     expect(parseCommand(["ui", "--host", "0.0.0.0", "--allow-host", "box, box.lan"])).toMatchObject(
       { host: "0.0.0.0", allowHosts: ["box", "box.lan"] },
@@ -244,6 +305,7 @@ describe("the command lines of send, fork, ls and ui", () => {
       ["ui", "--port", "65536"],
       ["ui", "--host", ""],
       ["ui", "--json"],
+      ["ui", "--token-file", ""],
       ["show", "a-1", "--quiet"],
     ];
     for (const argv of refused) {

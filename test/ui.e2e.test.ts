@@ -1,6 +1,7 @@
 /**
- * The dashboard end to end, in Debian's Chromium driven by playwright-core: the list, a completed
- * execution's timeline, and a cancel from the page of a running one, seen live. Screenshots go to
+ * The dashboard end to end, in Debian's Chromium driven by playwright-core: the sign-in URL
+ * (auth.ts A3), the list, a completed execution's timeline, a cancel from the page of a running
+ * one, seen live, and a read-only server's page with no forms (server.ts S5). Screenshots go to
  * test-artifacts/ui/. Chromium missing is a failure, not a skip: CI installs it.
  */
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -10,7 +11,7 @@ import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRuntime, flow$, step$, type Runtime } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
-import { startUiServer } from "../src/ui/server.ts";
+import { startUiServer, type UiServer } from "../src/ui/server.ts";
 import { until } from "./helpers.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -68,7 +69,7 @@ const spender = flow$(
 describe("the dashboard in Chromium (issue 11)", () => {
   let dir: string;
   let runtime: Runtime;
-  let ui: { url: string; close(): Promise<void> };
+  let ui: UiServer;
   let context: BrowserContext;
   let page: Page;
   const problems: string[] = [];
@@ -108,6 +109,23 @@ describe("the dashboard in Chromium (issue 11)", () => {
     await ui?.close();
     await runtime?.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("A1, A3: refuses the page without the token; the sign-in URL leaves a clean address and an HttpOnly, SameSite=Strict cookie", async () => {
+    // In a page of its own: the browser logs the refused load, which is the point here.
+    const stranger = await context.newPage();
+    const refused = await stranger.goto(`${ui.url}/#/`);
+    expect(refused?.status()).toBe(401);
+    expect(await refused?.text()).toContain("LOOM_UNAUTHENTICATED");
+    await stranger.close();
+    const signedIn = await page.goto(`${ui.signInUrl}#/`);
+    expect(signedIn?.status()).toBe(200);
+    expect(page.url()).toBe(`${ui.url}/#/`);
+    const cookies = await context.cookies(ui.url);
+    expect(cookies).toEqual([
+      expect.objectContaining({ value: ui.token, httpOnly: true, sameSite: "Strict" }),
+    ]);
+    expect(await page.evaluate("document.cookie")).toBe("");
   });
 
   it("lists the executions", async () => {
@@ -162,5 +180,22 @@ describe("the dashboard in Chromium (issue 11)", () => {
     await page.locator("[data-testid=marker][data-kind=EXECUTION_CANCELLED]").waitFor();
     await page.screenshot({ path: join(ARTIFACTS, "cancelled.png"), fullPage: true });
     expect(problems).toEqual([]);
+  });
+
+  it("S5: a read-only server's page shows the execution with no cancel, resume or send", async () => {
+    const readOnly = await startUiServer({ runtime, port: 0, readOnly: true });
+    try {
+      await page.goto(`${readOnly.signInUrl}#/x/over-budget`);
+      await page.locator("[data-testid=read-only]").waitFor();
+      expect(await page.locator("[data-testid=status]").textContent()).toBe("failed");
+      for (const action of ["cancel", "resume", "send"]) {
+        expect(await page.locator(`[data-testid=${action}]`).count(), action).toBe(0);
+      }
+      expect(await page.locator("textarea, input[type=text]").count()).toBe(0);
+      await page.screenshot({ path: join(ARTIFACTS, "read-only.png"), fullPage: true });
+      expect(problems).toEqual([]);
+    } finally {
+      await readOnly.close();
+    }
   });
 });

@@ -68,7 +68,16 @@ export type Command =
       module?: string;
       quiet: boolean;
     })
-  | (Common & { name: "ui"; port: number; host: string; allowHosts: string[] });
+  | (Common & {
+      name: "ui";
+      port: number;
+      host: string;
+      allowHosts: string[];
+      /** The access token's file (src/ui/auth.ts A4); else LOOM_UI_TOKEN_FILE, else a random one. */
+      tokenFile?: string;
+      /** Serve no cancel, resume or send (src/ui/server.ts S5). */
+      readOnly: boolean;
+    });
 
 /** Every command but `help`: each has a line of the flag table and a parser. */
 export type CommandName = Exclude<Command["name"], "help">;

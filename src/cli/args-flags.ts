@@ -22,6 +22,8 @@ type OptionName =
   | "port"
   | "host"
   | "allow-host"
+  | "token-file"
+  | "read-only"
   | "secret-env"
   | "subject"
   | "yes"
@@ -81,6 +83,8 @@ export function parseFlags(argv: readonly string[]) {
         reason: { type: "string" },
         port: { type: "string" },
         "allow-host": { type: "string" },
+        "token-file": { type: "string" },
+        "read-only": { type: "boolean" },
         host: { type: "string" },
         "secret-env": { type: "string" },
         subject: { type: "string" },
@@ -136,7 +140,10 @@ const ALLOWED: Record<CommandName, CommandSpec> = {
     positionals: [2, 2],
     options: ["db", "pg", "pg-schema", "id", "budget", "keep-deadline", "module", "quiet"],
   },
-  ui: { positionals: [0, 0], options: ["db", "pg", "pg-schema", "port", "host", "allow-host"] },
+  ui: {
+    positionals: [0, 0],
+    options: ["db", "pg", "pg-schema", "port", "host", "allow-host", "token-file", "read-only"],
+  },
 };
 
 export const SIGNATURES: Record<CommandName, string> = {
@@ -153,7 +160,7 @@ export const SIGNATURES: Record<CommandName, string> = {
   "erase-subject": "loom erase-subject <subject> --yes [--json]",
   send: "loom send <id> <JSON> [--topic T] [--key K]",
   fork: "loom fork <id> <seq> [--id NEW] [--budget JSON] [--keep-deadline] [--module M [--quiet]]",
-  ui: "loom ui [--port N] [--host H] [--allow-host NAME[,NAME]]",
+  ui: "loom ui [--port N] [--host H] [--allow-host NAME[,NAME]] [--token-file PATH] [--read-only]",
 };
 
 export function isCommandName(name: string): name is CommandName {

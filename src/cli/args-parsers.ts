@@ -141,7 +141,18 @@ function parseUi({ values, where }: Line): Command {
       `--host ${host} needs --allow-host NAME[,NAME]: the names the dashboard is reached by (a server that answered any name would be open to DNS rebinding)`,
     );
   }
-  return { name: "ui", ...where, port, host, allowHosts };
+  const tokenFile = values["token-file"];
+  return {
+    name: "ui",
+    ...where,
+    port,
+    host,
+    allowHosts,
+    ...(tokenFile === undefined
+      ? {}
+      : { tokenFile: nonEmpty(tokenFile, "--token-file", "a path") }),
+    readOnly: values["read-only"] === true,
+  };
 }
 
 function parseEraseSubject({ values, where, arg }: Line): Command {

@@ -39,9 +39,11 @@ commands:
   erase-subject <subject> --yes [--json]
                          make a data subject's payloads unrecoverable: cancel its live
                          executions, record the erasure, destroy its key (irreversible)
-  ui [--port N] [--host H] [--allow-host NAME[,NAME]]
+  ui [--port N] [--host H] [--allow-host NAME[,NAME]] [--token-file PATH] [--read-only]
                          serve the web UI on http://H:N (default 127.0.0.1:${DEFAULT_UI_PORT}; 0: any
-                         free port) until SIGINT or SIGTERM; prints its URL
+                         free port) until SIGINT or SIGTERM; prints its URL and, unless the
+                         token comes from --token-file or LOOM_UI_TOKEN_FILE, a sign-in URL
+                         holding a new access token; --read-only: no cancel, resume or send
 
 options:
   --db PATH              the SQLite database (default ${DEFAULT_DB})

@@ -4,7 +4,8 @@
  *
  * Invariants (tests cite H1..H4):
  * H1. Every error is answered `{ error: { code, message } }`: a Loom error with its own code
- *     and the status the code implies (400, 403, 404, 409, 413, 503), anything else 500.
+ *     and the status the code implies (400, 403, 404, 409, 413, 503), anything else 500; a
+ *     401 (no token, auth.ts A1) also names the scheme in `WWW-Authenticate`.
  * H2. A POST body must be declared `application/json` (415 otherwise: a cross-site form cannot
  *     send one without a CORS preflight, which this server never grants), at most 1 MiB (413,
  *     from Content-Length before a byte is read, or counted while it streams, nothing past the
@@ -96,6 +97,7 @@ export function sendError(res: ServerResponse, e: unknown): void {
   }
   // A refused body may still be arriving: the connection goes, not the rest of it.
   if (status === 413) res.setHeader("Connection", "close");
+  if (status === 401) res.setHeader("WWW-Authenticate", 'Bearer realm="loom ui"');
   sendJson(res, status, body);
 }
 

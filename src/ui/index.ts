@@ -1,2 +1,3 @@
 /** `loomwork/ui`: the web dashboard, served by the package itself (docs/ui.md). */
-export { startUiServer } from "./server.ts";
+export { startUiServer, type UiServer, type UiServerOptions } from "./server.ts";
+export { readTokenFile } from "./auth.ts";

@@ -1,9 +1,11 @@
 /**
  * The dashboard's one HTML page: a shell the script (assets/app.ts) fills by the URL's hash
  * (`#/` the executions list, `#/x/<id>` an execution). No inline script or style, so the
- * Content-Security-Policy (http.ts H3) can forbid both; no external font or CDN.
+ * Content-Security-Policy (http.ts H3) can forbid both; no external font or CDN. A read-only
+ * server's page carries `<meta name="loom-read-only">`, and the script then draws no forms
+ * (server.ts S5).
  */
-export const PAGE_HTML = `<!doctype html>
+const PAGE_HTML = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -28,3 +30,9 @@ export const PAGE_HTML = `<!doctype html>
 </body>
 </html>
 `;
+
+export function pageHtml(readOnly: boolean): string {
+  return readOnly ? PAGE_HTML.replace("<title>", `${READ_ONLY_META}\n<title>`) : PAGE_HTML;
+}
+
+const READ_ONLY_META = `<meta name="loom-read-only" content="true">`;

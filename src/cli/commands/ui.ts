@@ -1,33 +1,61 @@
 /**
- * `loom ui [--port N] [--host H]`: serves the web UI (src/ui/server.ts) on the database until
- * SIGINT or SIGTERM. The URL it listens on is printed on stdout as `loom ui: <url>`.
+ * `loom ui [--port N] [--host H] [--token-file PATH] [--read-only]`: serves the web UI
+ * (src/ui/server.ts) on the database until SIGINT or SIGTERM. The URL it listens on is printed on
+ * stdout as `loom ui: <url>`.
+ *
+ * Every request needs the access token (src/ui/auth.ts A1). It comes from `--token-file`, else
+ * from the file LOOM_UI_TOKEN_FILE names, else it is new and random, and then it is printed once,
+ * in the sign-in URL on the second line of stdout (`loom ui: sign in at <url>/auth?token=...`);
+ * a token read from a file is never printed. `--read-only` serves no writes (server.ts S5).
  *
  * Its runtime drives nothing (no background loop, no flows), like `loom show`: the UI reads the
  * executions and appends what a user asks for (a cancel, a resume, a message), and the processes
  * that drive the executions (`loom run`, `loom worker`) carry them on.
  */
+import { resolve } from "node:path";
 import type { Command } from "../args.ts";
 import { CliError, errorLine } from "../cli-error.ts";
 import type { Io } from "../io.ts";
 import { describeDatabase, openRuntime } from "../open-runtime.ts";
 import { watchSignals } from "../signals.ts";
+import { readTokenFile } from "../../ui/auth.ts";
 import { startUiServer } from "../../ui/server.ts";
 
 type UiCommand = Extract<Command, { name: "ui" }>;
 
-export async function uiCommand(cmd: UiCommand, io: Io): Promise<number> {
+export async function uiCommand(
+  cmd: UiCommand,
+  io: Io,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
+  // Read before the database is opened: a bad file is refused with nothing started.
+  const tokenFile = cmd.tokenFile ?? env.LOOM_UI_TOKEN_FILE;
+  const token =
+    tokenFile === undefined || tokenFile === ""
+      ? undefined
+      : await readTokenFile(resolve(io.cwd, tokenFile));
   const signals = watchSignals();
   try {
     const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
     try {
-      const options = { runtime, port: cmd.port, host: cmd.host, allowHosts: cmd.allowHosts };
+      const options = {
+        runtime,
+        port: cmd.port,
+        host: cmd.host,
+        allowHosts: cmd.allowHosts,
+        readOnly: cmd.readOnly,
+        ...(token === undefined ? {} : { token }),
+      };
       const server = await startUiServer(options).catch((e: unknown) => {
         throw new CliError(`cannot listen on ${cmd.host}:${cmd.port}: ${errorLine(e)}`);
       });
       try {
         io.out(`loom ui: ${server.url}`);
+        if (token === undefined) io.out(`loom ui: sign in at ${server.signInUrl}`);
+        else io.err(`loom: sign in at ${server.url}/auth?token=<the token in ${tokenFile}>`);
+        const mode = cmd.readOnly ? "read-only UI" : "UI";
         io.err(
-          `loom: serving the UI of ${describeDatabase(cmd)}; stop with Ctrl-C (SIGINT) or SIGTERM`,
+          `loom: serving the ${mode} of ${describeDatabase(cmd)}; stop with Ctrl-C (SIGINT) or SIGTERM`,
         );
         const signal = await signals.received;
         io.err(`loom: ${signal} received; closing the UI`);

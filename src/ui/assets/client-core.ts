@@ -10,6 +10,8 @@ const STATUSES = ["pending", "running", "parked", "completed", "failed", "cancel
 const TERMINAL = new Set(["completed", "failed", "cancelled", "continued"]);
 const SVG_NS = "http://www.w3.org/2000/svg";
 const mainEl = document.getElementById("main");
+/** A read-only server (server.ts S5) says so in the page: no forms are drawn. */
+const isReadOnly = () => document.querySelector("meta[name=loom-read-only]") !== null;
 
 function setAttrs(el, attrs) {
   for (const [k, v] of Object.entries(attrs || {})) {

@@ -106,6 +106,10 @@ function parseJsonField(textarea, what) {
 }
 
 function actionsSection(id, afterAction) {
+  if (isReadOnly()) {
+    const note = h("p", { class: "muted", "data-testid": "read-only" }, "This dashboard is read-only: it takes no cancel, resume or message.");
+    return { el: note, setEnded() {} };
+  }
   const ended = h("p", { class: "muted", hidden: true }, "This execution has ended: it takes no cancel, resume or message.");
   const reason = h("input", { type: "text", id: "cancel-reason", placeholder: "why (optional)" });
   const payload = h("textarea", { id: "resume-payload", spellcheck: "false" }, "{}");
