@@ -123,8 +123,27 @@ describe("eraseSubject as a principal", () => {
   });
 });
 
-describe("list({ as })", () => {
-  it("lists only that principal's executions, a page at a time; without `as`, every one", async () => {
+describe("heldState", () => {
+  it("mallory cannot read the state alice's run holds in memory; alice can", async () => {
+    let release = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    const busy = flow$("busy", async (ctx) => {
+      await ctx.run("first", () => 1);
+      await ctx.run("wait", () => gate.then(() => 2));
+      return "done";
+    });
+    const r = rt(memoryStore()).registerFlow(busy);
+    const h = await r.start(busy, null, { id: "b", principal: "alice" });
+    await until(() => r.heldState("b", { as: "alice" })?.frames["first#0"]?.status === "completed");
+    expect(() => r.heldState("b", { as: "mallory" })).toThrow(/may not act on execution/);
+    expect(() => r.heldState("b")).toThrow(/may not act on execution/);
+    release();
+    expect((await h.result()).output).toBe("done");
+  });
+});
+
+describe("list({ as }) (verbs-list.ts LS1)", () => {
+  it("LS1: lists only that principal's executions, a page at a time; without `as`, every one", async () => {
     const r = rt(memoryStore()).registerFlow(waits);
     for (const [id, principal] of [
       ["a1", "alice"],

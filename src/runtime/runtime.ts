@@ -188,10 +188,11 @@ export class Runtime {
   /**
    * The state of an execution this runtime drives, as far as it is committed: what its run holds
    * in memory, without a store read. Undefined when this runtime drives no such execution (or it
-   * has appends in flight). For tools that compare memory with the log (the simulator).
+   * has appends in flight). For tools that compare memory with the log (the simulator). An
+   * owned execution's needs `{ as }` naming its owner.
    */
-  heldState(id: string): ExecutionState | undefined {
-    return executions.heldState(this.state, id);
+  heldState(id: string, options: CallerOptions = {}): ExecutionState | undefined {
+    return executions.heldState(this.state, id, optionsOf(options, "heldState"));
   }
 
   async readLog(id: string, options: CallerOptions = {}): Promise<Envelope[]> {

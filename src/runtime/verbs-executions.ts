@@ -349,10 +349,24 @@ export async function getState(
   return mustLoad(s.store, id);
 }
 
-/** What a run held here has committed, without a store read (runtime.ts `heldState`). */
-export function heldState(s: RuntimeState, id: string): ExecutionState | undefined {
+/**
+ * What a run held here has committed, without a store read (runtime.ts `heldState`). ADR 0111:
+ * an owned execution's only for its owner, checked against the owner the run holds.
+ */
+export function heldState(
+  s: RuntimeState,
+  id: string,
+  caller: CallerOptions = {},
+): ExecutionState | undefined {
   const run = s.runs.get(id);
   if (!run?.live || run.committedSeq !== run.state.seq) return undefined;
+  const owner = run.state._principal;
+  if (owner !== undefined && owner !== caller.as) {
+    throw new UnauthorizedError(
+      `${caller.as === undefined ? "an anonymous caller" : `principal ${JSON.stringify(caller.as)}`} may not act on execution "${id}": it belongs to another principal`,
+      { executionId: id },
+    );
+  }
   return structuredClone(run.state);
 }
 
