@@ -5,7 +5,14 @@
  * D2), schedules have owners (runtime/schedules.ts SC2), `list({ as })` lists one principal's.
  */
 import { afterEach, describe, expect, it, onTestFinished } from "vitest";
-import { createRuntime, flow$, isLoomError, memoryStore, type Runtime } from "../src/index.ts";
+import {
+  createRuntime,
+  flow$,
+  isLoomError,
+  memoryStore,
+  type Runtime,
+  type Store,
+} from "../src/index.ts";
 import { anthropicEffect } from "../src/providers/anthropic.ts";
 import { fakeAnthropic, type FakeAnthropic } from "../src/testing/index.ts";
 import { runtimes, until } from "./helpers.ts";
@@ -75,6 +82,41 @@ describe("live deltas (effects/deltas.ts D1, D2)", () => {
     expect(await refusal(mallory.next())).toBe("LOOM_UNAUTHORIZED");
     expect((await r.readLog("t", { as: "alice" })).length).toBeGreaterThan(before);
     expect((await r.waitForCompletion("t", { as: "alice" })).output).toBe(text);
+  });
+
+  it("D2: a subscription made before the execution exists never gets its deltas once it is another principal's", async () => {
+    const text = "the moon pulls the sea. ".repeat(8);
+    const fake = await fakeAnthropic({ text, deltaChars: 8, deltaMs: 1 });
+    servers.push(fake);
+    const llm = anthropicEffect({
+      provider: "anthropic",
+      model: "claude-sonnet-4-6",
+      baseURL: fake.baseURL,
+    });
+    const now = flow$("now", async (ctx) => (await ctx.execute(llm, ask)).text);
+    // The widest window a subscriber can hope for: its reads of "soon" are answered only once
+    // alice's start is written, whatever they ask, except that its first event is not there yet.
+    let started = () => {};
+    const written = new Promise<void>((res) => (started = res));
+    const inner = memoryStore();
+    const slow: Store = {
+      ...inner,
+      head: async (id) => {
+        if (id === "soon") await written;
+        return inner.head(id);
+      },
+    };
+    const r = rt(slow).registerFlow(now);
+    const early = r.deltas("soon", { as: "mallory" });
+    const anonymous = r.deltas("soon");
+    await new Promise((res) => setTimeout(res, 20));
+    const h = await r.start(now, null, { id: "soon", principal: "alice" });
+    started();
+    expect((await h.result()).output).toBe(text);
+    for (const it of [early, anonymous]) {
+      const seen = await collect(it).catch((e: unknown) => (isLoomError(e) ? e.code : "other"));
+      expect(seen === "" || seen === "LOOM_UNAUTHORIZED").toBe(true);
+    }
   });
 
   it("D1: two runtimes on two stores in one process, one id: each sees only its own execution's deltas", async () => {

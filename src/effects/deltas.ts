@@ -12,7 +12,8 @@
  *     reaches only that runtime's subscribers, never another runtime's in the same process, whose
  *     store may hold another execution under the same id.
  * D2. A subscription hands out nothing before its `allowed` promise (the caller's authorization)
- *     has resolved; if it rejects, the subscriber gets that error and nothing it queued.
+ *     has resolved true; if it resolves false (nothing to watch) it ends with nothing, and if it
+ *     rejects the subscriber gets that error; either way, nothing it queued.
  */
 export interface LiveDelta {
   stepId: string;
@@ -33,12 +34,12 @@ export class DeltaBus {
 
   /**
    * The deltas of `executionId` from now on, until `ended` resolves or the loop is left, handed
-   * out once `allowed` resolves (D2).
+   * out once `allowed` resolves true (D2).
    */
   subscribe(
     executionId: string,
     ended: Promise<unknown>,
-    allowed: Promise<void> = Promise.resolve(),
+    allowed: Promise<boolean> = Promise.resolve(true),
   ): AsyncIterableIterator<LiveDelta> {
     const queue: LiveDelta[] = [];
     let wake: (() => void) | undefined;
@@ -58,12 +59,20 @@ export class DeltaBus {
       wake?.();
     };
     void ended.then(stop, stop);
-    // D2: a refused subscriber is stopped at once, and its queue dropped.
-    const authorized = allowed.catch((e: unknown) => {
+    // D2: a refused subscriber, or one with nothing to watch, is stopped and its queue dropped.
+    const refuse = () => {
       stop();
       queue.length = 0;
-      throw e;
-    });
+    };
+    const authorized = allowed.then(
+      (ok) => {
+        if (!ok) refuse();
+      },
+      (e: unknown) => {
+        refuse();
+        throw e;
+      },
+    );
     authorized.catch(() => undefined);
     const iterator: AsyncIterableIterator<LiveDelta> = {
       async next() {

@@ -193,7 +193,8 @@ export function handle(s: RuntimeState, id: string, caller: CallerOptions = {}):
 /**
  * The text deltas of the execution's running LLM steps, on this runtime's bus (runtime.ts
  * `deltas`; effects/deltas.ts D1). Subscribed at once, so nothing published after the call is
- * missed, and handed out only once the caller is authorized (ADR 0111; deltas.ts D2).
+ * missed, and handed out only once the caller is authorized (ADR 0111; deltas.ts D2). An id with
+ * no log when it is read ends the subscription with nothing, as before.
  */
 export function deltas(
   s: RuntimeState,
@@ -201,12 +202,16 @@ export function deltas(
   caller: CallerOptions = {},
 ): AsyncIterableIterator<LiveDelta> {
   assertValidId(id);
-  const allowed = authorize(s, id, caller);
-  return s.deltas.subscribe(
-    id,
-    allowed.then(() => outcome(s, id, {})).catch(() => undefined),
-    allowed,
-  );
+  // Authorized against the log that exists when it is read: an id with no log yet has nothing
+  // to watch (its owner may be anyone once it is started), so the subscription ends empty.
+  const allowed = (async () => {
+    const held = s.runs.get(id)?.state;
+    if ((held === undefined || held.seq < 0) && (await s.store.head(id)) < 0) return false;
+    await authorize(s, id, caller);
+    return true;
+  })();
+  const ended = allowed.then((ok) => (ok ? outcome(s, id, {}) : undefined)).catch(() => undefined);
+  return s.deltas.subscribe(id, ended, allowed);
 }
 
 /** Cancels an execution from any process sharing the store (runtime.ts `cancel`, K8.2). */
