@@ -58,7 +58,8 @@ export {
 } from "./runtime/children.ts";
 export { childTree, type ChildNode, type ChildTree } from "./analytics/child-tree.ts";
 export type { RestoredRecord } from "./fold/restored.ts";
-export { occurrenceId, type ScheduleOptions } from "./runtime/schedules.ts";
+export { occurrenceId, type OwnedSchedule, type ScheduleOptions } from "./runtime/schedules.ts";
+export type { ListOptions } from "./runtime/verbs-list.ts";
 export { memoryStore, type MemoryStore } from "./store/memory/index.ts";
 export type * from "./store/spi.ts";
 export { timeline, type TimelineRow } from "./analytics/timeline.ts";

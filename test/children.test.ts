@@ -381,8 +381,23 @@ describe("fixes from the adversarial review of children", () => {
       return [code, read];
     });
     const r = sup(store).registerFlow(secret).registerFlow(nosy);
-    await r.start(secret, null, { id: "t::secret#0", principal: "bob" }).catch(() => undefined);
-    // A caller id with `::` is legal when its root is not successor-shaped: bob made it first.
+    // Bob's execution under the id, made before child ids were reserved (a caller can no longer
+    // start one: kernel/ids.ts I1): its sequence 0, written as a start wrote it then.
+    await r.start(secret, null, { id: "bob-own", principal: "bob" });
+    const [first] = await store.read("bob-own", 0, 1);
+    if (!first) throw new Error("bob's start is missing");
+    const taken = await store.appendMany([
+      {
+        executionId: "t::secret#0",
+        events: [{ ...first, executionId: "t::secret#0", meta: { fence: 1 } }],
+        expectedSeq: 0,
+        fence: 1,
+        status: "running",
+        flow: "secret",
+        claimLease: { owner: "a start from before", expiresAtMs: 0 },
+      },
+    ]);
+    expect(taken).toEqual([{ ok: true }]);
     await r.start(nosy, null, { id: "t", principal: "eve" });
     await until(async () => (await r.getState("t", { as: "eve" })).status === "parked");
     expect((await r.getState("t", { as: "eve" }))._children?.["t::secret#0"]?.outcome?.status).toBe(

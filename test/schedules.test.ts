@@ -92,8 +92,16 @@ describe("schedules on the runtime clock (L27)", () => {
       timezone: "Mars/Olympus",
       fromMs: T0,
     });
-    // An occurrence already started under the input the schedule had before it was redefined.
-    await r.start(f, { v: 1 }, { id: occurrenceId("later", T0 + MINUTE) });
+    // An occurrence already started under the input the schedule had before it was redefined:
+    // its runtime crashed before the cursor moved (a caller cannot start it: kernel/ids.ts I2).
+    t = T0 + MINUTE;
+    const crashing = rt(flakyCursor(store.reopen(), { failing: true }), {
+      clock,
+      background: false,
+      onError: () => undefined,
+    }).registerFlow(f);
+    expect(await crashing.fireSchedules()).toEqual([]);
+    expect(await r.store.head(occurrenceId("later", T0 + MINUTE))).toBeGreaterThanOrEqual(0);
     await r.schedule(f, { cron: "* * * * *", name: "later", input: { v: 2 } });
     t = T0 + 2 * MINUTE;
     expect((await r.fireSchedules()).sort()).toEqual([

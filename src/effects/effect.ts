@@ -57,6 +57,12 @@ export interface EffectContext {
    * not even built.
    */
   readonly annotate?: ((attributes: StepAttributes) => void) | undefined;
+  /**
+   * Streams a text delta of this step, live, to the `runtime.deltas(id)` subscribers of the
+   * runtime that runs it (effects/deltas.ts D1), not journaled. Absent where the effect runs out
+   * of the runtime's process (`isolated()`).
+   */
+  publishDelta?(text: string): void;
 }
 
 /** Span attributes an effect reports (OpenTelemetry's attribute values; undefined is skipped). */

@@ -12,7 +12,8 @@
  *     the dedupe window (its last DEDUPE_WINDOW), a finite chain deadline. Anything else is
  *     dropped, the same way on every replica.
  * C2. The successor shape is reserved: an id whose last `::` segment is `<something>~<digits>`
- *     is the id of a chain's next generation, and no caller may create it.
+ *     (the empty something included: `edge::~1`) is the id of a chain's next generation, and no
+ *     caller may create it.
  * C3. A successor is verified before anyone follows it: its id is `<chainId>~<generation>`, it
  *     names the hop it came from, it is the next generation of the same chain, and it records
  *     the same principal and the same parent (fix round 1 (2)).
@@ -61,7 +62,8 @@ export function successorIdOf(chainId: string, generation: number): string {
   return `${chainId}~${generation}`;
 }
 
-const SUCCESSOR_SHAPE = /^.+~[0-9]+$/;
+// `.*`, not `.+`: the successor of a chain id ending in `::` (`edge::` → `edge::~1`) is one too.
+const SUCCESSOR_SHAPE = /^.*~[0-9]+$/;
 
 /** The text after the last `::` (the whole id when it has none). */
 export function lastSegment(id: string): string {

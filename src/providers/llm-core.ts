@@ -5,7 +5,6 @@ import type { ResourceDelta, TokenCounts } from "../kernel/resources.ts";
 import { checkedTaintSource } from "../kernel/taint.ts";
 import { assertPeer, importPeer } from "../peers.ts";
 import type { EffectContext } from "../effects/effect.ts";
-import { publishDelta } from "../effects/deltas.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
 
 export const PRICE_SOURCE = "@pydantic/genai-prices 0.1.8";
@@ -287,7 +286,7 @@ export class StreamSession {
     if (this.controller.signal.aborted) return false;
     this.text += text;
     this.inputTokens = inputTokens;
-    publishDelta(this.ectx.executionId, { stepId: this.ectx.stepId, text });
+    this.ectx.publishDelta?.(text);
     try {
       this.guard?.({ text: this.text, delta: text, inputTokens, ectx: this.ectx });
       return true;

@@ -6,6 +6,7 @@ import type { ChildOutcome } from "../kernel/children.ts";
 import type { InboxMessage } from "../store/spi.ts";
 import type { MiddlewareContext } from "../effects/effect.ts";
 import type { PriceTable } from "../kernel/prices.ts";
+import type { DeltaBus } from "../effects/deltas.ts";
 import type { Flow } from "./contract.ts";
 import type { Run } from "./run.ts";
 
@@ -29,6 +30,8 @@ export interface ContextDeps {
   negotiation: Readonly<Record<string, { ceiling: number }>>;
   /** Prices by model name (RuntimeOptions.prices): each step's `ectx.prices`. */
   prices: PriceTable;
+  /** This runtime's live deltas (effects/deltas.ts D1): each step's `ectx.publishDelta`. */
+  deltas: DeltaBus;
   /** The largest carry `continueAsNew` takes (bytes of JSON text). */
   maxCarryBytes: number;
   /** Rotates the run to its successor (undefined while `features.continueAsNew` is off). */

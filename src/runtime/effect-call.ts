@@ -12,6 +12,7 @@ import { ExecutionEndedError, InvalidInputError, errorToData } from "../kernel/e
 import { isTerminalStatus, type StepNote } from "../kernel/events.ts";
 import { boundedJson, copyJson, isPlainObject, type Json } from "../kernel/json.ts";
 import type { PriceTable } from "../kernel/prices.ts";
+import type { DeltaBus } from "../effects/deltas.ts";
 import { addResources, type ResourceDelta, type ResourceSnapshot } from "../kernel/resources.ts";
 import {
   addDelta,
@@ -77,6 +78,8 @@ export class StepCall implements StepAttempt {
   facts: EventSpec[] = [];
   controller: AbortController | undefined;
   readonly ectx: StepEffectContext;
+  readonly prices: PriceTable;
+  readonly deltas: DeltaBus;
   /** Notes this attempt recorded (N1); a new attempt starts from none. */
   private noted = 0;
 
@@ -91,9 +94,14 @@ export class StepCall implements StepAttempt {
     private readonly timeout: StepTimeout | undefined,
     /** The step's trace span, when its drive's span records (tracing.ts T1). */
     readonly span: StepSpan | undefined,
-    /** The runtime's prices by model name (RuntimeOptions.prices): its context's `prices`. */
-    readonly prices: PriceTable,
+    /**
+     * The runtime's prices by model name (RuntimeOptions.prices) and its live deltas
+     * (effects/deltas.ts D1): its context's.
+     */
+    runtime: Pick<ContextDeps, "prices" | "deltas">,
   ) {
+    this.prices = runtime.prices;
+    this.deltas = runtime.deltas;
     this.ectx = new StepEffectContext(this, run.state.frames[callId]?.attempts ?? 1);
     span?.attempt(this.ectx.attempt);
   }
@@ -254,6 +262,10 @@ class StepEffectContext implements EffectContext {
 
   note(fact: { [k: string]: Json }): Promise<void> {
     return this.#call.note(fact);
+  }
+
+  publishDelta(text: string): void {
+    this.#call.deltas.publish(this.executionId, { stepId: this.stepId, text });
   }
 
   get notes(): readonly StepNote[] {

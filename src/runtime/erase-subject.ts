@@ -49,6 +49,8 @@ export interface EraseDeps {
   leases: Leases;
   ownerId: string;
   cancelOne(id: string, why: Json): Promise<boolean>;
+  /** Refuses an execution the caller may not act on (ADR 0111), before anything is done to it. */
+  authorize?(id: string): Promise<void>;
 }
 
 export interface Erasure {
@@ -76,6 +78,7 @@ export async function eraseSubject(deps: EraseDeps, subject: string): Promise<Er
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const fresh = (await holdersOf(deps.store, subject)).filter((id) => !executions.includes(id));
     if (fresh.length === 0) break;
+    for (const id of fresh) await deps.authorize?.(id);
     executions.push(...fresh);
     for (const id of fresh) {
       const state = await loadState(deps.store, id);

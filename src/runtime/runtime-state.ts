@@ -30,6 +30,7 @@ import type { Clock, IdSource } from "../kernel/clock.ts";
 import { isFleetStore, type InboxMessage, type Store } from "../store/spi.ts";
 import type { ContextDeps } from "./context.ts";
 import { defaultMiddleware, effectChain, type MiddlewareContext } from "../effects/middleware.ts";
+import { DeltaBus } from "../effects/deltas.ts";
 import type { Flow } from "./flow.ts";
 import { Journal } from "./journal.ts";
 import { newOwnerId } from "./owner.ts";
@@ -78,6 +79,8 @@ export class RuntimeState implements RunHost {
   readonly negotiation: NegotiationPolicy;
   /** Prices by model name (RuntimeOptions.prices), checked and frozen. */
   readonly prices: PriceTable;
+  /** This runtime's live deltas (effects/deltas.ts D1): never another runtime's. */
+  readonly deltas = new DeltaBus();
   readonly maxChainHops: number;
   /** `features.continueAsNew`: chains exist, so addressing routes to a chain's head. */
   readonly chains: boolean;

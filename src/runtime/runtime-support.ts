@@ -7,6 +7,7 @@ import {
 } from "../kernel/errors.ts";
 import { canonicalJson, type Json } from "../kernel/json.ts";
 import { successorShape } from "../kernel/chain.ts";
+import { reservedShape } from "../kernel/ids.ts";
 import { EVENT_SCHEMA_VERSION } from "../kernel/events.ts";
 import type { Budget } from "../kernel/resources.ts";
 import type { Flow } from "./flow.ts";
@@ -29,17 +30,29 @@ export function assertSameStart(
 }
 
 /**
- * ADR 0109 D2 (a): an id a caller creates may not have a chain's successor shape. Its last
- * segment never (`foo~1`, `a::b~1`); its root segment only for the kernel's own orchestration,
- * which starts a generation's children through its own path, not here (`foo~1::x`).
+ * ADR 0109 D2 (a), kernel/ids.ts I1..I3: an id a caller creates may not have a shape the kernel
+ * makes. A chain's successor shape: its last segment never (`foo~1`, `a::b~1`, `edge::~1`); its
+ * root segment only for the kernel's own orchestration, which starts a generation's children
+ * through its own path, not here (`foo~1::x`). A child's (`p::key#0`) or a schedule
+ * occurrence's (`name@<ISO instant>`) never: only the supervisor and the schedule's firing make
+ * those, through their own paths (`kernelMade` names the one a kernel path may create).
  */
-export function assertCreatable(id: string): void {
+export function assertCreatable(id: string, kernelMade?: "occurrence"): void {
   const shape = successorShape(id);
-  if (shape === undefined) return;
-  throw new ReservedSuccessorIdError(
-    shape === "last"
-      ? `execution id ${JSON.stringify(id)} has the shape of a chain's next generation (<id>~<n>), which only ctx.continueAsNew creates`
-      : `execution id ${JSON.stringify(id)} names a child of a chain generation, which only Loom's orchestration creates`,
+  if (shape !== undefined) {
+    throw new ReservedSuccessorIdError(
+      shape === "last"
+        ? `execution id ${JSON.stringify(id)} has the shape of a chain's next generation (<id>~<n>), which only ctx.continueAsNew creates`
+        : `execution id ${JSON.stringify(id)} names a child of a chain generation, which only Loom's orchestration creates`,
+      { executionId: id },
+    );
+  }
+  const reserved = reservedShape(id);
+  if (reserved === undefined || reserved === kernelMade) return;
+  throw new InvalidInputError(
+    reserved === "child"
+      ? `execution id ${JSON.stringify(id)} has the shape of a child's id (<parent>::<key>#<n>), which only ctx.spawn creates`
+      : `execution id ${JSON.stringify(id)} has the shape of a schedule occurrence's id (<name>@<ISO time>), which only the schedule creates`,
     { executionId: id },
   );
 }

@@ -26,6 +26,7 @@ export function contextDeps(s: RuntimeState): ContextDeps {
     maxCarryBytes: s.maxCarryBytes,
     negotiation: s.negotiation,
     prices: s.prices,
+    deltas: s.deltas,
     rotate: s.chains
       ? (run, carry) => void rotate(chainDeps(s), run, carry, () => run.quiesced())
       : undefined,

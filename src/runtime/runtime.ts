@@ -24,8 +24,8 @@
  * W9, W10 (routing's memory of heads, a chain's cancel) are stated in runtime-routing.ts.
  *
  * The Runtime class below is the face: each public method hands the state to the verb that does
- * the work, in the module of what it acts on: verbs-executions.ts (one execution),
- * verbs-chains.ts (a chain, a fork, a restore), verbs-fleet.ts (schedules, recovery, the
+ * the work, in the module of what it acts on: verbs-executions.ts (one execution), verbs-list.ts
+ * (many), verbs-chains.ts (a chain, a fork, a restore), verbs-fleet.ts (schedules, recovery, the
  * background duties) and verbs-trust.ts (what a log proves and keeps).
  */
 import type { Envelope } from "../kernel/events.ts";
@@ -33,7 +33,7 @@ import type { Json } from "../kernel/json.ts";
 import type { Clock } from "../kernel/clock.ts";
 import type { Limits } from "../kernel/limits.ts";
 import type { ExecutionState } from "../fold/state.ts";
-import type { ExecutionSummary, InboxMessage, ListQuery, Schedule, Store } from "../store/spi.ts";
+import type { ExecutionSummary, InboxMessage, Store } from "../store/spi.ts";
 import type { LiveDelta } from "../effects/deltas.ts";
 import type { VerifyReport } from "../trust/verify.ts";
 import { optionsOf, type Flow } from "./flow.ts";
@@ -45,7 +45,7 @@ import type { Compaction, CompactOptions } from "./compaction.ts";
 import type { RetentionPolicy } from "./retention.ts";
 import type { RestoreOptions, ResumeAsOptions } from "./restore.ts";
 import type { SendOptions } from "./inbox.ts";
-import type { ScheduleOptions } from "./schedules.ts";
+import type { OwnedSchedule, ScheduleOptions } from "./schedules.ts";
 import type { Erasure } from "./erase-subject.ts";
 import type {
   CallerOptions,
@@ -57,6 +57,7 @@ import type {
 import { RuntimeState, type RuntimeWiring } from "./runtime-state.ts";
 import { contextDeps } from "./runtime-wiring.ts";
 import * as executions from "./verbs-executions.ts";
+import { list, type ListOptions } from "./verbs-list.ts";
 import * as chains from "./verbs-chains.ts";
 import * as fleet from "./verbs-fleet.ts";
 import * as trust from "./verbs-trust.ts";
@@ -151,11 +152,13 @@ export class Runtime {
   }
 
   /**
-   * The text deltas of the execution's running LLM steps as they stream, in this process, from
-   * now until the execution ends (not journaled one by one: the log holds each step's result).
+   * The text deltas of the execution's running LLM steps as they stream on this runtime, from
+   * now until it ends (not journaled: the log holds each step's result). An owned execution's
+   * need `{ as }` naming its owner, else the first `next()` rejects with UnauthorizedError and
+   * nothing is handed out; another runtime's are never seen here (effects/deltas.ts D1, D2).
    */
-  deltas(id: string): AsyncIterableIterator<LiveDelta> {
-    return executions.deltas(this.state, id);
+  deltas(id: string, options: CallerOptions = {}): AsyncIterableIterator<LiveDelta> {
+    return executions.deltas(this.state, id, optionsOf(options, "deltas"));
   }
 
   /**
@@ -185,18 +188,20 @@ export class Runtime {
   /**
    * The state of an execution this runtime drives, as far as it is committed: what its run holds
    * in memory, without a store read. Undefined when this runtime drives no such execution (or it
-   * has appends in flight). For tools that compare memory with the log (the simulator).
+   * has appends in flight). For tools that compare memory with the log (the simulator). An
+   * owned execution's needs `{ as }` naming its owner.
    */
-  heldState(id: string): ExecutionState | undefined {
-    return executions.heldState(this.state, id);
+  heldState(id: string, options: CallerOptions = {}): ExecutionState | undefined {
+    return executions.heldState(this.state, id, optionsOf(options, "heldState"));
   }
 
   async readLog(id: string, options: CallerOptions = {}): Promise<Envelope[]> {
     return executions.readLog(this.state, id, optionsOf(options, "readLog"));
   }
 
-  list(query?: ListQuery): Promise<ExecutionSummary[]> {
-    return executions.list(this.state, query);
+  /** The executions `query` names: with `{ as }`, only that principal's (verbs-list.ts LS1). */
+  list(query?: ListOptions): Promise<ExecutionSummary[]> {
+    return list(this.state, query);
   }
 
   // ---- chains, forks and restores (verbs-chains.ts) ------------------------------------------
@@ -283,15 +288,25 @@ export class Runtime {
   /**
    * Starts one execution of `flow` per occurrence of `options.cron` on the runtime clock, from
    * now on, with the id `<name>@<ISO time>` (see schedules.ts). Stored, so every runtime that
-   * has the flow fires it, and a schedule put again keeps its progress. Idempotent.
+   * has the flow fires it, and a schedule put again keeps its progress. Idempotent. Put with
+   * `{ principal }`, it is that principal's (schedules.ts SC2): only it can put it again or
+   * remove it, and its occurrences start owned by it.
    */
-  schedule(flow: string | Flow, options: ScheduleOptions): Promise<Schedule> {
+  schedule(flow: string | Flow, options: ScheduleOptions): Promise<OwnedSchedule> {
     return fleet.schedule(this.state, flow, options);
   }
 
-  /** Removes a schedule; executions it started are not touched. */
-  unschedule(name: string): Promise<void> {
-    return fleet.unschedule(this.state, name);
+  /**
+   * Removes a schedule; executions it started are not touched. An owned schedule needs
+   * `{ as }` naming its owner (UnauthorizedError otherwise, and it stays).
+   */
+  unschedule(name: string, options: CallerOptions = {}): Promise<void> {
+    return fleet.unschedule(this.state, name, optionsOf(options, "unschedule"));
+  }
+
+  /** The stored schedules: with `{ as }`, only that principal's (SC2); without it, every one. */
+  schedules(options: CallerOptions = {}): Promise<OwnedSchedule[]> {
+    return fleet.schedules(this.state, optionsOf(options, "schedules"));
   }
 
   /**
@@ -321,10 +336,12 @@ export class Runtime {
   /**
    * Makes every payload of data subject `subject` unrecoverable (docs/trust.md): cancels its live
    * executions, records SUBJECT_ERASED in each of its logs, then destroys its key
-   * (erase-subject.ts X1..X4). Logs keep their shape, still fold, and still verify.
+   * (erase-subject.ts X1..X4). Logs keep their shape, still fold, and still verify. With `{ as }`,
+   * only when each execution holding the subject's data is that principal's or has no owner,
+   * else UnauthorizedError and nothing done (docs/trust.md); without, every one (the operator's).
    */
-  eraseSubject(subject: string): Promise<Erasure> {
-    return trust.eraseSubject(this.state, subject);
+  eraseSubject(subject: string, options: CallerOptions = {}): Promise<Erasure> {
+    return trust.eraseSubject(this.state, subject, optionsOf(options, "eraseSubject"));
   }
 
   /**

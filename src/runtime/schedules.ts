@@ -2,11 +2,23 @@
  * Schedules on the runtime clock (ADR 0020 L27): `runtime.schedule(flow, { cron })` starts one
  * execution per cron occurrence.
  *
- * Invariant (tests cite it as SC1): an occurrence starts exactly once, even after a crash or with
- * several runtimes on one store. Each occurrence's execution id is derived from the schedule and
- * the occurrence (`<name>@<ISO time>`), and a start with a caller-chosen id is idempotent (W5),
- * so a runtime that starts an occurrence another already started, or that crashed before it
- * moved the cursor, adopts the existing execution. The cursor only saves work.
+ * Invariants (tests cite SC1..SC3):
+ * SC1. An occurrence starts exactly once, even after a crash or with several runtimes on one
+ *     store. Each occurrence's execution id is derived from the schedule and the occurrence
+ *     (`<name>@<ISO time>`), and a start with a caller-chosen id is idempotent (W5), so a runtime
+ *     that starts an occurrence another already started, or that crashed before it moved the
+ *     cursor, adopts the existing execution. The cursor only saves work.
+ * SC2. A schedule is owned by the principal that first put it (ADR 0111; issue 22 item 6), or
+ *     open when it was put without one. The owner is claimed once, in the key store beside the
+ *     schedule (`putKey` keeps the first claim: store S19), and kept after `unschedule`, so the
+ *     name stays its owner's. Putting, removing or listing an owned schedule needs its owner as
+ *     the caller (UnauthorizedError otherwise, before anything is written); an open one is open to
+ *     every caller, as before, but a principal cannot take it over. Its occurrences start owned by
+ *     it, so only it can read, resume or cancel them.
+ * SC3. An occurrence's id has a reserved shape (kernel/ids.ts I2): no caller can start it first,
+ *     so the schedule never adopts a caller's input nor is stopped by another principal's
+ *     execution. One that exists under another owner all the same (made before the shape was
+ *     reserved) is reported and passed over: the schedule goes on.
  *
  * Occurrences are measured on the runtime clock, never wall time: a simulated clock drives them.
  * Missed occurrences (every runtime was down) are started when one comes back, up to
@@ -14,7 +26,12 @@
  */
 import { Cron } from "croner";
 import type { Clock } from "../kernel/clock.ts";
-import { ExecutionConflictError, InvalidInputError } from "../kernel/errors.ts";
+import {
+  ExecutionConflictError,
+  InvalidInputError,
+  InvariantViolation,
+  UnauthorizedError,
+} from "../kernel/errors.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Schedule, Store } from "../store/spi.ts";
@@ -31,6 +48,73 @@ export interface ScheduleOptions {
   name?: string;
   /** The IANA time zone the expression is read in (default "UTC"). */
   timezone?: string;
+  /**
+   * Who owns the schedule (SC2): only this principal can put it again or remove it, and its
+   * occurrences start owned by it.
+   */
+  principal?: string;
+}
+
+/** A schedule as the runtime shows it: with its owner, when it has one (SC2). */
+export type OwnedSchedule = Schedule & { principal?: string };
+
+/** SC2: where the owner of schedule `name` is claimed, in the key store (S19). */
+export function scheduleOwnerKey(name: string): string {
+  return `schedule-owner:${encodeURIComponent(name)}`;
+}
+
+/** SC2: the owner a claim records; undefined for an open schedule. */
+function ownerOf(material: string, name: string): string | undefined {
+  let claim: unknown;
+  try {
+    claim = JSON.parse(material);
+  } catch {
+    claim = undefined;
+  }
+  if (claim === null || typeof claim !== "object") {
+    throw new InvariantViolation(`the owner claim of schedule "${name}" is not one Loom wrote`);
+  }
+  const principal = (claim as { principal?: unknown }).principal;
+  return typeof principal === "string" ? principal : undefined;
+}
+
+/** SC2: the owner of schedule `name` (undefined: open, or never claimed). */
+export async function scheduleOwner(store: Store, name: string): Promise<string | undefined> {
+  const material = await store.getKey(scheduleOwnerKey(name));
+  return material === undefined ? undefined : ownerOf(material, name);
+}
+
+/**
+ * SC2: claims schedule `name` for `principal` unless it is claimed already, and returns its
+ * owner. A schedule put before owners were kept (`exists`, no claim) is claimed open.
+ */
+export async function claimSchedule(
+  store: Store,
+  name: string,
+  principal: string | undefined,
+  exists: boolean,
+): Promise<string | undefined> {
+  const key = scheduleOwnerKey(name);
+  const known = await store.getKey(key);
+  if (known !== undefined) return ownerOf(known, name);
+  const claim = exists || principal === undefined ? {} : { principal };
+  return ownerOf(await store.putKey(key, JSON.stringify(claim)), name);
+}
+
+/**
+ * SC2: refuses `caller` on a schedule `owner` owns (an open one is everyone's). A put must name
+ * its owner exactly, as a repeat start does (W5): a principal cannot take an open schedule over.
+ */
+export function authorizeSchedule(
+  name: string,
+  owner: string | undefined,
+  caller: string | undefined,
+  verb: "put" | "act" = "act",
+): void {
+  if (owner === caller || (owner === undefined && verb === "act")) return;
+  throw new UnauthorizedError(
+    `${caller === undefined ? "an anonymous caller" : `principal ${JSON.stringify(caller)}`} may not ${verb === "put" ? "put" : "act on"} schedule "${name}": it belongs to ${owner === undefined ? "no principal" : "another principal"}`,
+  );
 }
 
 /** The execution id of the occurrence at `atMs`. */
@@ -69,7 +153,13 @@ export interface FireDeps {
   store: Store;
   clock: Clock;
   flow(name: string): Flow | undefined;
-  start(flow: Flow, input: Json | undefined, id: string): Promise<unknown>;
+  /** Starts an occurrence, owned by `principal` (SC2), through the kernel's own path (SC3). */
+  start(
+    flow: Flow,
+    input: Json | undefined,
+    id: string,
+    principal: string | undefined,
+  ): Promise<unknown>;
   closed(): boolean;
   /** A schedule that cannot fire here (an unknown time zone on this node, say). */
   report(error: Error): void;
@@ -97,19 +187,27 @@ async function fireOne(deps: FireDeps, s: Schedule, flow: Flow, started: string[
   const cron = cronOf(s.cron, s.timezone, `schedule "${s.name}"`);
   const now = deps.clock.now();
   let after = Math.max(s.fromMs, s.cursorMs);
+  // SC2: read once an occurrence is due, not on every pass.
+  let owner: { principal: string | undefined } | undefined;
   for (let n = 0; n < MAX_CATCH_UP && !deps.closed(); n++) {
     const next = cron.nextRun(new Date(after))?.getTime();
     if (next === undefined || next > now) break;
     const id = occurrenceId(s.name, next);
+    owner ??= { principal: await scheduleOwner(deps.store, s.name) };
+    let ours = true;
     try {
-      await deps.start(flow, s.input, id);
+      await deps.start(flow, s.input, id, owner.principal);
     } catch (e) {
       // The occurrence already started, with the input the schedule had then (it was redefined
-      // since): it has happened, so the cursor moves past it.
-      if (!(e instanceof ExecutionConflictError)) throw e;
+      // since): it has happened, so the cursor moves past it. One another principal holds
+      // (SC3) is not this schedule's: reported, passed over, never adopted.
+      if (e instanceof UnauthorizedError) {
+        deps.report(e);
+        ours = false;
+      } else if (!(e instanceof ExecutionConflictError)) throw e;
     }
     await deps.store.advanceSchedule(s.name, next);
-    started.push(id);
+    if (ours) started.push(id);
     after = next;
   }
 }

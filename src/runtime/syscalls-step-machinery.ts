@@ -143,7 +143,7 @@ export async function step<T>(
     durable,
     timeout,
     run.trace?.step(callId, name, opts.meterable === true ? "effect" : "run"), // T3
-    deps.prices,
+    deps,
   );
   const ectx = attempt.ectx;
   const disarm = timeout === undefined ? undefined : armTimeout(attempt, timeout);

@@ -148,7 +148,8 @@ export async function fork(
     };
     if (!drive(s, state, lease)) await s.leases.release(target, 1);
   });
-  return handle(s, target);
+  // The fork has its origin's owner (its copied sequence 0): the caller who forked acts on it.
+  return handle(s, target, options.as === undefined ? {} : { as: options.as });
 }
 
 /** Drives `id` on from a folded `state` (runtime.ts `restoreFromState`, restore.ts R2..R5). */

@@ -1,6 +1,6 @@
 /**
  * The public verbs that act on one execution: register a flow, start, handle, resume, cancel,
- * wait for the outcome, read its state or log, list. Each takes the runtime's state
+ * wait for the outcome, read its state or log, its live deltas (listing is verbs-list.ts's). Each takes the runtime's state
  * (runtime-state.ts); runtime.ts's Runtime hands it in, and keeps the TSDoc users read.
  *
  * Invariants (runtime.ts states them): W3 (what a verb does to one execution runs exclusive on
@@ -26,8 +26,7 @@ import { assertValidId } from "../kernel/ids.ts";
 import { checkedDuration } from "../kernel/limits.ts";
 import { validated } from "../kernel/schema.ts";
 import type { ExecutionState } from "../fold/state.ts";
-import type { ExecutionSummary, ListQuery } from "../store/spi.ts";
-import { subscribeDeltas, type LiveDelta } from "../effects/deltas.ts";
+import type { LiveDelta } from "../effects/deltas.ts";
 import { checkedBudget, isFlow, type Flow } from "./flow.ts";
 import { endEvent, mustLoad } from "./load-state.ts";
 import {
@@ -71,12 +70,36 @@ export function registered(s: RuntimeState, flow: string | Flow): Flow {
   return found;
 }
 
-/** Starts `flow` with `input` (runtime.ts `start`: W4, W5). */
-export async function start(
+/** Starts `flow` with `input` (runtime.ts `start`: W4, W5); a caller's id of no reserved shape. */
+export function start(
   s: RuntimeState,
   flow: string | Flow,
   input?: unknown,
   options: StartOptions = {},
+): Promise<ExecutionHandle> {
+  return startChecked(s, flow, input, options, undefined);
+}
+
+/**
+ * The schedule's own start of its occurrence `id` (schedules.ts SC1, kernel/ids.ts I2): the one
+ * path that may create an id of the occurrence shape. Not reachable from `Runtime.start`, whose
+ * options cannot name it.
+ */
+export function startOccurrence(
+  s: RuntimeState,
+  flow: Flow,
+  input: unknown,
+  options: { id: string; principal?: string },
+): Promise<ExecutionHandle> {
+  return startChecked(s, flow, input, options, "occurrence");
+}
+
+async function startChecked(
+  s: RuntimeState,
+  flow: string | Flow,
+  input: unknown,
+  options: StartOptions,
+  kernelMade: "occurrence" | undefined,
 ): Promise<ExecutionHandle> {
   s.assertOpen();
   if (isFlow(flow)) registerFlow(s, flow);
@@ -95,7 +118,7 @@ export async function start(
   }
   const id = options.id ?? s.ids.newId();
   assertValidId(id);
-  assertCreatable(id);
+  assertCreatable(id, kernelMade);
   const checked =
     registered.input === undefined
       ? input
@@ -163,17 +186,32 @@ export function handle(s: RuntimeState, id: string, caller: CallerOptions = {}):
     id,
     result: () => waitForCompletion(s, id, caller),
     cancel: (reason) => cancel(s, id, reason, caller),
-    deltas: () => deltas(s, id),
+    deltas: () => deltas(s, id, caller),
   };
 }
 
-/** The text deltas of the execution's running LLM steps, in this process (runtime.ts `deltas`). */
-export function deltas(s: RuntimeState, id: string): AsyncIterableIterator<LiveDelta> {
+/**
+ * The text deltas of the execution's running LLM steps, on this runtime's bus (runtime.ts
+ * `deltas`; effects/deltas.ts D1). Subscribed at once, so nothing published after the call is
+ * missed, and handed out only once the caller is authorized (ADR 0111; deltas.ts D2). An id with
+ * no log when it is read ends the subscription with nothing, as before.
+ */
+export function deltas(
+  s: RuntimeState,
+  id: string,
+  caller: CallerOptions = {},
+): AsyncIterableIterator<LiveDelta> {
   assertValidId(id);
-  return subscribeDeltas(
-    id,
-    outcome(s, id, {}).catch(() => undefined),
-  );
+  // Authorized against the log that exists when it is read: an id with no log yet has nothing
+  // to watch (its owner may be anyone once it is started), so the subscription ends empty.
+  const allowed = (async () => {
+    const held = s.runs.get(id)?.state;
+    if ((held === undefined || held.seq < 0) && (await s.store.head(id)) < 0) return false;
+    await authorize(s, id, caller);
+    return true;
+  })();
+  const ended = allowed.then((ok) => (ok ? outcome(s, id, {}) : undefined)).catch(() => undefined);
+  return s.deltas.subscribe(id, ended, allowed);
 }
 
 /** Cancels an execution from any process sharing the store (runtime.ts `cancel`, K8.2). */
@@ -316,10 +354,24 @@ export async function getState(
   return mustLoad(s.store, id);
 }
 
-/** What a run held here has committed, without a store read (runtime.ts `heldState`). */
-export function heldState(s: RuntimeState, id: string): ExecutionState | undefined {
+/**
+ * What a run held here has committed, without a store read (runtime.ts `heldState`). ADR 0111:
+ * an owned execution's only for its owner, checked against the owner the run holds.
+ */
+export function heldState(
+  s: RuntimeState,
+  id: string,
+  caller: CallerOptions = {},
+): ExecutionState | undefined {
   const run = s.runs.get(id);
   if (!run?.live || run.committedSeq !== run.state.seq) return undefined;
+  const owner = run.state._principal;
+  if (owner !== undefined && owner !== caller.as) {
+    throw new UnauthorizedError(
+      `${caller.as === undefined ? "an anonymous caller" : `principal ${JSON.stringify(caller.as)}`} may not act on execution "${id}": it belongs to another principal`,
+      { executionId: id },
+    );
+  }
   return structuredClone(run.state);
 }
 
@@ -331,8 +383,4 @@ export async function readLog(
   assertValidId(id);
   await authorize(s, id, options);
   return s.store.read(id);
-}
-
-export function list(s: RuntimeState, query?: ListQuery): Promise<ExecutionSummary[]> {
-  return s.store.list(query);
 }

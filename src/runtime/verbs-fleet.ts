@@ -27,15 +27,21 @@ import { isFlow, type Flow } from "./flow.ts";
 import { loadState } from "./load-state.ts";
 import type { EventSpec } from "./run.ts";
 import {
+  authorizeSchedule,
   checkedScheduleName,
+  claimSchedule,
   cronOf,
   fireSchedules as fireStoredSchedules,
+  scheduleOwner,
+  type OwnedSchedule,
   type ScheduleOptions,
 } from "./schedules.ts";
+import { checkedPrincipal } from "./runtime-support.ts";
+import type { CallerOptions } from "./runtime-options.ts";
 import { isWake, onWake, WATCH_EVERY_MS } from "./supervisor.ts";
 import { deliver, drive, ownedRun, recoverOne } from "./runtime-core.ts";
 import { supervisorDeps } from "./runtime-wiring.ts";
-import { registerFlow, start } from "./verbs-executions.ts";
+import { registerFlow, startOccurrence } from "./verbs-executions.ts";
 import type { RuntimeState } from "./runtime-state.ts";
 
 // ---- timers and wakes ------------------------------------------------------------------------
@@ -91,12 +97,12 @@ async function fireWake(s: RuntimeState, id: string, timerId: string): Promise<v
 
 // ---- schedules -------------------------------------------------------------------------------
 
-/** Stores a schedule of `flow` (runtime.ts `schedule`, schedules.ts); idempotent. */
+/** Stores a schedule of `flow` (runtime.ts `schedule`, schedules.ts SC2); idempotent. */
 export async function schedule(
   s: RuntimeState,
   flow: string | Flow,
   options: ScheduleOptions,
-): Promise<Schedule> {
+): Promise<OwnedSchedule> {
   s.assertOpen();
   if (isFlow(flow)) registerFlow(s, flow);
   const flowName = isFlow(flow) ? flow.name : flow;
@@ -107,6 +113,7 @@ export async function schedule(
     throw new InvalidInputError("schedule needs options with a cron expression");
   }
   const name = checkedScheduleName(options.name ?? flowName);
+  const principal = checkedPrincipal(options.principal);
   const timezone = options.timezone ?? "UTC";
   cronOf(options.cron, timezone, `schedule "${name}"`);
   const input = boundedJson(options.input, `input of schedule "${name}"`, s.limits.maxInputBytes);
@@ -118,16 +125,51 @@ export async function schedule(
     fromMs: s.clock.now(),
   };
   if (input !== undefined) stored.input = input;
+  // SC2: the owner first, so another principal's put changes nothing.
+  const exists = (await s.store.listSchedules()).some((x) => x.name === name);
+  const owner = await claimSchedule(s.store, name, principal, exists);
+  authorizeSchedule(name, owner, principal, "put");
   await s.store.putSchedule(stored);
   s.nudge();
   const found = (await s.store.listSchedules()).find((x) => x.name === name);
   if (!found) throw new InvariantViolation(`schedule "${name}" was not stored`);
-  return found;
+  return owner === undefined ? found : { ...found, principal: owner };
 }
 
-export async function unschedule(s: RuntimeState, name: string): Promise<void> {
+/** Removes a schedule (runtime.ts `unschedule`, SC2: its owner's only). */
+export async function unschedule(
+  s: RuntimeState,
+  name: string,
+  options: CallerOptions = {},
+): Promise<void> {
   s.assertOpen();
-  await s.store.deleteSchedule(checkedScheduleName(name));
+  const checked = checkedScheduleName(name);
+  authorizeSchedule(checked, await scheduleOwner(s.store, checked), callerOf(options));
+  await s.store.deleteSchedule(checked);
+}
+
+/** The schedules `options.as` owns; without `as`, every one (runtime.ts `schedules`, SC2). */
+export async function schedules(
+  s: RuntimeState,
+  options: CallerOptions = {},
+): Promise<OwnedSchedule[]> {
+  s.assertOpen();
+  const as = callerOf(options);
+  const out: OwnedSchedule[] = [];
+  for (const x of await s.store.listSchedules()) {
+    const owner = await scheduleOwner(s.store, x.name);
+    if (as !== undefined && owner !== as) continue;
+    out.push(owner === undefined ? x : { ...x, principal: owner });
+  }
+  return out;
+}
+
+/** The caller's principal, `as`, checked like a principal (ADR 0111). */
+function callerOf(options: CallerOptions): string | undefined {
+  if (options === null || typeof options !== "object") {
+    throw new InvalidInputError("caller options must be an object");
+  }
+  return checkedPrincipal(options.as);
 }
 
 /** Starts every due occurrence of the schedules whose flow this runtime has. */
@@ -137,7 +179,8 @@ export async function fireSchedules(s: RuntimeState): Promise<string[]> {
     store: s.store,
     clock: s.clock,
     flow: (name) => s.flows.get(name),
-    start: (flow, input, id) => start(s, flow, input, { id }),
+    start: (flow, input, id, principal) =>
+      startOccurrence(s, flow, input, principal === undefined ? { id } : { id, principal }),
     closed: () => s.closed,
     report: (e) => s.report(e),
   });

@@ -10,7 +10,7 @@
  * retention releases is forgotten by the runtime's memories too (heads, outcomes), so neither
  * answers for an id that has no log any more.
  */
-import { InvariantViolation } from "../kernel/errors.ts";
+import { InvalidInputError, InvariantViolation, UnauthorizedError } from "../kernel/errors.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import { sealerOf } from "../trust/sealed-store.ts";
 import { verifyLog as verifyRaw, type RawLog, type VerifyReport } from "../trust/verify.ts";
@@ -18,7 +18,7 @@ import { AuditHasher } from "../trust/audit.ts";
 import { compactLog, type Compaction, type CompactOptions } from "./compaction.ts";
 import { releaseByPolicy, type RetentionPolicy } from "./retention.ts";
 import { eraseSubject as eraseSealed, type Erasure } from "./erase-subject.ts";
-import { checkedSubject } from "./runtime-support.ts";
+import { checkedPrincipal, checkedSubject } from "./runtime-support.ts";
 import type { CallerOptions } from "./runtime-options.ts";
 import { authorize } from "./runtime-core.ts";
 import { cancelOne } from "./runtime-routing.ts";
@@ -43,10 +43,34 @@ export async function verifyLog(
   return verifyRaw(raw, sealer.auditHasher ?? new AuditHasher(true), id);
 }
 
-/** Makes every payload of `subject` unrecoverable (runtime.ts `eraseSubject`). */
-export async function eraseSubject(s: RuntimeState, subject: string): Promise<Erasure> {
+/**
+ * Makes every payload of `subject` unrecoverable (runtime.ts `eraseSubject`). Acting `as` a
+ * principal, it erases only when every execution holding the subject's data is that principal's
+ * or open (ADR 0111): otherwise UnauthorizedError naming none of them, before anything of any of
+ * them is cancelled, recorded or destroyed. Without `as`, every one (the data controller's).
+ */
+export async function eraseSubject(
+  s: RuntimeState,
+  subject: string,
+  options: CallerOptions = {},
+): Promise<Erasure> {
   s.assertOpen();
   const checked = checkedSubject(subject) as string;
+  if (options === null || typeof options !== "object") {
+    throw new InvalidInputError("caller options must be an object");
+  }
+  const as = checkedPrincipal(options.as);
+  const refuse = () => {
+    throw new UnauthorizedError(
+      `principal ${JSON.stringify(as)} may not erase subject ${JSON.stringify(checked)}: executions of another principal hold its data; nothing was erased`,
+      { subject: checked },
+    );
+  };
+  const authorizeOne = (id: string) =>
+    authorize(s, id, { as }).catch((e: unknown) => {
+      if (e instanceof UnauthorizedError) refuse();
+      throw e;
+    });
   return eraseSealed(
     {
       store: s.store,
@@ -55,6 +79,7 @@ export async function eraseSubject(s: RuntimeState, subject: string): Promise<Er
       leases: s.leases,
       ownerId: s.ownerId,
       cancelOne: (id, why) => cancelOne(s, id, why),
+      ...(as === undefined ? {} : { authorize: authorizeOne }),
     },
     checked,
   );
