@@ -122,6 +122,19 @@ describe("taint cannot hide under __proto__ (T4: the guard reads own __proto__ k
     expect(output).toEqual({ effect: "shell", path: "$.__proto__", source: "tool:search" });
     expect(ran).toEqual([]);
   });
+
+  it("a wrapper given an own __proto__ key of its own is still refused", async () => {
+    const { output, ran } = await attempt(async (ctx, shell) => {
+      const hits = await ctx.run("search", () => "rm -rf /", { taint: "tool:search" });
+      const text = JSON.stringify({ cmd: hits }).replace(
+        '{"$tainted"',
+        '{"__proto__":{},"$tainted"',
+      );
+      return refusal(ctx.execute(shell, JSON.parse(text) as Json));
+    });
+    expect(output).toEqual({ effect: "shell", path: "$.cmd", source: "tool:search" });
+    expect(ran).toEqual([]);
+  });
 });
 
 describe("the mark as a key (T1..T4 at the helper level)", () => {
