@@ -20,6 +20,7 @@ export {
   findTaint,
   type Tainted,
   type TaintFinding,
+  type TaintMark,
 } from "./kernel/taint.ts";
 export {
   flow$,

@@ -60,7 +60,7 @@ function guardedShell() {
 }
 
 describe("the taint helpers (kernel/taint.ts)", () => {
-  it("T1: a wrapper is plain JSON of exactly $tainted and value; isTainted knows that shape only", () => {
+  it("T1: a wrapper is plain JSON of $tainted and value; isTainted knows the mark by its own key", () => {
     const t = taint({ hits: ["a"] }, "tool:search");
     expect(t).toEqual({ $tainted: "tool:search", value: { hits: ["a"] } });
     expect(Object.keys(t).sort()).toEqual(["$tainted", "value"]);
@@ -68,25 +68,25 @@ describe("the taint helpers (kernel/taint.ts)", () => {
     expect(isTainted(t)).toBe(true);
     expect(isTainted(JSON.parse(JSON.stringify(t)))).toBe(true);
     expect(taint(undefined, "web")).toEqual({ $tainted: "web", value: null });
+    // Issue 22 item 8: the mark is the own key, whatever else the object holds (a spread).
     for (const v of [
       { $tainted: "x", value: 1, extra: 2 },
       { $tainted: "x" },
       { $tainted: "", value: 1 },
       { $tainted: 7, value: 1 },
-      [{ $tainted: "x", value: 1 }],
-      null,
-      "x",
-      1,
     ]) {
+      expect(isTainted(v)).toBe(true);
+    }
+    for (const v of [[{ $tainted: "x", value: 1 }], { $$tainted: "x", value: 1 }, null, "x", 1]) {
       expect(isTainted(v)).toBe(false);
     }
   });
 
-  it("T2: re-tainting keeps one wrapper and its first source; a bad source is refused", () => {
+  it("T2: re-tainting escapes the inner mark under the new source; a bad source is refused", () => {
     const once = taint("page", "web");
     const twice = taint(once, "tool:other");
-    expect(twice).toBe(once);
-    expect(twice).toEqual({ $tainted: "web", value: "page" });
+    expect(twice).toEqual({ $tainted: "tool:other", value: { $$tainted: "web", value: "page" } });
+    expect(findTaint(twice)).toEqual({ path: "$", source: "tool:other" });
     for (const bad of ["", 7, undefined, "x".repeat(201)]) {
       expect(() => taint("v", bad as string)).toThrow(
         expect.objectContaining({ code: "LOOM_INVALID_INPUT" }) as Error,
@@ -146,8 +146,12 @@ describe("the taint helpers (kernel/taint.ts)", () => {
     const plain = { q: 1 };
     expect(untaint(plain)).toBe(plain);
     const inner = { note: taint("x", "inbox") };
-    expect(untaint(taint(inner, "web"))).toBe(inner);
-    expect(findTaint(untaint(taint(inner, "web")))).toEqual({ path: "$.note", source: "inbox" });
+    // A wrapper put together by the flow keeps a mark nested in it (taint itself escapes, T2).
+    expect(untaint({ $tainted: "web", value: inner })).toBe(inner);
+    expect(findTaint(untaint({ $tainted: "web", value: inner }))).toEqual({
+      path: "$.note",
+      source: "inbox",
+    });
     expect(untaint({ $tainted: "a", value: { $tainted: "b", value: 3 } })).toBe(3);
   });
 });

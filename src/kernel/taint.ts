@@ -1,35 +1,48 @@
 /**
  * Taint: a mark on a value that came from somewhere untrusted (a tool result, a web page, an
  * inbox message), so an effect that must not act on such content (a shell, a payment) can refuse
- * it. The mark is the value itself, wrapped as plain JSON:
+ * it. The mark is a reserved own key on the value itself, and the kernel's wrapper is plain JSON:
  *
  *     { "$tainted": "tool:search", "value": <the content> }
  *
  * so it is journaled, replayed, carried through `ctx.continueAsNew` and copied by a fork like any
- * other value, with no side table that a rotation or a fork could lose.
+ * other value, with no side table that a rotation or a fork could lose. Logs written before the
+ * mark was a key hold this same wrapper, so they replay byte for byte and still read as tainted.
  *
  * Invariants (tests cite T1..T6):
- * T1. A wrapper is a plain object with exactly the keys `$tainted` (a non-empty string: the
- *     source) and `value` (JSON); `isTainted` recognises that shape and nothing else.
- * T2. `taint` never nests: tainting a tainted value returns it unchanged (its first source
- *     stays), so a value holds at most one wrapper at its top.
- * T3. `taint` is the only way in, `untaint` the only way out: no Loom code removes a wrapper on
- *     its own. Declassifying is a call someone wrote and can be reviewed.
- * T4. `findTaint` finds a wrapper anywhere inside a value, depth-first in key order, and names
- *     its path (`$.messages[2].text`) and source; it walks at most MAX_DEPTH levels, visits each
- *     object once, and never throws.
+ * T1. The mark is the own key `$tainted` (TAINT_KEY) of a non-array object, whatever else the
+ *     object holds: the kernel's wrapper, a spread or merge of one (`{ ...hits, x }` copies the
+ *     key with the other own keys), or one written by hand. `isTainted` asks it of the top of a
+ *     value. A key, not a wrapper's exact shape, so a spread cannot drop it; its value is the
+ *     source, and a mark whose value is not a source (a hand-made `{ $tainted: 7 }`) still marks.
+ * T2. Only the kernel writes a mark into untrusted content: `taint` escapes the content first
+ *     (every key `$tainted`, `$$tainted`, ... gains one `$`, at any depth), then wraps it. What
+ *     it returns holds exactly one mark, at its top, naming the caller's source: content shaped
+ *     like a wrapper stays content under it, its label escaped, and a tainted value tainted again
+ *     is escaped and wrapped whole (still tainted everywhere, from the new source).
+ * T3. `taint` is the only way in, `untaint` the only way out: no Loom code removes a mark on its
+ *     own. `untaint` removes the mark at the top (a wrapper gives its content; another marked
+ *     object gives a copy without the key) and never unescapes, so an escaped label does not
+ *     become a mark again. Declassifying is a call someone wrote and can be reviewed.
+ * T4. `findTaint` finds a mark anywhere inside a value, own `__proto__` keys included,
+ *     depth-first in key order, and names its path (`$.messages[2].text`) and source; it walks
+ *     at most MAX_DEPTH levels, visits each object once, and never throws.
  * T5. Taint is pure and deterministic: the same value gives the same wrapper and the same
  *     finding on every run, so a refusal replays as it happened.
  * T6. Taint is value-level, not flow-level: content copied out of `.value` (interpolated into a
- *     string, say) is no longer marked. It is a guard against accidents, not an information-flow
- *     proof.
+ *     string, spread out of it as `{ ...hits.value }`) is no longer marked. It is a guard against
+ *     accidents and forged labels, not an information-flow proof.
  */
 import { InvalidInputError } from "./errors.ts";
 import { MAX_DEPTH, type Json } from "./json.ts";
 
+/** The reserved key that marks a value as tainted (T1); its value names the source. */
+export const TAINT_KEY = "$tainted";
+
 /**
- * A value from an untrusted source, wrapped (T1). `value` is the content as it came. A type
- * alias, not an interface, so a `Tainted<Json>` is itself `Json` (a carry, a step's input).
+ * A value from an untrusted source, wrapped (T1). `value` is the content as it came, escaped
+ * (T2). A type alias, not an interface, so a `Tainted<Json>` is itself `Json` (a carry, a step's
+ * input).
  */
 export type Tainted<T = Json> = {
   /** Where the content came from: `"tool:search"`, `"inbox"`, `"web"`. */
@@ -37,7 +50,13 @@ export type Tainted<T = Json> = {
   value: T;
 };
 
-/** Where `findTaint` found a wrapper: its JSON path and its source. */
+/**
+ * Any object that carries the mark at its top (T1): a wrapper, a spread of one, or one written
+ * by hand, so its other keys are whatever the spread or the hand put there.
+ */
+export type TaintMark = { readonly $tainted: Json; readonly [key: string]: Json };
+
+/** Where `findTaint` found a mark: its JSON path and its source. */
 export interface TaintFinding {
   path: string;
   source: string;
@@ -46,54 +65,54 @@ export interface TaintFinding {
 /** The longest source a mark takes: it names where content came from, not the content. */
 export const MAX_TAINT_SOURCE_LENGTH = 200;
 
+/** What a finding names as the source of a mark whose value is not one (T1: it still marks). */
+export const UNNAMED_TAINT_SOURCE = "(unnamed)";
+
 /**
- * Marks `value` as coming from `source` (T2: a value already tainted is returned unchanged).
- * `undefined` becomes `null`, as JSON has no undefined: the wrapper always has its `value` key.
+ * Marks `value` as coming from `source`: escapes what in it looks like a mark, then wraps it
+ * (T2). `undefined` becomes `null`, as JSON has no undefined: the wrapper always has `value`.
  *
  * @example
  * const page = taint(await fetchPage(url), "web");
  * await ctx.execute(shell, page); // refused, if shell declares refusesTainted: true
  */
-export function taint<T>(value: T | Tainted<T>, source: string): Tainted<T> {
+export function taint<T>(value: T, source: string): Tainted<T> {
   checkedTaintSource(source, "taint source");
-  if (isTainted(value)) return value as Tainted<T>;
-  return { $tainted: source, value: (value === undefined ? null : value) as T };
+  const content = escaped(value === undefined ? null : value, 0, new Set());
+  return { $tainted: source, value: content as T };
 }
 
-/** True for a taint wrapper (T1): a plain object of exactly `$tainted` and `value`. */
-export function isTainted(v: unknown): v is Tainted<Json> {
-  if (v === null || typeof v !== "object" || Array.isArray(v)) return false;
-  const o = v as { $tainted?: unknown };
-  if (typeof o.$tainted !== "string" || o.$tainted === "") return false;
-  const keys = Object.keys(v);
-  return keys.length === 2 && Object.hasOwn(v, "$tainted") && Object.hasOwn(v, "value");
+/** True when `v` carries the mark at its top (T1): an object with an own `$tainted` key. */
+export function isTainted(v: unknown): v is TaintMark {
+  return v !== null && typeof v === "object" && !Array.isArray(v) && Object.hasOwn(v, TAINT_KEY);
 }
 
 /**
- * Declassifies: the content of a tainted value, or `v` itself when it is not tainted (T3).
- * Only the wrapper at the top is removed: one nested inside `v` stays, and a guard still finds
- * it. Call it where a person or a check has decided the content is safe to act on.
+ * Declassifies: `v` without the mark at its top, or `v` itself when it has none (T3). A wrapper
+ * gives its content, escaped as it entered; another marked object (a spread of a wrapper) gives
+ * a copy without the key. Marks nested deeper stay, and a guard still finds them. Call it where
+ * a person or a check has decided the content is safe to act on.
  */
 export function untaint<T>(v: Tainted<T>): T;
 export function untaint<T>(v: T): T;
 export function untaint(v: unknown): unknown {
   let out = v;
-  // taint never nests (T2), but a wrapper written by hand might.
-  while (isTainted(out)) out = out.value;
+  // `taint` never puts a mark right under its own (T2), but a value written by hand might.
+  while (isTainted(out)) out = unmarked(out);
   return out;
 }
 
 /**
- * The first taint wrapper anywhere inside `v` (depth-first, arrays in order, objects in key
- * order), with its path and source; undefined when there is none (T4). Reads JSON values:
- * objects other than plain ones and arrays are not looked into, and a value that throws while
- * being read (a Proxy, a getter) ends the search. Never throws.
+ * The first mark anywhere inside `v` (depth-first, arrays in order, objects in own-key order,
+ * `__proto__` included), with its path and source; undefined when there is none (T4). Reads
+ * JSON values: objects other than plain ones and arrays are not looked into, and a value that
+ * throws while being read (a Proxy, a getter) ends the search. Never throws.
  */
 export function findTaint(v: unknown): TaintFinding | undefined {
   const seen = new Set<object>();
   const walk = (x: unknown, path: string, depth: number): TaintFinding | undefined => {
     if (x === null || typeof x !== "object") return undefined;
-    if (isTainted(x)) return { path, source: x.$tainted };
+    if (isTainted(x)) return { path, source: sourceOf(x) };
     if (depth >= MAX_DEPTH || seen.has(x)) return undefined;
     seen.add(x);
     if (Array.isArray(x)) {
@@ -103,10 +122,9 @@ export function findTaint(v: unknown): TaintFinding | undefined {
       }
       return undefined;
     }
-    const proto = Object.getPrototypeOf(x) as unknown;
-    if (proto !== Object.prototype && proto !== null) return undefined;
+    if (!isPlain(x)) return undefined;
     for (const key of Object.keys(x)) {
-      const found = walk((x as Record<string, unknown>)[key], `${path}.${key}`, depth + 1);
+      const found = walk(ownValue(x, key), `${path}.${key}`, depth + 1);
       if (found) return found;
     }
     return undefined;
@@ -126,4 +144,78 @@ export function checkedTaintSource(value: unknown, what: string): string {
     );
   }
   return value;
+}
+
+/** A mark's source as a finding names it: the label, or UNNAMED_TAINT_SOURCE (T1). */
+function sourceOf(mark: object): string {
+  const label = ownValue(mark, TAINT_KEY);
+  return typeof label === "string" && label !== ""
+    ? label.slice(0, MAX_TAINT_SOURCE_LENGTH)
+    : UNNAMED_TAINT_SOURCE;
+}
+
+/** A marked object without its mark (T3): a wrapper's content, or a copy without the key. */
+function unmarked(mark: object): unknown {
+  const keys = Object.keys(mark);
+  if (keys.length === 2 && Object.hasOwn(mark, "value")) return ownValue(mark, "value");
+  const out: Record<string, unknown> = {};
+  for (const key of keys) if (key !== TAINT_KEY) setOwn(out, key, ownValue(mark, key));
+  return out;
+}
+
+/** `$tainted`, `$$tainted`, ...: the keys content may not hold as they are (T2). */
+const RESERVED_SHAPE = /^\$+tainted$/;
+
+/**
+ * `v` with every reserved-shaped key one `$` longer (T2), sharing what needs no change. Follows
+ * `toJSON` as `toJson` does (so that is called once); leaves what has no JSON form (a cycle, a
+ * class, a value nested deeper than MAX_DEPTH) as it is, for `toJson` to refuse where the
+ * value is recorded.
+ */
+function escaped(v: unknown, depth: number, path: Set<object>): unknown {
+  if (v === null || typeof v !== "object") return v;
+  const toJSON = (v as { toJSON?: unknown }).toJSON;
+  if (typeof toJSON === "function") {
+    const json = toJSON.call(v) as unknown;
+    return json === v ? v : escaped(json, depth, path);
+  }
+  if (depth >= MAX_DEPTH || path.has(v)) return v;
+  path.add(v);
+  try {
+    if (Array.isArray(v)) {
+      const items = (v as unknown[]).map((item) => escaped(item, depth + 1, path));
+      return items.some((item, i) => item !== (v as unknown[])[i]) ? items : v;
+    }
+    if (!isPlain(v)) return v;
+    let changed = false;
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(v)) {
+      const item = ownValue(v, key);
+      const next = escaped(item, depth + 1, path);
+      const name = RESERVED_SHAPE.test(key) ? `$${key}` : key;
+      if (next !== item || name !== key) changed = true;
+      setOwn(out, name, next);
+    }
+    return changed ? out : v;
+  } finally {
+    path.delete(v);
+  }
+}
+
+function isPlain(x: object): boolean {
+  const proto = Object.getPrototypeOf(x) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/**
+ * The value of `key`, one of `x`'s own keys: reading an own `__proto__` gets the own key, which
+ * shadows the accessor (T4); only assigning one would set the prototype.
+ */
+function ownValue(x: object, key: string): unknown {
+  return (x as Record<string, unknown>)[key];
+}
+
+/** Sets an own enumerable key, `__proto__` included (assignment would set the prototype). */
+function setOwn(out: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
 }

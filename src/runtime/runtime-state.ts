@@ -135,7 +135,7 @@ export class RuntimeState implements RunHost {
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.routing = { store: this.store, maxChainHops: this.maxChainHops };
     this.journal = new Journal(this.store);
-    this.tracing = new Tracing(options.tracerProvider);
+    this.tracing = new Tracing(options.tracerProvider, options.codec !== undefined);
     if (options.unpricedCost !== undefined && !["refuse", "allow"].includes(options.unpricedCost)) {
       throw new InvalidInputError('unpricedCost must be "refuse" or "allow"');
     }

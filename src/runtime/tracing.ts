@@ -25,6 +25,11 @@
  *     cancelled or stopped under it) is ended then, `loom.step.cancelled`.
  * T5. Tracing records nothing in the log (G2) and reads no clock of Loom's: span times are the
  *     tracer's own wall clock, not the runtime clock.
+ * T6. An error is named on a span by its type (`error.type`) and its code (`loom.error.code`,
+ *     when it has one). Its message and stack go on the span too, unless a codec seals the log:
+ *     then they never do (status, exception event, retry event), since a message may quote what
+ *     the codec seals, and a span is exported outside it. The status message is then the code,
+ *     or the type.
  */
 import {
   SpanKind,
@@ -53,7 +58,11 @@ export type DriveStart = "start" | "replay" | "resume";
 export class Tracing {
   private readonly tracer: Tracer;
 
-  constructor(provider: TracerProvider = trace.getTracerProvider()) {
+  constructor(
+    provider: TracerProvider = trace.getTracerProvider(),
+    /** True when a codec seals the log: spans name errors without their messages (T6). */
+    private readonly sealed = false,
+  ) {
     this.tracer = provider.getTracer(TRACER_NAME);
   }
 
@@ -76,7 +85,7 @@ export class Tracing {
     }
     if (state._parent) attributes["loom.parent.execution.id"] = state._parent.executionId;
     span.setAttributes(attributes);
-    return new DriveSpan(this.tracer, span, trace.setSpan(parent, span));
+    return new DriveSpan(this.tracer, span, trace.setSpan(parent, span), this.sealed);
   }
 }
 
@@ -89,6 +98,7 @@ export class DriveSpan {
     private readonly span: Span,
     /** The drive's span in its parent's context: what every step span is started under (T3). */
     private readonly ctx: Context,
+    private readonly sealed: boolean,
   ) {}
 
   /** A span for a step that runs now (T3). */
@@ -105,7 +115,7 @@ export class DriveSpan {
       },
       this.ctx,
     );
-    const step = new StepSpan(span, this.open, trace.setSpan(this.ctx, span));
+    const step = new StepSpan(span, this.open, trace.setSpan(this.ctx, span), this.sealed);
     this.open.add(step);
     return step;
   }
@@ -123,10 +133,7 @@ export class DriveSpan {
       span.setAttribute("loom.execution.continued_to", state._continuedTo);
     }
     const error = errorOfDrive(state, stop);
-    if (error) {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
-      span.setAttribute("error.type", error.name);
-    }
+    if (error) failedWith(span, error, this.sealed);
     for (const step of [...this.open]) {
       step.cancelled(stop ?? cut ?? new Error(`execution "${state.executionId}" ${status}`));
     }
@@ -139,10 +146,7 @@ export class DriveSpan {
  * runtime closing (fenced, non-deterministic, cancelled from another process). Closing stops
  * runs in order, and a park or a completion is no error.
  */
-function errorOfDrive(
-  state: ExecutionState,
-  stop: Error | undefined,
-): { name: string; message: string } | undefined {
+function errorOfDrive(state: ExecutionState, stop: Error | undefined): Failure | undefined {
   if (stop) return stop instanceof RuntimeClosedError ? undefined : stop;
   if (state.status !== "failed" && state.status !== "cancelled") return undefined;
   return state.error ?? { name: "Error", message: `execution ${state.status}` };
@@ -157,6 +161,7 @@ export class StepSpan {
     private readonly open: Set<StepSpan>,
     /** The step's span in its drive's context. */
     private readonly ctx: Context,
+    private readonly sealed: boolean,
   ) {}
 
   /**
@@ -176,12 +181,15 @@ export class StepSpan {
   retry(attempt: number, error: unknown, retryInMs: number): void {
     if (this.ended) return;
     const e = asError(error);
-    this.span.addEvent("loom.step.retry", {
+    const attributes: Attributes = {
       "loom.step.attempt": attempt,
       "loom.step.retry_in_ms": retryInMs,
       "error.type": e.name,
-      "exception.message": e.message,
-    });
+    };
+    const code = codeOf(e);
+    if (code !== undefined) attributes["loom.error.code"] = code;
+    if (!this.sealed) attributes["exception.message"] = e.message; // T6
+    this.span.addEvent("loom.step.retry", attributes);
   }
 
   /** The attempt that runs now (the first one's number is known once the step has its call). */
@@ -198,19 +206,18 @@ export class StepSpan {
   failed(error: unknown): void {
     if (this.ended) return;
     const e = asError(error);
-    this.span.recordException(e);
-    this.span.setAttribute("error.type", e.name);
-    this.span.setStatus({ code: SpanStatusCode.ERROR, message: e.message });
+    // T6: the SDK's recordException would export the message and the stack.
+    if (this.sealed) this.span.addEvent("exception", { "exception.type": e.name });
+    else this.span.recordException(e);
+    failedWith(this.span, e, this.sealed);
     this.finish();
   }
 
   /** The execution ended or stopped while the step ran: its signal aborted with `reason` (T4). */
   cancelled(reason: unknown): void {
     if (this.ended) return;
-    const e = asError(reason);
     this.span.setAttribute("loom.step.cancelled", true);
-    this.span.setAttribute("error.type", e.name);
-    this.span.setStatus({ code: SpanStatusCode.ERROR, message: e.message });
+    failedWith(this.span, asError(reason), this.sealed);
     this.finish();
   }
 
@@ -224,4 +231,24 @@ export class StepSpan {
 
 function asError(e: unknown): Error {
   return e instanceof Error ? e : new Error(String(e));
+}
+
+/** An error as a span names it: a live Error, or one read back from the log (ErrorData). */
+interface Failure {
+  name: string;
+  message: string;
+  code?: unknown;
+}
+
+/** A Loom error's stable code; undefined for any other error. */
+function codeOf(e: Failure): string | undefined {
+  return typeof e.code === "string" && e.code !== "" ? e.code : undefined;
+}
+
+/** Marks `span` failed with `e`: its type, its code, and its message unless sealed (T6). */
+function failedWith(span: Span, e: Failure, sealed: boolean): void {
+  const code = codeOf(e);
+  span.setAttribute("error.type", e.name);
+  if (code !== undefined) span.setAttribute("loom.error.code", code);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: sealed ? (code ?? e.name) : e.message });
 }

@@ -34,6 +34,10 @@
  *     a claim that lost the race to create the lease row.
  * R6. Payloads, metas and snapshot states arrive as JSON strings holding the text the runtime
  *     made, so the row holds that text byte for byte (a `\u0000` escape in it included).
+ * R7. It runs under its own `search_path` (`pg_catalog`, the store's schema, then `pg_temp`),
+ *     set on the function, never the caller's: a function or operator that someone created in a
+ *     schema on a session's path (an overload of `cardinality(text[])` that matches more exactly
+ *     than pg_catalog's, say) is never what it calls. Its tables are qualified as well.
  */
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { ERASURE_KIND } from "../append-check.ts";
@@ -72,7 +76,7 @@ export function appendRoutineSql(t: Tables, schema: string, channel: string): st
   ].join("\n");
 }
 
-/** The function's name, arguments and settings (R1, R2: generic plans). */
+/** The function's name, arguments and settings (R1, R2: generic plans, R7: its own path). */
 function signature(schema: string): string {
   return `
 CREATE FUNCTION "${schema}".${APPEND_ROUTINE}(ids text[], batches json, prune_notices_before bigint)
@@ -80,6 +84,9 @@ RETURNS json LANGUAGE plpgsql
 -- Every statement below is a primary-key lookup or a write: a generic plan is the right one, and
 -- replanning "= ANY(ids)" at each call (a custom plan) would cost as much as running it.
 SET plan_cache_mode = force_generic_plan
+-- R7: names resolve in pg_catalog first, whatever the calling session's search_path holds;
+-- pg_temp last, so a temporary object shadows nothing.
+SET search_path = pg_catalog, "${schema}", pg_temp
 AS $routine$`;
 }
 

@@ -112,9 +112,12 @@ export async function migrate(client: pg.ClientBase, schema: string): Promise<nu
   const applied: number[] = [];
   await client.query("BEGIN");
   try {
-    await client.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [
-      `loom.migrate:${schema}`,
-    ]);
+    // Qualified: `hashtextextended($1, 0)` would take an overload `(text, integer)` from a
+    // schema on the session's search_path over pg_catalog's `(text, bigint)` (R7's reason).
+    await client.query(
+      "SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended($1, 0))",
+      [`loom.migrate:${schema}`],
+    );
     // Looked up first: a role that may use an existing schema need not be allowed to create one.
     const found = await client.query<{
       schema: string | null;

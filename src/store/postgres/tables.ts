@@ -6,9 +6,11 @@
 /**
  * The routine's name in the schema, with its version (R1). Version 2 lets an erasure follow the end
  * of a log (S20); a schema upgraded from version 1 keeps `loom_append_1` for the processes of the
- * release before, which refuse such a batch, as that release did.
+ * release before, which refuse such a batch, as that release did. Version 3 pins its own
+ * `search_path` (R7); a schema upgraded from version 2 keeps `loom_append_2`, unpinned, for the
+ * processes of the release before.
  */
-export const APPEND_ROUTINE = "loom_append_2";
+export const APPEND_ROUTINE = "loom_append_3";
 
 /** The schema's tables, quoted and qualified. */
 export interface Tables {
