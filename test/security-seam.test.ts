@@ -20,8 +20,9 @@ import {
   type WorkerServer,
   type WorkerServerOptions,
 } from "../src/index.ts";
-import { answerHeaders, answering, SECRET } from "./fixtures/remote/harness.ts";
-import { execFile } from "./support/processes.ts";
+import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { answerHeaders, answering, BIN, Child, FLOWS, SECRET } from "./fixtures/remote/harness.ts";
+import { execFile, spawn } from "./support/processes.ts";
 import { runtimes, until } from "./helpers.ts";
 
 const rt = runtimes();
@@ -241,6 +242,48 @@ describe("TLS (H7, C2)", () => {
     // A client that does not trust the certificate does not get through.
     const untrusting = new RemoteWorkerRuntime({ url, secret: SECRET, runtime: orchestrator });
     await expect(untrusting.health()).rejects.toMatchObject({ code: "LOOM_WORKER_UNREACHABLE" });
+  });
+});
+
+describe("loom serve's seam flags (H5, H7, A5)", () => {
+  it("serves HTTPS with --tls-cert/--tls-key, its secret from --secret-file, for --worker-id", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "loom-serve-tls-"));
+    closers.push(async () => rmSync(dir, { recursive: true, force: true }));
+    const { cert, key } = await selfSigned(dir);
+    const secretFile = join(dir, "secret");
+    writeFileSync(secretFile, `${SECRET}\n`, { mode: 0o600 });
+    writeFileSync(join(dir, "tls-cert.pem"), cert);
+    writeFileSync(join(dir, "tls-key.pem"), key, { mode: 0o600 });
+    const db = join(dir, "loom.db");
+    const args = [BIN, "serve", FLOWS, "--db", db, "--port", "0", "--secret-file", secretFile];
+    const flags = ["--tls-cert", join(dir, "tls-cert.pem"), "--tls-key", join(dir, "tls-key.pem")];
+    flags.push(
+      "--worker-id",
+      "worker-7",
+      "--max-connections",
+      "8",
+      "--request-timeout-ms",
+      "20000",
+    );
+    const serve = new Child(
+      spawn(process.execPath, [...args, ...flags], { stdio: ["ignore", "pipe", "pipe"] }),
+    );
+    closers.push(async () => void (await serve.stop()));
+    const url = await serve.line((l) => l.startsWith("https://"));
+    const reader = sqliteStore(db);
+    closers.push(() => reader.close());
+    const remote = new RemoteWorkerRuntime({
+      url,
+      secret: SECRET,
+      store: reader,
+      ca: cert,
+      workerId: "worker-7",
+    });
+    const outcome = await remote.dispatch({ executionId: "s-1", flow: "doubler", input: { n: 5 } });
+    expect(outcome).toEqual({ status: "completed", output: 10 });
+    // Signed for the URL rather than the worker id it was given: refused (A5).
+    const byUrl = new RemoteWorkerRuntime({ url, secret: SECRET, store: reader, ca: cert });
+    await expect(byUrl.health()).rejects.toBeInstanceOf(WorkerRefusedError);
   });
 });
 
