@@ -1,6 +1,6 @@
 /**
  * The worker seam against a client without the secret, and against a replaying or impersonating
- * network (issue 22, item 3): signing.ts A1..A5, request-body.ts B1..B4, worker-server.ts H5, H7,
+ * network (issue 22, item 3): signing.ts A1..A6, request-body.ts B1..B5, worker-server.ts H5, H7,
  * http-client.ts C1..C2.
  */
 import { generateKeyPairSync } from "node:crypto";

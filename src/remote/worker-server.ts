@@ -12,7 +12,7 @@
  * - `GET /health`: 200 `{ ok: true, owner, active }`, `active` being the executions dispatched
  *   here that have not settled (active-executions.ts: counted when asked, never watched).
  *
- * Invariants (tests cite H1..H6):
+ * Invariants (tests cite H1..H7):
  * H1. Every request to an endpoint, /health included, is authenticated from its headers
  *     (signing.ts A1) before a byte of its body is read or anything is changed; a refused one
  *     gets 401 and changes nothing (request-body.ts B1). A path or method no endpoint has gets
