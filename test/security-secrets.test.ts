@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { ALLOWED_ENV } from "../src/effects/isolated.ts";
 import { flow$, memoryStore } from "../src/index.ts";
 import { parseCommand } from "../src/cli/args.ts";
+import { main } from "../src/cli/main.ts";
 import { CliError } from "../src/cli/cli-error.ts";
 import { processIo } from "../src/cli/io.ts";
 import { databaseFlags, openRuntime, trustFromEnv } from "../src/cli/open-runtime.ts";
@@ -85,6 +86,32 @@ describe("the CLI's secrets (Q1..Q3)", () => {
     expect(stdout.split(",")).not.toContain("LOOM_CODEC_KEYS");
     // Q3: a later runtime of the same command still has them.
     expect(trustFromEnv(environmentWithSecrets()).audit).toEqual({ key: SECRETS.LOOM_AUDIT_KEY });
+  });
+
+  it("are gone from the environment before a command loads its module", async () => {
+    setEnv({ LOOM_AUDIT_KEY: SECRETS.LOOM_AUDIT_KEY });
+    const dir = mkdtempSync(join(tmpdir(), "loom-secrets-"));
+    dirs.push(dir);
+    const index = new URL("../src/index.ts", import.meta.url).href;
+    const module = join(dir, "peek.ts");
+    writeFileSync(
+      module,
+      [
+        `import { flow$ } from ${JSON.stringify(index)};`,
+        // What a module (or a child it starts as it loads) would find.
+        `const seen = process.env.LOOM_AUDIT_KEY ?? null;`,
+        `export const peek = flow$("peek", async () => seen);`,
+      ].join("\n"),
+    );
+    const out: string[] = [];
+    const io = {
+      out: (t: string) => void out.push(t),
+      err: () => undefined,
+      cwd: dir,
+      debug: false,
+    };
+    expect(await main(["run", module, "peek", "--db", join(dir, "loom.db")], io)).toBe(0);
+    expect(JSON.parse(out.join(""))).toMatchObject({ status: "completed", output: null });
   });
 
   it("reads each key from a file with LOOM_*_FILE, and refuses a variable beside its file form", () => {
