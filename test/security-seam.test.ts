@@ -176,7 +176,7 @@ function flood(url: string, from: string, stalled: number, idle: number) {
       socket.on("close", () => {
         sockets.delete(socket);
         resolve();
-        setImmediate(() => void open(stall));
+        setTimeout(() => void open(stall), 5);
       }),
     );
     if (!stall) return Promise.resolve();
