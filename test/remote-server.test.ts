@@ -3,7 +3,7 @@
  * (signing.ts A1..A2, worker-server.ts H1), bodies (H2, H4), errors as data (H3), the client's
  * typed failures, and settlement from the log (worker-runtime.ts S1, S2).
  */
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { connect, createServer as createTcpServer, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -28,7 +28,14 @@ import {
   type WorkerServerOptions,
 } from "../src/index.ts";
 import { UNAUTHENTICATED_MESSAGE } from "../src/remote/signing.ts";
-import { answering, deadUrl, request, SECRET, type Answer } from "./fixtures/remote/harness.ts";
+import {
+  answerHeaders,
+  answering,
+  deadUrl,
+  request,
+  SECRET,
+  type Answer,
+} from "./fixtures/remote/harness.ts";
 import { offsetClock, runtimes, until } from "./helpers.ts";
 
 const rt = runtimes();
@@ -365,10 +372,18 @@ function head(method: string, path: string, headers: Record<string, string | num
   return `${method} ${path} HTTP/1.1\r\nhost: x\r\n${lines.join("")}\r\n`;
 }
 
-/** Writes `text` on a raw connection; `closed` resolves with all the server sent once it closed. */
-function exchange(url: string, text: string): { socket: Socket; closed: Promise<string> } {
+/** Writes `text` on a raw connection (from the address `from`); `closed` resolves with all the server sent once it closed. */
+function exchange(
+  url: string,
+  text: string,
+  from?: string,
+): { socket: Socket; closed: Promise<string> } {
   const { hostname, port } = new URL(url);
-  const socket = connect(Number(port), hostname);
+  const socket = connect({
+    port: Number(port),
+    host: hostname,
+    ...(from === undefined ? {} : { localAddress: from }),
+  });
   let received = "";
   socket.on("data", (b: Buffer) => (received += b.toString()));
   // A reset after an early answer is what some of these tests are after.
@@ -383,7 +398,9 @@ const errorIn = (text: string) =>
   (JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)) as Answer["body"]).error;
 
 /** A fake worker server that answers every request with `answer` (closed after the test). */
-async function fakeWorker(answer: (res: ServerResponse) => void): Promise<string> {
+async function fakeWorker(
+  answer: (res: ServerResponse, req: IncomingMessage) => void,
+): Promise<string> {
   const fake = await answering(answer);
   closers.push(() => fake.close());
   return fake.url;
@@ -392,8 +409,13 @@ async function fakeWorker(answer: (res: ServerResponse) => void): Promise<string
 describe("what an unauthenticated client can hold (B1..B3, H5)", () => {
   it("answers 401 to unsigned or stale requests, and 413 to an oversized Content-Length, before reading a byte of the body", async () => {
     const { url } = await serving();
-    const stale = signedHeaders(SECRET, { method: "POST", path: "/dispatch", body: "" }, 0);
-    const fresh = signedHeaders(SECRET, { method: "POST", path: "/dispatch", body: "" });
+    const audience = new URL(url).origin;
+    const stale = signedHeaders(
+      SECRET,
+      { method: "POST", path: "/dispatch", body: "", audience },
+      0,
+    );
+    const fresh = signedHeaders(SECRET, { method: "POST", path: "/dispatch", body: "", audience });
     // Each declares a body and sends none: only an answer given before the body ends the wait.
     for (const [headers, status] of [
       [{}, 401],
@@ -414,25 +436,39 @@ describe("what an unauthenticated client can hold (B1..B3, H5)", () => {
     expect(await request(url, { path: "/health" })).toMatchObject({ status: 200 });
   });
 
-  it("holds at most maxUnverifiedBytes of bodies not yet verified, answering 503 past it", async () => {
+  it("holds at most maxUnverifiedBytes per address of bodies not yet checked, answering 503 past it", async () => {
     const maxBytes = 64 * 1024;
     const { url, server } = await serving({ maxBodyBytes: maxBytes, maxUnverifiedBytes: maxBytes });
-    // Well-formed, fresh, and forged: only its body's end would tell.
-    const forged = {
-      ...signedHeaders(SECRET, { method: "POST", path: "/dispatch", body: "" }),
-      "x-loom-signature": "0".repeat(64),
-    };
-    const first = exchange(url, head("POST", "/dispatch", { ...forged, "content-length": 60_000 }));
+    const audience = new URL(url).origin;
+    // Authentic headers whose digest the body will not match: only its end tells (B5).
+    const signedFor = (body: string) =>
+      signedHeaders(SECRET, { method: "POST", path: "/dispatch", body, audience });
+    const first = exchange(
+      url,
+      head("POST", "/dispatch", { ...signedFor("y".repeat(60_000)), "content-length": 60_000 }),
+    );
     first.socket.write("x".repeat(50_000));
     await until(() => server.unverifiedBytes === 50_000);
 
+    const tail = "y".repeat(20_000);
     const second = exchange(
       url,
-      head("POST", "/dispatch", { ...forged, "content-length": 20_000 }) + "y".repeat(20_000),
+      head("POST", "/dispatch", { ...signedFor(tail), "content-length": 20_000 }) + tail,
     );
     const refused = await second.closed;
     expect(statusIn(refused)).toBe(503);
     expect(errorIn(refused)?.code).toBe("LOOM_WORKER_REFUSED");
+    // H5: another address has an allowance of its own (its body is read whole: 400, not JSON).
+    const other = exchange(
+      url,
+      head("POST", "/dispatch", {
+        ...signedFor(tail),
+        "content-length": 20_000,
+        connection: "close",
+      }) + tail,
+      "127.0.0.2",
+    );
+    expect(statusIn(await other.closed)).toBe(400);
     // What fits still goes through meanwhile.
     expect(await request(url, { path: "/dispatch", body: dispatchBody("fits-1") })).toEqual({
       status: 202,
@@ -445,20 +481,28 @@ describe("what an unauthenticated client can hold (B1..B3, H5)", () => {
     expect(server.unverifiedBytes).toBe(0);
   });
 
-  it("takes at most maxConnections connections, closing the ones past it", async () => {
-    const { url, server } = await serving({ maxConnections: 2 });
-    expect(server.server.maxConnections).toBe(2);
+  it("takes at most maxConnections connections per address, closing the ones past it", async () => {
+    const { url, server } = await serving({ maxConnections: 2, maxTotalConnections: 3 });
+    expect(server.server.maxConnections).toBe(3);
     const { hostname, port } = new URL(url);
     const held = [connect(Number(port), hostname), connect(Number(port), hostname)];
     await Promise.all(held.map((s) => new Promise((r) => s.once("connect", r))));
     const third = exchange(url, head("GET", "/health", {}));
     expect(await third.closed).toBe("");
+    // Another address is still served (401: the request is not signed, but it is answered).
+    const elsewhere = exchange(url, head("GET", "/health", {}), "127.0.0.2");
+    expect(statusIn(await elsewhere.closed)).toBe(401);
     for (const socket of held) socket.destroy();
   });
 
   it("cuts a body trickled slower than requestTimeoutMs before the body could end", async () => {
     const { url } = await serving({ requestTimeoutMs: 300 });
-    const headers = signedHeaders(SECRET, { method: "POST", path: "/dispatch", body: "" });
+    const headers = signedHeaders(SECRET, {
+      method: "POST",
+      path: "/dispatch",
+      body: "x".repeat(1000),
+      audience: new URL(url).origin,
+    });
     const t0 = performance.now();
     const slow = exchange(url, head("POST", "/dispatch", { ...headers, "content-length": 1000 }));
     const trickle = setInterval(() => slow.socket.write("x"), 50);
@@ -619,13 +663,12 @@ describe("the client's bounds (WorkerFailedError, MAX_ANSWER_BYTES, close)", () 
     const orchestrator = rt(memoryStore(), { background: false });
     const remoteAt = (url: string) =>
       new RemoteWorkerRuntime({ url, secret: SECRET, runtime: orchestrator });
-    const crashed = await fakeWorker((res) =>
-      res.writeHead(500, { "content-type": "application/json" }).end(
-        JSON.stringify({
-          error: { name: "RangeError", code: "LOOM_APPLICATION", message: "stack overflow" },
-        }),
-      ),
-    );
+    const crashed = await fakeWorker((res, req) => {
+      const body = JSON.stringify({
+        error: { name: "RangeError", code: "LOOM_APPLICATION", message: "stack overflow" },
+      });
+      res.writeHead(500, answerHeaders(req, 500, body)).end(body);
+    });
     const failed = await remoteAt(crashed)
       .dispatch({ executionId: "f-1", flow: "waits" })
       .catch((e: unknown) => e);

@@ -36,8 +36,17 @@ export type Command =
       module: string;
       port: number;
       host: string;
-      secretEnv: string;
+      /** Where the worker secret is: one of the two (never the command line itself). */
+      secretEnv?: string;
+      secretFile?: string;
+      /** The id requests must be signed for (default: the URL it listens on). */
+      workerId?: string;
+      /** Serve HTTPS with this certificate and key (PEM files). */
+      tls?: { certFile: string; keyFile: string };
       maxActive?: number;
+      maxConnections?: number;
+      maxUnverifiedBytes?: number;
+      requestTimeoutMs?: number;
     })
   | (Common & {
       name: "ls";

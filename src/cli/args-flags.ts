@@ -25,6 +25,13 @@ type OptionName =
   | "token-file"
   | "read-only"
   | "secret-env"
+  | "secret-file"
+  | "worker-id"
+  | "tls-cert"
+  | "tls-key"
+  | "max-connections"
+  | "max-unverified-bytes"
+  | "request-timeout-ms"
   | "subject"
   | "yes"
   | "quiet"
@@ -50,6 +57,13 @@ const CHECKED = [
   "port",
   "host",
   "secret-env",
+  "secret-file",
+  "worker-id",
+  "tls-cert",
+  "tls-key",
+  "max-connections",
+  "max-unverified-bytes",
+  "request-timeout-ms",
   "reason",
   "subject",
   "yes",
@@ -87,6 +101,13 @@ export function parseFlags(argv: readonly string[]) {
         "read-only": { type: "boolean" },
         host: { type: "string" },
         "secret-env": { type: "string" },
+        "secret-file": { type: "string" },
+        "worker-id": { type: "string" },
+        "tls-cert": { type: "string" },
+        "tls-key": { type: "string" },
+        "max-connections": { type: "string" },
+        "max-unverified-bytes": { type: "string" },
+        "request-timeout-ms": { type: "string" },
         subject: { type: "string" },
         yes: { type: "boolean" },
         quiet: { type: "boolean", short: "q" },
@@ -123,7 +144,11 @@ const ALLOWED: Record<CommandName, CommandSpec> = {
   worker: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "max-active"] },
   serve: {
     positionals: [1, 1],
-    options: ["db", "pg", "pg-schema", "port", "host", "secret-env", "max-active"],
+    options: [
+      ...["db", "pg", "pg-schema", "port", "host", "secret-env", "secret-file", "worker-id"],
+      ...["tls-cert", "tls-key", "max-active", "max-connections", "max-unverified-bytes"],
+      "request-timeout-ms",
+    ] as OptionName[],
   },
   ls: {
     positionals: [0, 0],
@@ -150,7 +175,8 @@ export const SIGNATURES: Record<CommandName, string> = {
   init: "loom init [dir]",
   run: "loom run <module> <flow> [--input JSON] [--id ID] [--subject ID] [--quiet]",
   worker: "loom worker <module> [--max-active N]",
-  serve: "loom serve <module> --port N --secret-env NAME [--host H] [--max-active N]",
+  serve:
+    "loom serve <module> --port N (--secret-env NAME | --secret-file PATH) [--host H] [--worker-id ID] [--tls-cert FILE --tls-key FILE] [--max-active N] [--max-connections N] [--max-unverified-bytes N] [--request-timeout-ms N]",
   ls: "loom ls [--status S[,S]] [--flow NAME] [--limit N] [--after ID] [--json]",
   show: "loom show <id> [--json]",
   resume: "loom resume <id> [JSON]",

@@ -3,12 +3,12 @@
  * accepted, the typed `Command`. Each checks its values in a fixed order, so a line with two
  * mistakes always names the same one.
  */
+import { parseSecretSource, parseTls } from "./args-secrets.ts";
 import { DEFAULT_UI_PORT, type Command, type CommandName, type Common } from "./args-command.ts";
 import { SIGNATURES, type FlagValues } from "./args-flags.ts";
 import {
   nonEmpty,
   parseCount,
-  parseEnvName,
   parseJson,
   parseMaxActive,
   parsePort,
@@ -100,13 +100,33 @@ export const PARSERS: Record<CommandName, Parser> = {
 };
 
 function parseServe({ values, where, arg }: Line): Command {
+  type Serve = Extract<Command, { name: "serve" }>;
   const host = values.host ?? "127.0.0.1";
   if (host === "") throw new UsageError("--host needs a host name or address");
   const port = parsePort(values.port, "serve");
-  const secretEnv = parseEnvName(values["secret-env"]);
-  const command: Command = { name: "serve", ...where, module: arg(0), port, host, secretEnv };
+  const command: Serve = {
+    name: "serve",
+    ...where,
+    module: arg(0),
+    port,
+    host,
+    ...parseSecretSource(values["secret-env"], values["secret-file"]),
+    ...parseTls(values["tls-cert"], values["tls-key"]),
+  };
+  const workerId = values["worker-id"];
+  if (workerId !== undefined) command.workerId = nonEmpty(workerId, "--worker-id", "an id");
   const maxActive = parseMaxActive(values["max-active"]);
-  return maxActive === undefined ? command : { ...command, maxActive };
+  if (maxActive !== undefined) command.maxActive = maxActive;
+  const counts = [
+    ["max-connections", "maxConnections"],
+    ["max-unverified-bytes", "maxUnverifiedBytes"],
+    ["request-timeout-ms", "requestTimeoutMs"],
+  ] as const;
+  for (const [flag, key] of counts) {
+    const text = values[flag];
+    if (text !== undefined) command[key] = parseCount(text, `--${flag}`);
+  }
+  return command;
 }
 
 function parseFork({ values, where, arg }: Line): Command {

@@ -28,10 +28,15 @@ commands:
                          does, and prints its outcome like run; --budget gives the copy a
                          budget of its own, no larger than the original's (what the copy
                          spent counts against it)
-  serve <module> --port N --secret-env NAME [--host H] [--max-active N]
-                         drive the module's flows like worker, and serve them over HTTP
-                         (POST /dispatch, POST /cancel, GET /health; requests signed with
-                         the secret in environment variable NAME); prints its URL
+  serve <module> --port N (--secret-env NAME | --secret-file PATH) [--host H]
+        [--worker-id ID] [--tls-cert FILE --tls-key FILE] [--max-active N]
+        [--max-connections N] [--max-unverified-bytes N] [--request-timeout-ms N]
+                         drive the module's flows like worker, and serve them over HTTP, or
+                         HTTPS with --tls-cert/--tls-key (POST /dispatch, POST /cancel,
+                         GET /health; requests signed with the secret in environment variable
+                         NAME or in file PATH, for the worker id ID, default its URL);
+                         --max-connections and --max-unverified-bytes are per client address;
+                         prints its URL
   cancel <id> [--reason TEXT]
                          cancel an execution; its owner aborts what is in flight
   schedules [--json]     the cron schedules, with each one's next occurrence
@@ -58,6 +63,8 @@ environment (every command, and every process sharing the database, needs the sa
   LOOM_CODEC_KEY_ID      the key new payloads are sealed with (default: the last pair's)
   LOOM_AUDIT=1           stamp the audit chain on every event (SHA-256)
   LOOM_AUDIT_KEY         stamp a keyed audit chain (HMAC-SHA-256 with this text)
+  LOOM_CODEC_KEYS_FILE, LOOM_AUDIT_KEY_FILE
+                         the same, read from a file: keeps the key out of the environment
   LOOM_FEATURES          fleet-wide feature flags (continueAsNew)
 
 statuses: ${EXECUTION_STATUSES.join(", ")}

@@ -1,3 +1,5 @@
+import { redactPasswords } from "./redact.ts";
+
 /**
  * Where a command writes and where it runs: passed in, so a command never reaches for `process`
  * on its own and stays callable from a test.
@@ -15,8 +17,9 @@ export interface Io {
 
 export function processIo(): Io {
   return {
-    out: (text) => void process.stdout.write(`${text}\n`),
-    err: (text) => void process.stderr.write(`${text}\n`),
+    // R1: no printed line carries a URL's password (a --pg URL echoed in a hint or an error).
+    out: (text) => void process.stdout.write(`${redactPasswords(text)}\n`),
+    err: (text) => void process.stderr.write(`${redactPasswords(text)}\n`),
     cwd: process.cwd(),
     debug: Boolean(process.env.LOOM_DEBUG),
   };

@@ -9,11 +9,15 @@ import { parseCommand, USAGE, type Command } from "./args.ts";
 import { UsageError, errorLine, exitCodeOf } from "./cli-error.ts";
 import { isLoomError } from "../kernel/errors.ts";
 import { processIo, type Io } from "./io.ts";
+import { environmentWithSecrets } from "./secrets.ts";
 
 /** Runs the command `argv` (without `node` and the script) and resolves with its exit code. */
 export async function main(argv: readonly string[], io: Io = processIo()): Promise<number> {
   try {
-    return await dispatch(parseCommand(argv), io);
+    const cmd = parseCommand(argv);
+    // Q1: the secrets leave the environment before a module is loaded or a child is started.
+    environmentWithSecrets();
+    return await dispatch(cmd, io);
   } catch (e) {
     io.err(`loom: ${errorLine(e)}${hintFor(e)}`);
     if (e instanceof UsageError && e.showUsage) io.err(`\n${USAGE}`);

@@ -2,9 +2,10 @@
  * Opens the runtime a command works with: on the SQLite database named by `--db`, or on the
  * PostgreSQL one named by `--pg` (and `--pg-schema`), with the payload codec and the audit chain
  * the environment configures (`LOOM_CODEC_KEYS`, `LOOM_CODEC_KEY_ID`, `LOOM_AUDIT`,
- * `LOOM_AUDIT_KEY`): like `LOOM_FEATURES`, the deployment's setting, shared by every process on
- * the database, not a command's option. A malformed value is a usage error raised before the
- * store is opened; no message ever contains a key.
+ * `LOOM_AUDIT_KEY`, or their `_FILE` forms: secrets.ts): like `LOOM_FEATURES`, the deployment's
+ * setting, shared by every process on the database, not a command's option. A malformed value is
+ * a usage error raised before the store is opened; no message ever contains a key, and no
+ * printed line a password (redact.ts).
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
@@ -16,6 +17,8 @@ import { aesGcmCodec, type PayloadCodec } from "../trust/codec.ts";
 import { DEFAULT_DB, DEFAULT_PG_SCHEMA } from "./args.ts";
 import { CliError, UsageError, errorLine } from "./cli-error.ts";
 import { shellQuote } from "./format.ts";
+import { redactPasswords } from "./redact.ts";
+import { environmentWithSecrets } from "./secrets.ts";
 
 export interface OpenOptions {
   /** Run the background loop (timers, recovery). Read-only commands turn it off. */
@@ -42,11 +45,14 @@ export interface Database {
 export const describeDatabase = (where: Database): string =>
   where.pg ? `postgres schema ${where.pg.schema}` : `db ${where.db}`;
 
-/** The `--db` or `--pg` flags that name `where` again in a printed command ("" for the default). */
+/**
+ * The `--db` or `--pg` flags that name `where` again in a printed command ("" for the default),
+ * the URL's password written `***` (redact.ts R1): the user fills it in again.
+ */
 export function databaseFlags(where: Database): string {
   if (where.pg) {
     const schema = where.pg.schema === DEFAULT_PG_SCHEMA ? "" : ` --pg-schema ${where.pg.schema}`;
-    return ` --pg ${shellQuote(where.pg.url)}${schema}`;
+    return ` --pg ${shellQuote(redactPasswords(where.pg.url))}${schema}`;
   }
   return where.db === DEFAULT_DB ? "" : ` --db ${shellQuote(where.db)}`;
 }
@@ -97,7 +103,7 @@ export async function openRuntime(
   cwd: string,
   options: OpenOptions,
 ): Promise<Runtime> {
-  const trust = trustFromEnv(process.env);
+  const trust = trustFromEnv(environmentWithSecrets());
   return createRuntime({
     store: await openStore(where, cwd, options.mustExist),
     ...trust,

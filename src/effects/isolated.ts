@@ -9,6 +9,10 @@
  *   SIGKILL after `killGraceMs`, so code that ignores its signal, even a busy loop, is stopped.
  *   The step settles only once the child is gone.
  * - A child that exits before it answers is a typed step failure (`IsolatedCrashError`).
+ * - Environment: the child inherits none of this process's environment but the allow-listed
+ *   basics (ALLOWED_ENV: PATH, HOME, the locale, the temp dir; never NODE_OPTIONS), plus what the
+ *   caller passes in `env`. A secret in this process's environment (`LOOM_CODEC_KEYS`,
+ *   `LOOM_AUDIT_KEY`, a worker secret) never reaches the child unless passed on purpose.
  *
  * A function cannot cross a process boundary, so the child imports the module that defines the
  * effect and finds it there by name: define isolated effects in a module that does nothing else
@@ -45,6 +49,43 @@ export interface IsolatedOptions {
   killGraceMs?: number;
   /** Node flags for the child, such as `--max-old-space-size=512`. */
   execArgv?: readonly string[];
+  /**
+   * Variables the child gets besides the allow-listed basics (ALLOWED_ENV): nothing else of this
+   * process's environment reaches it.
+   */
+  env?: Readonly<Record<string, string>>;
+}
+
+/** What the child inherits of this process's environment: the basics, and no secret. */
+export const ALLOWED_ENV: readonly string[] = [
+  "PATH",
+  "HOME",
+  "USER",
+  "LOGNAME",
+  "LANG",
+  "LANGUAGE",
+  "LC_ALL",
+  "LC_CTYPE",
+  "TZ",
+  "TMPDIR",
+  "TMP",
+  "TEMP",
+  // Windows needs these to start a process at all.
+  "SYSTEMROOT",
+  "SystemRoot",
+  "WINDIR",
+  "COMSPEC",
+  "PATHEXT",
+];
+
+/** The child's environment: the allow-listed basics of this process's, then the caller's own. */
+function childEnv(given: Readonly<Record<string, string>> | undefined): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const name of ALLOWED_ENV) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return { ...env, ...given };
 }
 
 export type IsolatedEffect<I, O> = Effect<I, O> & { readonly [INNER]: Effect<I, O> };
@@ -84,6 +125,7 @@ export function isolated<I, O>(
   if (!execArgv.every((a) => typeof a === "string")) {
     throw new InvalidInputError("isolated execArgv must be strings");
   }
+  const env = checkedEnv(options.env);
   const request = (input: I, ectx: EffectContext): ChildRequest => {
     const r: ChildRequest = {
       module,
@@ -104,13 +146,24 @@ export function isolated<I, O>(
     name: effect.name,
     [INNER]: effect,
     run: (input, ectx) =>
-      runInChild<O>(request(input, ectx), ectx, grace, [...execArgv, ...loader]),
+      runInChild<O>(request(input, ectx), ectx, grace, [...execArgv, ...loader], childEnv(env)),
     ...(effect.options ? { options: effect.options } : {}),
     ...(effect.checkInput ? { checkInput: (input: I) => effect.checkInput?.(input) } : {}),
     ...(effect.refusesTainted !== undefined ? { refusesTainted: effect.refusesTainted } : {}),
     ...(effect.taintsOutput !== undefined ? { taintsOutput: effect.taintsOutput } : {}),
   };
   return wrapped;
+}
+
+function checkedEnv(env: unknown): Readonly<Record<string, string>> | undefined {
+  if (env !== undefined) {
+    const ok =
+      env !== null &&
+      typeof env === "object" &&
+      Object.values(env as Record<string, unknown>).every((v) => typeof v === "string");
+    if (!ok) throw new InvalidInputError("isolated env must be an object of strings");
+  }
+  return env as Readonly<Record<string, string>> | undefined;
 }
 
 function moduleHref(module: unknown): string {
@@ -127,12 +180,14 @@ function runInChild<O>(
   ectx: EffectContext,
   grace: number,
   execArgv: readonly string[],
+  env: NodeJS.ProcessEnv,
 ): Promise<O> {
   const signal = ectx.signal;
   if (signal.aborted) return Promise.reject(reasonOf(signal));
   return new Promise<O>((resolve, reject) => {
     const child = fork(CHILD, [], {
       execArgv: [...execArgv],
+      env,
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
     let reply: ChildReply | undefined;

@@ -20,6 +20,14 @@ export {
   type WorkerServerOptions,
 } from "./worker-server.ts";
 export { Dispatcher, type CancelResult, type DispatcherOptions } from "./dispatcher.ts";
-export { MAX_SKEW_MS, SIGNATURE_HEADER, TIMESTAMP_HEADER, signedHeaders } from "./signing.ts";
+export {
+  AUDIENCE_HEADER,
+  DIGEST_HEADER,
+  MAX_SKEW_MS,
+  NONCE_HEADER,
+  SIGNATURE_HEADER,
+  TIMESTAMP_HEADER,
+  signedHeaders,
+} from "./signing.ts";
 export { MAX_BODY_BYTES, MAX_UNVERIFIED_BYTES } from "./request-body.ts";
 export { MAX_JSON_DEPTH } from "./json-depth.ts";

@@ -12,7 +12,7 @@ import type { Runtime } from "../runtime/runtime.ts";
 import type { Store } from "../store/spi.ts";
 import { callWorker, checkedWorkerUrl, type WorkerTarget } from "./http-client.ts";
 import { readerOf, settledOutcome, type OwnedReader } from "./settle.ts";
-import { checkedSecret } from "./signing.ts";
+import { checkedAudience, checkedSecret } from "./signing.ts";
 import {
   checkedCancel,
   checkedDispatch,
@@ -27,6 +27,13 @@ export interface RemoteWorkerOptions {
   url: string;
   /** The secret the server was started with. */
   secret: string;
+  /**
+   * The worker's id, which requests are signed for (signing.ts A5): what the server was started
+   * with as its `workerId` (`loom serve --worker-id`); default: the origin of `url`.
+   */
+  workerId?: string;
+  /** The certificate authority (PEM text) an `https:` worker's certificate must chain to. */
+  ca?: string | Buffer;
   /** A runtime on the store the worker writes to, to read outcomes with (or `store`). */
   runtime?: Runtime;
   /**
@@ -68,7 +75,9 @@ export class RemoteWorkerRuntime implements WorkerRuntime {
     this.url = url.origin;
     const secret = checkedSecret(options.secret, `the remote worker ${this.url}`);
     this.reader = readerOf(options, `the remote worker ${this.url}`);
-    this.target = { url, secret, timeoutMs };
+    const audience = checkedAudience(options.workerId ?? this.url, `the remote worker ${this.url}`);
+    this.target = { url, secret, audience, timeoutMs };
+    if (options.ca !== undefined) this.target.ca = options.ca;
   }
 
   /**

@@ -12,6 +12,7 @@ import type { Command } from "../args.ts";
 import { formatVerify } from "../format.ts";
 import type { Io } from "../io.ts";
 import { openRuntime, trustFromEnv } from "../open-runtime.ts";
+import { environmentWithSecrets } from "../secrets.ts";
 import { ExecutionNotFoundError } from "../../kernel/errors.ts";
 
 type VerifyCommand = Extract<Command, { name: "verify" }>;
@@ -23,7 +24,7 @@ export async function verifyCommand(cmd: VerifyCommand, io: Io): Promise<number>
     if (!report.ok && report.events === 0 && (await runtime.store.head(cmd.id)) < 0) {
       throw new ExecutionNotFoundError(`no execution has the id "${cmd.id}"`);
     }
-    const auditOn = trustFromEnv(process.env).audit !== undefined;
+    const auditOn = trustFromEnv(environmentWithSecrets()).audit !== undefined;
     if (!auditOn && report.problem === "unhashed" && report.firstBadSeq === 0) {
       const events = (await runtime.store.head(cmd.id)) + 1;
       io.out(
