@@ -81,7 +81,7 @@ export async function verifyLog(
       }
       const hash = hashOf(e);
       if (hash === undefined) return bad(e.seq, "unhashed");
-      if (hasher.digest(e) !== hash) return bad(e.seq, "changed");
+      if (!hasher.verifies(e, hash)) return bad(e.seq, "changed");
       if (e.seq > 0 && linked && prevOf(e) !== prevHash) return bad(e.seq, "broken link");
       if (e.seq === 0) first = e;
       prevHash = hash;
