@@ -20,7 +20,11 @@
  *     and the last one (compaction.ts P2, store S14), so the hash at its sequence number stays in
  *     the log: on the event there, or as the `prev` of the event after it.
  * B5. With no audit, snapshots are stored and used as before: there is nothing to bind them to. A
- *     bound snapshot read without an audit is unwrapped, unchecked.
+ *     bound snapshot read without an audit is unwrapped, unchecked. Nor is there where the log
+ *     carries no audit hash at the snapshot's sequence number (events written before the audit
+ *     was turned on): an unbound snapshot there is used as it is, and verifyLog finds the log
+ *     `unhashed` (K4). Stripping that hash to get a forged snapshot used is an edit of the event,
+ *     which verifyLog reports.
  */
 import { timingSafeEqual } from "node:crypto";
 import type { Envelope } from "../kernel/events.ts";
@@ -97,7 +101,11 @@ export async function checkBinding(
   seq: number,
   stored: unknown,
 ): Promise<BindingCheck> {
-  if (!isBound(stored)) return { verified: false, problem: "unbound" };
+  if (!isBound(stored)) {
+    // B5: nothing to bind to where the log has no hash at `seq`.
+    const unaudited = (await chainHashAt(read, id, seq)) === null;
+    return unaudited ? { verified: true } : { verified: false, problem: "unbound" };
+  }
   const { chain, mac } = stored.$audit;
   if (!sameText(macOf(hasher, id, seq, chain, stored.state), mac)) {
     return { verified: false, problem: "changed" };

@@ -189,6 +189,23 @@ export function snapshotForgerySuite(backend: SnapshotBackend): void {
       expect((await fresh.getState("p")).output).toBe("paid");
     });
 
+    it("B5: turning the audit on keeps a log compacted without it readable: its snapshot has no hash to bind to", async () => {
+      await parkedPayout("p", 50, {});
+      const plain = await runtime();
+      expect((await plain.compact("p", { snapshotFirst: true })).removed).toBeGreaterThan(0);
+      await plain.close();
+      const problems: Error[] = [];
+      const r = await runtime({ audit: { key: "audit-key" }, onError: (e) => problems.push(e) });
+      await r.resume("p", "confirmed");
+      expect((await r.waitForCompletion("p")).output).toBe("paid");
+      expect(problems).toEqual([]);
+      expect(await r.verifyLog("p")).toMatchObject({
+        ok: false,
+        firstBadSeq: 0,
+        problem: "unhashed",
+      });
+    });
+
     it("B5: with no audit at all, a saved snapshot is used as before (there is nothing to bind it to)", async () => {
       const state = await parkedPayout("p", 500, {});
       const r = await runtime();
