@@ -46,18 +46,21 @@ export class AuditHasher {
 
   /** A1: the hash of `e` as stored, with `e.meta.prev` in and `e.meta.hash` out. */
   digest(e: Envelope): string {
-    return this.digestText(canonicalJson({ ...hashedForm(e), form: FORM }));
+    return this.digestText(canonicalJson(hashedForm(e, FORM)));
   }
 
   /** A1, A5: whether `hash` is `e`'s hash in this form or the one before it. */
   verifies(e: Envelope, hash: string): boolean {
-    return this.digest(e) === hash || this.digestText(formOneJson(hashedForm(e))) === hash;
+    return this.digest(e) === hash || this.digestText(formOneJson(hashedForm(e, 1))) === hash;
   }
 
-  /** The digest of a canonical text (a snapshot's binding uses it too: sealed-snapshots.ts). */
-  digestText(text: string): string {
+  /**
+   * The digest of `parts`' UTF-8 bytes, in order (a snapshot's binding uses it too:
+   * snapshot-binding.ts). Fed part by part: a large state's text is never copied into one string.
+   */
+  digestText(...parts: string[]): string {
     const h = this.key ? createHmac("sha256", this.key) : createHash("sha256");
-    h.update(text, "utf8");
+    for (const part of parts) h.update(part, "utf8");
     return h.digest("base64url");
   }
 
@@ -73,7 +76,8 @@ export class AuditHasher {
   }
 }
 
-function hashedForm(e: Envelope): Record<string, unknown> {
+/** A1: what is hashed; form 1 (A5) has no `form` field. */
+function hashedForm(e: Envelope, form: number): Record<string, unknown> {
   const meta: EnvelopeMeta = { ...e.meta };
   delete meta.hash;
   const out: Record<string, unknown> = {
@@ -84,6 +88,7 @@ function hashedForm(e: Envelope): Record<string, unknown> {
     payload: e.payload,
   };
   if (Object.keys(meta).length > 0) out.meta = meta;
+  if (form !== 1) out.form = form;
   return out;
 }
 

@@ -9,7 +9,7 @@
  * - B5: with no audit, the stored form is what it was before issue 22.
  */
 import { SnapshotRejectedError } from "../kernel/errors.ts";
-import { isPlainObject, type Json } from "../kernel/json.ts";
+import { isPlainObject } from "../kernel/json.ts";
 import type { ExecutionState, Snapshot } from "../fold/state.ts";
 import type { AppendBatch, Store } from "../store/spi.ts";
 import type { AuditHasher } from "./audit.ts";
@@ -17,7 +17,7 @@ import { hashOf } from "./audit.ts";
 import { aad, type PayloadCodec } from "./codec.ts";
 import type { PayloadSeals } from "./payload-seals.ts";
 import { isSealedValue } from "./sealed-values.ts";
-import { bind, chainHashAt, checkBinding, isBound, type RawRead } from "./snapshot-binding.ts";
+import { boundText, chainHashAt, checkBinding, isBound, type RawRead } from "./snapshot-binding.ts";
 
 /** The most rejected rows remembered so each is reported once (then the record starts again). */
 const MAX_REPORTED = 10_000;
@@ -42,26 +42,28 @@ export class SealedSnapshots {
       return this.inner.saveSnapshot(id, snapshot);
     }
     // Serialised before the first await: the caller goes on changing the state it passed.
-    const text = JSON.stringify(snapshot.state);
-    const stored = await this.stored(id, snapshot.seq, text, subject);
-    const chain = this.hasher ? await chainHashAt(this.readRaw, id, snapshot.seq) : undefined;
+    let text = await this.storedText(id, snapshot.seq, JSON.stringify(snapshot.state), subject);
+    if (this.hasher) {
+      const chain = await chainHashAt(this.readRaw, id, snapshot.seq);
+      text = boundText(this.hasher, id, snapshot.seq, chain ?? null, text);
+    }
     // The inner store writes the state as opaque JSON; what it holds here is the stored form.
-    const state = (this.hasher
-      ? bind(this.hasher, id, snapshot.seq, chain ?? null, stored)
-      : stored) as unknown as ExecutionState;
+    const state = JSON.parse(text) as ExecutionState;
     return this.inner.saveSnapshot(id, { seq: snapshot.seq, state });
   }
 
-  /** The snapshot a batch carries, in its stored form; `events` are the batch's, stamped. */
+  /** The snapshot a batch carries, in its stored form; `b.events` are the batch's, stamped. */
   async forBatch(b: AppendBatch, subject: string | undefined): Promise<AppendBatch["snapshot"]> {
     const snap = b.snapshot;
     if (!snap || (!this.codec && subject === undefined && !this.hasher)) return snap;
-    const stored = await this.stored(b.executionId, snap.seq, snap.stateJson, subject);
-    if (!this.hasher) return { seq: snap.seq, stateJson: JSON.stringify(stored) };
+    const text = await this.storedText(b.executionId, snap.seq, snap.stateJson, subject);
+    if (!this.hasher) return { seq: snap.seq, stateJson: text };
     const own = b.events.find((e) => e.seq === snap.seq);
     const chain = own ? hashOf(own) : await chainHashAt(this.readRaw, b.executionId, snap.seq);
-    const bound = bind(this.hasher, b.executionId, snap.seq, chain ?? null, stored);
-    return { seq: snap.seq, stateJson: JSON.stringify(bound) };
+    return {
+      seq: snap.seq,
+      stateJson: boundText(this.hasher, b.executionId, snap.seq, chain ?? null, text),
+    };
   }
 
   async load(id: string): Promise<Snapshot | undefined> {
@@ -85,16 +87,15 @@ export class SealedSnapshots {
     return { seq: s.seq, state: state as unknown as ExecutionState };
   }
 
-  /** The state as stored before any binding: sealed (V2) when a codec or a subject seals it. */
-  private async stored(
+  /** The state's JSON text as stored before any binding: sealed (V2) by a codec or a subject. */
+  private async storedText(
     id: string,
     seq: number,
     text: string,
     subject: string | undefined,
-  ): Promise<Json> {
-    if (!this.codec && subject === undefined) return JSON.parse(text) as Json;
-    const sealed = await this.seals.sealValue(text, subject, aad("snapshot", id, seq));
-    return sealed as unknown as Json;
+  ): Promise<string> {
+    if (!this.codec && subject === undefined) return text;
+    return JSON.stringify(await this.seals.sealValue(text, subject, aad("snapshot", id, seq)));
   }
 
   /** B2: reported once per row; the caller folds the log from its events. */

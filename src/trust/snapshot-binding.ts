@@ -8,7 +8,10 @@
  *     was stored before (the plain state, or its sealed form: sealing comes first, as for events,
  *     V4), `chain` the audit hash at the snapshot's sequence number (the hash the event there
  *     carries; null when it carries none), and `mac` the audit's digest (HMAC-SHA-256 with a key,
- *     SHA-256 without) of the canonical JSON of `{ snapshot: { executionId, seq, chain, state } }`.
+ *     SHA-256 without) of the canonical JSON of `{ snapshot: { executionId, seq, chain } }`, a
+ *     newline, and the state's JSON text as stored. The text is what JSON.stringify made, and a
+ *     store keeps the text it is given (store/rows.ts), so JSON.stringify of the state it reads
+ *     back is that text again: the MAC costs no parse and no sort of a large state on the way in.
  * B2. A snapshot is used only if its binding verifies: the MAC recomputed from the row as stored,
  *     and `chain` equal to the audit hash at its sequence number as the log holds it. One that does
  *     not (no binding, a state, sequence number or execution changed, another log's or a deleted
@@ -55,26 +58,31 @@ export function isBound(v: unknown): v is BoundSnapshot {
   );
 }
 
-/** B1: the MAC of a snapshot of `id` at `seq`, bound to `chain`, with `state` as stored. */
+/** B1: the MAC of a snapshot of `id` at `seq`, bound to `chain`, with `stateText` as stored. */
 function macOf(
   hasher: AuditHasher,
   id: string,
   seq: number,
   chain: string | null,
-  state: Json,
+  stateText: string,
 ): string {
-  return hasher.digestText(canonicalJson({ snapshot: { executionId: id, seq, chain, state } }));
+  const where = canonicalJson({ snapshot: { executionId: id, seq, chain } });
+  return hasher.digestText(where, "\n", stateText);
 }
 
-/** B1: `state` (as it will be stored) bound to the chain hash `chain` at `seq`. */
-export function bind(
+/**
+ * B1: the JSON text of the state whose JSON text is `stateText` (as it will be stored), bound to
+ * the chain hash `chain` at `seq`.
+ */
+export function boundText(
   hasher: AuditHasher,
   id: string,
   seq: number,
   chain: string | null,
-  state: Json,
-): BoundSnapshot {
-  return { $audit: { chain, mac: macOf(hasher, id, seq, chain, state) }, state };
+  stateText: string,
+): string {
+  const audit = { chain, mac: macOf(hasher, id, seq, chain, stateText) };
+  return `{"$audit":${JSON.stringify(audit)},"state":${stateText}}`;
 }
 
 /**
@@ -107,7 +115,7 @@ export async function checkBinding(
     return unaudited ? { verified: true } : { verified: false, problem: "unbound" };
   }
   const { chain, mac } = stored.$audit;
-  if (!sameText(macOf(hasher, id, seq, chain, stored.state), mac)) {
+  if (!sameText(macOf(hasher, id, seq, chain, JSON.stringify(stored.state)), mac)) {
     return { verified: false, problem: "changed" };
   }
   if ((await chainHashAt(read, id, seq)) !== chain) return { verified: false, problem: "chain" };
