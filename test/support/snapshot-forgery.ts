@@ -13,6 +13,7 @@ import {
   flow$,
   isLoomError,
   type ExecutionState,
+  type Json,
   type Runtime,
   type RuntimeOptions,
   type Store,
@@ -51,6 +52,19 @@ const payout = flow$("payout", async (ctx, input: { amount: number; to: string }
   return "paid";
 });
 
+/** A step result whose JSON text a careless round trip would change (B1: the MAC is over text). */
+const odd = flow$("odd", async (ctx) => {
+  const value = await ctx.run(
+    "odd",
+    () =>
+      JSON.parse(
+        '{"b":1,"10":2,"2":3,"__proto__":{"x":[1,{"9":0,"a":1}]},"s":"\\u2028\\ud800é","n":1e21,"f":-0.5}',
+      ) as Json,
+  );
+  await ctx.suspend({ timeout: 60_000 });
+  return value;
+});
+
 /** `state` with its recorded review turned into an approval (what the forger writes). */
 function approved(state: ExecutionState): ExecutionState {
   const forged = structuredClone(state);
@@ -82,7 +96,7 @@ export function snapshotForgerySuite(backend: SnapshotBackend): void {
     async function runtime(opts: Partial<RuntimeOptions> = {}): Promise<Runtime> {
       const r = createRuntime({ store: await backend.open(), pollIntervalMs: 20, ...opts });
       open.push(r);
-      r.registerFlow(payout);
+      r.registerFlow(payout).registerFlow(odd);
       return r;
     }
     /** A payout of `amount`, reviewed and parked, in a runtime that is then closed. */
@@ -187,6 +201,29 @@ export function snapshotForgerySuite(backend: SnapshotBackend): void {
       const fresh = await runtime({ audit });
       expect(await fresh.verifyLog("p")).toMatchObject({ ok: true, snapshot: { verified: true } });
       expect((await fresh.getState("p")).output).toBe("paid");
+    });
+
+    it("B1: a state whose text has integer-like keys, own __proto__ keys and lone surrogates verifies after the store's round trip", async () => {
+      const audit = { key: "audit-key" };
+      const r = await runtime({ audit, snapshotEvery: 1 });
+      await r.start("odd", null, { id: "odd" });
+      await until(async () => (await r.getState("odd")).status === "parked");
+      const plain = await r.getState("odd");
+      await r.compact("odd", { snapshotFirst: true });
+      await r.close();
+      const problems: Error[] = [];
+      const fresh = await runtime({ audit, onError: (e) => problems.push(e) });
+      expect(await fresh.verifyLog("odd")).toMatchObject({
+        ok: true,
+        snapshot: { verified: true },
+      });
+      expect(await fresh.getState("odd")).toEqual(plain);
+      await fresh.resume("odd", "go");
+      const output = (await fresh.waitForCompletion("odd")).output as Record<string, unknown>;
+      expect(Object.getOwnPropertyDescriptor(output, "__proto__")?.value).toEqual({
+        x: [1, { 9: 0, a: 1 }],
+      });
+      expect(problems).toEqual([]);
     });
 
     it("B5: turning the audit on keeps a log compacted without it readable: its snapshot has no hash to bind to", async () => {
