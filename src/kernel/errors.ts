@@ -163,6 +163,12 @@ export class CodecError extends defineError("LOOM_CODEC") {}
  * and goes on with every other one; reading its state or log raises this.
  */
 export class LogCorruptError extends defineError("LOOM_LOG_CORRUPT") {}
+/**
+ * A saved snapshot is not bound to its log's audit chain (trust/snapshot-binding.ts B2): it was
+ * ignored and the log folded from its events. Reported (the runtime's `onError`), not thrown;
+ * details `{ executionId, seq, problem }`.
+ */
+export class SnapshotRejectedError extends defineError("LOOM_SNAPSHOT_REJECTED") {}
 /** eraseSubject could not end every live execution of the subject, so it destroyed nothing. */
 export class SubjectLiveError extends defineError("LOOM_SUBJECT_LIVE") {}
 
@@ -217,6 +223,7 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_CODEC: CodecError,
   LOOM_SUBJECT_LIVE: SubjectLiveError,
   LOOM_LOG_CORRUPT: LogCorruptError,
+  LOOM_SNAPSHOT_REJECTED: SnapshotRejectedError,
   LOOM_NOT_RESUMABLE: NotResumableError,
   LOOM_SUSPEND_TIMEOUT: SuspendTimeoutError,
   LOOM_WAIT_TIMEOUT: WaitTimeoutError,

@@ -130,7 +130,10 @@ export function boundedJson(value: unknown, what: string, maxBytes: number): Jso
   return json;
 }
 
-/** JSON text with object keys sorted: equal values give equal text. */
+/**
+ * JSON text with object keys sorted: equal values give equal text. An own `__proto__` key is data
+ * here as in `toJson`, so what sits under it is in the text (issue 22: the audit hashes this).
+ */
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(sortKeys(value));
 }
@@ -140,7 +143,11 @@ function sortKeys(value: unknown): unknown {
   if (value !== null && typeof value === "object") {
     const out: Record<string, unknown> = {};
     for (const k of Object.keys(value).sort()) {
-      out[k] = sortKeys((value as Record<string, unknown>)[k]);
+      const item = sortKeys((value as Record<string, unknown>)[k]);
+      // Assignment to "__proto__" would set the prototype and leave the key out of the text.
+      if (k === "__proto__") {
+        Object.defineProperty(out, k, { value: item, enumerable: true, writable: true });
+      } else out[k] = item;
     }
     return out;
   }

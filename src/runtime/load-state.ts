@@ -2,10 +2,16 @@
  * An execution's state outside a Run: read back from a store (the latest snapshot plus the tail,
  * F5), and one event appended to it under a lease (a resume or a timer for a body this process
  * does not hold).
+ *
+ * L1. State is folded only from a dense run of events: from 0, or from just after the snapshot.
+ *     A gap there (a compacted log whose snapshot is gone, or was ignored because it is not bound
+ *     to the audit chain, trust/snapshot-binding.ts B2, B4) is LogCorruptError naming the first
+ *     missing sequence number, never a state folded short of the log (the fold stops at a gap,
+ *     F2, and a replay from it would act on a past the log does not have).
  */
 import type { Clock } from "../kernel/clock.ts";
 import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
-import { ExecutionNotFoundError } from "../kernel/errors.ts";
+import { ExecutionNotFoundError, LogCorruptError } from "../kernel/errors.ts";
 import { fold, foldAll } from "../fold/fold.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import { indexChanges } from "../fold/index-changes.ts";
@@ -15,8 +21,17 @@ import type { EventSpec } from "./journal.ts";
 
 export async function loadState(store: Store, id: string): Promise<ExecutionState | undefined> {
   const snapshot = await store.loadSnapshot(id);
-  const events = await store.read(id, snapshot ? snapshot.seq + 1 : 0);
+  const from = snapshot ? snapshot.seq + 1 : 0;
+  const events = await store.read(id, from);
   if (!snapshot && events.length === 0) return undefined;
+  const gap = events.findIndex((e, i) => e.seq !== from + i);
+  if (gap >= 0) {
+    // L1.
+    throw new LogCorruptError(
+      `execution "${id}" has no event ${from + gap}: its log was compacted and no snapshot that verifies covers the gap, so its state cannot be read`,
+      { executionId: id, seq: from + gap },
+    );
+  }
   return foldAll(events, snapshot);
 }
 

@@ -120,6 +120,7 @@ export class RuntimeState implements RunHost {
       codec: options.codec,
       audit: options.audit,
       clock: this.clock,
+      onProblem: (e) => this.report(e),
     });
     this.ids = options.ids ?? randomIds;
     this.ownerId = options.ownerId ?? newOwnerId();

@@ -37,7 +37,7 @@ export async function verifyLog(
   const raw: RawLog = {
     readRaw: (i, from, limit) => sealer.readRaw(i, from, limit),
     head: (i) => s.store.head(i),
-    snapshotSeq: async (i) => (await sealer.inner.loadSnapshot(i))?.seq,
+    snapshot: (i) => sealer.inner.loadSnapshot(i),
     readStart: async (i) => (await s.store.read(i, 0, 1))[0],
   };
   return verifyRaw(raw, sealer.auditHasher ?? new AuditHasher(true), id);

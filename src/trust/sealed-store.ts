@@ -6,7 +6,8 @@
  *
  * This module is the decorator (a Proxy that hands the calls it takes over to the sealer); the
  * work is the sealer's (sealer.ts), with the cryptography in payload-seals.ts, the at-rest forms
- * in sealed-values.ts and the chain's heads in chain-heads.ts.
+ * in sealed-values.ts, the chain's heads in chain-heads.ts and snapshots bound to the chain in
+ * sealed-snapshots.ts (B1..B5: with an audit, a snapshot that is not bound reads as absent).
  *
  * Invariants (tests cite V1..V7):
  * V1. Unused means untouched (G2): with no codec, no audit and no subject, a batch reaches the

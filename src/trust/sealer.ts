@@ -9,11 +9,13 @@
  * - V6, V9: a subject's key is made (put-if-absent) and the execution indexed under the subject
  *   before its first event, and only then; a later write of a subject whose key is gone is
  *   refused (SubjectKeys.mustHave).
+ * - B1, B2: snapshots, saved alone or riding a batch, are sealed then bound to the chain, and
+ *   checked before they are used (sealed-snapshots.ts, snapshot-binding.ts).
  */
 import type { Envelope } from "../kernel/events.ts";
 import type { Clock } from "../kernel/clock.ts";
-import { jsonText, isPlainObject, type Json } from "../kernel/json.ts";
-import type { ExecutionState, Snapshot } from "../fold/state.ts";
+import { jsonText, type Json } from "../kernel/json.ts";
+import type { Snapshot } from "../fold/state.ts";
 import type {
   AppendBatch,
   AppendOutcome,
@@ -28,11 +30,14 @@ import { AuditHasher, hashOf, type AuditSetting } from "./audit.ts";
 import { ChainHeads, type HeadRecord } from "./chain-heads.ts";
 import { PayloadSeals } from "./payload-seals.ts";
 import { escaped, isSealedValue, isStamped } from "./sealed-values.ts";
+import { SealedSnapshots } from "./sealed-snapshots.ts";
 
 export interface SealOptions {
   codec?: PayloadCodec | undefined;
   audit?: AuditSetting | undefined;
   clock: Clock;
+  /** Where a problem found on a read goes (a rejected snapshot, B2): the runtime's `onError`. */
+  onProblem?: ((e: Error) => void) | undefined;
 }
 
 export type MessageIn = Omit<InboxMessage, "chainId" | "seq"> & { subject?: string };
@@ -43,6 +48,7 @@ export class Sealer {
   private readonly heads: ChainHeads;
   private readonly keys: SubjectKeys;
   private readonly seals: PayloadSeals;
+  private readonly snapshots: SealedSnapshots;
 
   constructor(
     readonly inner: Store,
@@ -56,6 +62,13 @@ export class Sealer {
     this.heads = new ChainHeads(inner);
     this.keys = new SubjectKeys(inner, options.codec, options.clock);
     this.seals = new PayloadSeals(options.codec, this.keys);
+    this.snapshots = new SealedSnapshots(
+      inner,
+      options.codec,
+      this.hasher,
+      this.seals,
+      options.onProblem,
+    );
   }
 
   get audited(): boolean {
@@ -119,14 +132,9 @@ export class Sealer {
     }
     const out: AppendBatch = { ...b, events };
     delete out.subject;
-    if (b.snapshot && (this.codec || subject !== undefined)) {
-      const sealedState = await this.seals.sealValue(
-        b.snapshot.stateJson,
-        subject,
-        aad("snapshot", b.executionId, b.snapshot.seq),
-      );
-      out.snapshot = { seq: b.snapshot.seq, stateJson: JSON.stringify(sealedState) };
-    }
+    // Sealed and bound to the chain (B1), after the events are stamped: it binds to their hashes.
+    const snapshot = await this.snapshots.forBatch(out, subject);
+    if (snapshot) out.snapshot = snapshot;
     return out;
   }
 
@@ -147,25 +155,13 @@ export class Sealer {
 
   // ---- snapshots, messages, schedules -----------------------------------------------------------
 
-  async saveSnapshot(id: string, snapshot: Snapshot): Promise<void> {
-    const subject = snapshot.state._subject;
-    if (!this.codec && subject === undefined) return this.inner.saveSnapshot(id, snapshot);
-    const where = aad("snapshot", id, snapshot.seq);
-    const sealed = await this.seals.sealValue(JSON.stringify(snapshot.state), subject, where);
-    // The inner store writes the state as opaque JSON; what it holds here is the sealed form.
-    const opaque = sealed as unknown as ExecutionState;
-    return this.inner.saveSnapshot(id, { seq: snapshot.seq, state: opaque });
+  saveSnapshot(id: string, snapshot: Snapshot): Promise<void> {
+    return this.snapshots.save(id, snapshot);
   }
 
-  async loadSnapshot(id: string): Promise<Snapshot | undefined> {
-    const s = await this.inner.loadSnapshot(id);
-    if (!s || !isSealedValue(s.state)) return s;
-    // The sequence number is bound in: a snapshot row moved to another sequence number does not
-    // open.
-    const state = await this.seals.openValue(s.state, aad("snapshot", id, s.seq));
-    // V7: a snapshot sealed with a destroyed key is no snapshot; the log folds without it.
-    if (!isPlainObject(state) || "$erased" in state) return undefined;
-    return { seq: s.seq, state: state as unknown as ExecutionState };
+  /** B2: a snapshot that is not bound to the audit chain reads as absent (and is reported). */
+  loadSnapshot(id: string): Promise<Snapshot | undefined> {
+    return this.snapshots.load(id);
   }
 
   async appendMessage(chainId: string, message: MessageIn): Promise<number> {
