@@ -25,7 +25,7 @@ const SECRET = "a-bench-secret-of-some-length-0123";
 const ATTACKER_ADDRESS = "127.0.0.2";
 /** Warm-up dispatches before the baseline (connections, JIT), not counted. */
 const WARMUP = 5;
-/** Stalled requests outlast the run, as in the test: the flood never lets go of them. */
+/** As in the test: no request timeout cuts the flood's requests during the run. */
 const REQUEST_TIMEOUT_MS = 120_000;
 
 const doubler = flow$("bench-doubler", async (ctx, input: { n: number }) =>
