@@ -13,6 +13,7 @@ import { fleetBench } from "./fleet.ts";
 import { footprintBench } from "./footprint.ts";
 import { middlewareBench } from "./middleware.ts";
 import { resumeBench } from "./resume.ts";
+import { seamFloodBench } from "./seam-flood.ts";
 import { simBench } from "./sim.ts";
 import { spendBench } from "./spend.ts";
 import { streamBudgetBench } from "./stream-budget.ts";
@@ -33,6 +34,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   ui: uiBench,
   footprint: footprintBench,
   spend: spendBench,
+  "seam-flood": seamFloodBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -76,6 +78,10 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           calls, an owner stopped mid-call at most S times) until its budget refuses: real and
           recorded spend, overshoot past the budget; beside the same paths without reservations;
           target worstOvershootOverReservation <= 1
+  seam-flood [--dispatches 50] [--stalled 20] [--idle 300]
+          a signed dispatch to a worker server, call to acceptance, while a client without the
+          secret floods it from 127.0.0.2 (stalled 1 MiB bodies, idle sockets), beside the same
+          dispatches without the flood; target floodMaxMs < 1000
 `;
 
 async function main(argv: readonly string[]): Promise<number> {

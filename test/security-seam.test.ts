@@ -6,7 +6,6 @@
 import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import type { IncomingMessage } from "node:http";
-import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -23,6 +22,7 @@ import {
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { answerHeaders, answering, BIN, Child, FLOWS, SECRET } from "./fixtures/remote/harness.ts";
 import { execFile, spawn } from "./support/processes.ts";
+import { flood } from "../bench/seam-flood-attacker.ts";
 import { runtimes, until } from "./helpers.ts";
 
 const rt = runtimes();
@@ -143,62 +143,9 @@ describe("signed answers (A6, C1)", () => {
   });
 });
 
-/**
- * What a client without the secret can hold, from one address: forged, fresh-looking dispatches
- * whose 1 MiB bodies stall one byte short of their end, then `idle` sockets that never send a
- * byte; every socket the server drops is opened again at once. `flooding` resolves once the
- * stalled bodies are sent.
- */
-function flood(url: string, from: string, stalled: number, idle: number) {
-  const { hostname, port } = new URL(url);
-  const sockets = new Set<Socket>();
-  let on = true;
-  const forged = {
-    ...signedHeaders(SECRET, {
-      method: "POST",
-      path: "/dispatch",
-      body: "",
-      audience: new URL(url).origin,
-    }),
-    "x-loom-signature": "0".repeat(64),
-  };
-  const length = 1024 * 1024;
-  const lines = Object.entries({ ...forged, "content-length": length }).map(
-    ([k, v]) => `${k}: ${v}\r\n`,
-  );
-  const request = `POST /dispatch HTTP/1.1\r\nhost: x\r\n${lines.join("")}\r\n`;
-  const open = (stall: boolean): Promise<void> => {
-    if (!on) return Promise.resolve();
-    const socket = connect({ port: Number(port), host: hostname, localAddress: from });
-    sockets.add(socket);
-    socket.on("error", () => undefined);
-    const gone = new Promise<void>((resolve) =>
-      socket.on("close", () => {
-        sockets.delete(socket);
-        resolve();
-        setTimeout(() => void open(stall), 5);
-      }),
-    );
-    if (!stall) return Promise.resolve();
-    socket.write(request);
-    const sent = new Promise<void>((resolve) =>
-      socket.write(Buffer.alloc(length - 1, 120), () => resolve()),
-    );
-    return Promise.race([sent, gone]);
-  };
-  const flooding = (async () => {
-    await Promise.all(Array.from({ length: stalled }, () => open(true)));
-    for (let i = 0; i < idle; i++) void open(false);
-  })();
-  const stop = () => {
-    on = false;
-    for (const socket of sockets) socket.destroy();
-  };
-  return { flooding, stop };
-}
-
 describe("a flood from a client without the secret (H5, B1, B3)", () => {
   it("leaves a signed dispatch from another address succeeding while it goes on", async () => {
+    // The attacker is bench/seam-flood-attacker.ts F1..F3, shared with `bench seam-flood`.
     // Stalled requests are given long enough to outlast the test: the flood never lets go.
     const { url, orchestrator } = await serving({ requestTimeoutMs: 120_000 });
     const { flooding, stop } = flood(url, "127.0.0.2", 20, 300);
