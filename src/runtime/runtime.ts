@@ -1,6 +1,6 @@
 /**
- * The runtime: registers flows, starts and resumes executions, owns them under leases, fires
- * their timers and recovers abandoned ones.
+ * The runtime: registers flows, starts and resumes executions, owns them under leases, fires their
+ * timers and recovers abandoned ones.
  *
  * Invariants (tests cite W1..W6):
  * W1. An execution is driven by at most one Run at a time, under a lease whose fence every
@@ -8,19 +8,18 @@
  * W2. A parked run releases its lease and stays cached; before it is driven again its lease is
  *     re-acquired and the log's tail checked: anything but external input (RESUMED, TIMER_FIRED)
  *     appended meanwhile means another owner drove it, and the cached body is dropped.
- * W3. Operations from outside a body on one execution (start, resume, a fired timer, recovery)
- *     run one at a time in this runtime.
+ * W3. Outside operations on one execution (start, resume, a fired timer, recovery) run one at a
+ *     time in this runtime.
  * W4. Every refusal (unknown flow, bad id, bad input, too large) is raised before any append.
  * W5. A caller-chosen id is an idempotent start: the same flow and input return the existing
  *     execution; anything else is ExecutionConflictError.
  * W6. recoverAbandoned re-drives every pending or running execution whose owner is gone (its
  *     lease released, expired, or held by a dead process on this host); it is the only repair.
- * W7. One owner (issue 24): a runtime's state is declared once, in RuntimeState
- *     (runtime-state.ts); the modules that act on it hold functions and constants only.
- * W8. No room imports one above it: runtime-state.ts, then runtime-routing.ts, runtime-core.ts,
- *     runtime-wiring.ts, the verbs, and this face last. What a lower room calls upward (a run's
- *     context deps, a fired timer, the background duties) is handed to the state, as a
- *     RuntimeWiring, by this module.
+ * W7. One owner (issue 24): a runtime's state is declared once, in RuntimeState (runtime-state.ts);
+ *     the modules that act on it hold functions and constants only.
+ * W8. No room imports one above it: runtime-state.ts, runtime-routing.ts, runtime-core.ts,
+ *     runtime-wiring.ts, the verbs, this face. What a lower room calls upward (a run's context
+ *     deps, a fired timer, background duties) this module hands the state as a RuntimeWiring.
  * W9, W10 (routing's memory of heads, a chain's cancel) are stated in runtime-routing.ts.
  *
  * The Runtime class below is the face: each public method hands the state to the verb that does
