@@ -61,4 +61,34 @@ describe("red team: principals race the owner's start", () => {
     await alice.resume("x", "hi", { as: "alice" });
     expect((await h.result()).output).toEqual({ a: "a of alice", msg: "hi" });
   });
+  it("the harm: after mallory's racing restore, alice's own run returns what mallory planted", async () => {
+    const store = memoryStore();
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    const alice = rt(store).registerFlow(twoStep);
+    const mallory = rt(gatedFirstRead(store, "x", gate)).registerFlow(twoStep);
+    // Mallory's own execution gives her a state to restore with.
+    await mallory.start(twoStep, { who: "mallory" }, { id: "m", principal: "mallory" });
+    await until(async () => (await mallory.getState("m", { as: "mallory" })).status === "parked");
+    const forged = await mallory.getState("m", { as: "mallory" });
+    const frame = Object.values(forged.frames).find((f) => f.name === "a");
+    if (frame) frame.output = "PLANTED BY MALLORY";
+    const attack = mallory
+      .restoreFromState("x", "two-step", forged, { as: "mallory" })
+      .then(
+        () => "no error",
+        (e: unknown) => (isLoomError(e) ? e.code : String(e)),
+      );
+    await new Promise((r) => setTimeout(r, 50));
+    // Alice starts "x" while mallory's authorization has already read "no log".
+    const h = await alice.start(twoStep, { who: "alice" }, { id: "x", principal: "alice" });
+    await until(async () => (await alice.getState("x", { as: "alice" })).status === "parked");
+    open();
+    const outcomeOfAttack = await attack;
+    const kinds = (await alice.readLog("x", { as: "alice" })).map((e) => e.kind);
+    void kinds;
+    void outcomeOfAttack;
+    await alice.resume("x", "hi", { as: "alice" });
+    expect((await h.result()).output).toEqual({ a: "a of alice", msg: "hi" });
+  });
 });
