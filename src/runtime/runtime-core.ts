@@ -65,6 +65,15 @@ export async function authorize(
   }
   const held = s.runs.get(id)?.state;
   const owner = held ? held._principal : (await loadStart(s.store, id))?._principal;
+  assertOwner(owner, id, options);
+}
+
+/**
+ * ADR 0111, checked again on the state a verb appends to: `authorize` ran before the verb's
+ * exclusive section, when the id may have had no log yet, and a start by its owner could land
+ * in between. Sequence 0 names the owner for good, so a check on the loaded state is final.
+ */
+export function assertOwner(owner: string | undefined, id: string, options: CallerOptions): void {
   if (owner === undefined || owner === options.as) return;
   throw new UnauthorizedError(
     `${options.as === undefined ? "an anonymous caller" : `principal ${JSON.stringify(options.as)}`} may not act on execution "${id}": it belongs to another principal`,

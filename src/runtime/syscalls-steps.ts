@@ -16,6 +16,7 @@ import type { Json } from "../kernel/json.ts";
 import type { PriceTable } from "../kernel/prices.ts";
 import { checkedTaintSource, findTaint } from "../kernel/taint.ts";
 import type { FlowContext, RunOptions } from "./contract.ts";
+import { attemptView } from "./attempt-view.ts";
 import { makeMiddlewareContext, type StepAttempt } from "./effect-call.ts";
 import {
   assertName,
@@ -153,7 +154,7 @@ function middlewareContext<I, O>(
     options,
     ectx,
     attempt,
-    () => attempt.invoke(() => effect.run(input, ectx)),
+    () => attempt.invoke(() => effect.run(input, attemptView(ectx))), // N2
     declared,
   );
 }

@@ -33,7 +33,7 @@ import type { EventSpec } from "./run.ts";
 import { writeFork } from "./fork.ts";
 import { checkedName, DEFAULT_TOPIC, type SendOptions } from "./inbox.ts";
 import type { CallerOptions, ExecutionHandle, ForkOptions } from "./runtime-options.ts";
-import { authorize, create, deliver, deliverMessages, drive } from "./runtime-core.ts";
+import { assertOwner, authorize, create, deliver, deliverMessages, drive } from "./runtime-core.ts";
 import { isContinued, refuseIfSucceeded, route } from "./runtime-routing.ts";
 import { handle, registered } from "./verbs-executions.ts";
 import type { RuntimeState } from "./runtime-state.ts";
@@ -58,6 +58,7 @@ export async function send(
   await authorize(s, idOrChainId, options);
   let head = s.chains ? await route(s, idOrChainId) : idOrChainId;
   const state = s.runs.get(head)?.state ?? (await mustLoad(s.store, head));
+  assertOwner(state._principal, head, options); // a start may have landed since `authorize`
   if (state.status === "continued") {
     // Routing stopped at a continued member: its successor is missing (a gap) or failed
     // verification. Refused, with nothing appended (ADR 0109 residual 0, fix round 3 (3)).
@@ -168,7 +169,7 @@ export async function restoreFromState(
   await authorize(s, id, options);
   const spec = restoredSpec(found, record);
   await s.tasks.exclusive(id, async () => {
-    if ((await s.store.head(id)) >= 0) return restoreHeld(s, id, () => [spec]);
+    if ((await s.store.head(id)) >= 0) return restoreHeld(s, id, () => [spec], options);
     assertCreatable(id);
     const payload = startPayload(found, record.input, {
       budget: found.budget,
@@ -205,13 +206,18 @@ export async function resumeAs(
     payload: json === undefined ? {} : { payload: json },
   };
   await s.tasks.exclusive(target, () =>
-    restoreHeld(s, target, (state) => {
-      const mapped = options.transformState
-        ? options.transformState(structuredClone(state))
-        : state;
-      const record = checkedRestore(mapped, `state of "${target}" for flow "${found.name}"`);
-      return [restoredSpec(found, record), resumed];
-    }),
+    restoreHeld(
+      s,
+      target,
+      (state) => {
+        const mapped = options.transformState
+          ? options.transformState(structuredClone(state))
+          : state;
+        const record = checkedRestore(mapped, `state of "${target}" for flow "${found.name}"`);
+        return [restoredSpec(found, record), resumed];
+      },
+      options,
+    ),
   );
 }
 
@@ -224,6 +230,7 @@ async function restoreHeld(
   s: RuntimeState,
   id: string,
   specs: (state: ExecutionState) => readonly EventSpec[],
+  caller: CallerOptions,
 ): Promise<void> {
   let held = s.runs.get(id);
   if (held?.phase === "active") {
@@ -251,7 +258,10 @@ async function restoreHeld(
       return specs(state);
     },
     true,
-    s.chains ? (state) => refuseIfSucceeded(s, state) : undefined,
+    async (state) => {
+      assertOwner(state._principal, id, caller); // a start may have landed since `authorize`
+      if (s.chains) await refuseIfSucceeded(s, state);
+    },
   );
   // Code that could not replay the old record (a version it does not accept) may replay this.
   s.stuck.delete(id);

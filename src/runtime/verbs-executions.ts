@@ -42,7 +42,7 @@ import type { CallerOptions, ExecutionHandle, StartOptions } from "./runtime-opt
 import { outcomeOf, type Outcome } from "./outcome.ts";
 import { delay } from "./system.ts";
 import { checkedReason } from "./cancel.ts";
-import { authorize, create, deliver } from "./runtime-core.ts";
+import { assertOwner, authorize, create, deliver } from "./runtime-core.ts";
 import { cancelRouted, refuseIfSucceeded, route } from "./runtime-routing.ts";
 import type { RuntimeState } from "./runtime-state.ts";
 
@@ -246,7 +246,7 @@ export async function resume(
   let target = s.chains ? await route(s, id) : id;
   for (let hops = 0; ; hops++) {
     try {
-      return await resumeOne(s, target, json);
+      return await resumeOne(s, target, json, options);
     } catch (e) {
       if (!s.chains || !(e instanceof NotResumableError) || hops >= s.maxChainHops) throw e;
       // Continued, or its successor started: route onward (the probe finds it), once a
@@ -261,7 +261,12 @@ export async function resume(
 }
 
 /** Answers the execution's suspend (the oldest waiting one, or the next one it makes). */
-async function resumeOne(s: RuntimeState, target: string, json: Json | undefined): Promise<void> {
+async function resumeOne(
+  s: RuntimeState,
+  target: string,
+  json: Json | undefined,
+  caller: CallerOptions,
+): Promise<void> {
   const rotating = s.runs.get(target);
   if (rotating?.rotating) {
     // Its generation is ending: the resume belongs to the successor (routed by the caller).
@@ -282,9 +287,12 @@ async function resumeOne(s: RuntimeState, target: string, json: Json | undefined
         return { kind: "RESUMED", payload };
       },
       true,
-      // A generation whose successor started (a rotation not yet committed, or crashed
-      // before its commit) would keep the payload from the chain: refused, the caller routes.
-      s.chains ? (state) => refuseIfSucceeded(s, state) : undefined,
+      async (state) => {
+        assertOwner(state._principal, target, caller); // a start may have landed since `authorize`
+        // A generation whose successor started (a rotation not yet committed, or crashed
+        // before its commit) would keep the payload from the chain: refused, the caller routes.
+        if (s.chains) await refuseIfSucceeded(s, state);
+      },
     ),
   );
 }
