@@ -54,6 +54,14 @@ export interface StepOptions extends RunOptions {
   reservation?: ResourceSnapshot | undefined;
 }
 
+/** A value the sealing store made of a payload whose subject's key was destroyed (V7). */
+function isTombstone(value: Json | undefined, erased: readonly string[] | undefined): boolean {
+  if (!isPlainObject(value) || erased === undefined) return false;
+  const keys = Object.keys(value);
+  const subject = value.$erased;
+  return keys.length === 1 && typeof subject === "string" && erased.includes(subject);
+}
+
 /** D1: the input a recorded call is asked with again must be the one it recorded. */
 function sameInput(
   run: Run,
@@ -62,8 +70,10 @@ function sameInput(
   asked: Json | undefined,
 ): void {
   if (recorded === undefined && asked === undefined) return;
-  // A payload whose data subject was erased reads as a tombstone: nothing to compare.
-  if (isPlainObject(recorded) && "$erased" in recorded) return;
+  // A payload whose data subject was erased reads as a tombstone: nothing to compare. Only the
+  // sealing store's own (exactly `{ $erased: subject }`, of a subject this log records as
+  // erased): content shaped like one is compared like any other input.
+  if (isTombstone(recorded, run.state._erased)) return;
   if (
     recorded !== undefined &&
     asked !== undefined &&
