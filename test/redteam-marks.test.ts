@@ -49,7 +49,9 @@ async function replayWithOtherInput(shaped: boolean): Promise<string> {
     await b.resume(id, null);
     const outcome = await b.waitForCompletion(id, { timeoutMs: 5000 }).catch((e: unknown) => e);
     const st = await b.getState(id);
-    return st.status === "failed" ? String(st.error?.code ?? st.error?.name) : `${st.status}: ${JSON.stringify((outcome as { output?: unknown }).output)}`;
+    return st.status === "failed"
+      ? String(st.error?.code ?? st.error?.name)
+      : `${st.status}: ${JSON.stringify((outcome as { output?: unknown }).output)}`;
   } finally {
     await Promise.all(open.map((r) => r.close().catch(() => undefined)));
   }

@@ -37,7 +37,9 @@ const M = { as: "mallory" } as const;
 describe("red team: every verb refuses another principal", () => {
   it("waitForCompletion", async () => {
     const r = await setup();
-    expect(await refusal(r.waitForCompletion("x", { ...M, timeoutMs: 50 }))).toBe("LOOM_UNAUTHORIZED");
+    expect(await refusal(r.waitForCompletion("x", { ...M, timeoutMs: 50 }))).toBe(
+      "LOOM_UNAUTHORIZED",
+    );
   });
   it("handle(...).result() and cancel()", async () => {
     const r = await setup();
@@ -47,7 +49,7 @@ describe("red team: every verb refuses another principal", () => {
   });
   it("compact", async () => {
     const r = await setup();
-    expect(await refusal(r.compact("x", { ...M, snapshotFirst: true } as never))).toBe("LOOM_UNAUTHORIZED");
+    expect(await refusal(r.compact("x", { ...M, snapshotFirst: true }))).toBe("LOOM_UNAUTHORIZED");
   });
   it("verifyLog", async () => {
     const r = await setup();
@@ -77,7 +79,10 @@ describe("red team: every verb refuses another principal", () => {
   it("send to alice's successor id (x~1) after a rotation", async () => {
     const r = await setup();
     await r.resume("x", "rotate", { as: "alice" });
-    await until(async () => (await r.getState("x~1", { as: "alice" }).catch(() => undefined))?.status === "parked");
+    await until(
+      async () =>
+        (await r.getState("x~1", { as: "alice" }).catch(() => undefined))?.status === "parked",
+    );
     expect(await refusal(r.send("x~1", "hi", M))).toBe("LOOM_UNAUTHORIZED");
     expect(await refusal(r.resume("x", "hi", M))).toBe("LOOM_UNAUTHORIZED");
     expect(await refusal(r.getState("x~1", M))).toBe("LOOM_UNAUTHORIZED");
@@ -86,17 +91,23 @@ describe("red team: every verb refuses another principal", () => {
     const r = await setup();
     expect(await refusal(r.fork("m", 1, "x::k#0", M))).not.toBe("no error");
     expect(await refusal(r.fork("m", 1, "x~1", M))).not.toBe("no error");
-    expect(await refusal(r.fork("m", 1, "nightly@2026-01-01T00:00:00.000Z", M))).not.toBe("no error");
+    expect(await refusal(r.fork("m", 1, "nightly@2026-01-01T00:00:00.000Z", M))).not.toBe(
+      "no error",
+    );
   });
   it("restoreFromState creating reserved shapes is refused", async () => {
     const r = await setup();
     const st = await r.getState("m", M);
     expect(await refusal(r.restoreFromState("x::k#0", "waits", st, M))).not.toBe("no error");
-    expect(await refusal(r.restoreFromState("nightly@2026-01-01T00:00:00.000Z", "waits", st, M))).not.toBe("no error");
+    expect(
+      await refusal(r.restoreFromState("nightly@2026-01-01T00:00:00.000Z", "waits", st, M)),
+    ).not.toBe("no error");
   });
   it("list({as}) hides alice's executions; schedules with as", async () => {
     const r = await setup();
-    const ids = (await r.list({ as: "mallory" } as never)).map((e) => e.executionId ?? (e as { id?: string }).id);
+    const ids = (await r.list({ as: "mallory" })).map(
+      (e) => e.executionId ?? (e as { id?: string }).id,
+    );
     expect(ids).not.toContain("x");
   });
 });

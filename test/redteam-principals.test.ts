@@ -43,12 +43,10 @@ describe("red team: principals race the owner's start", () => {
     const forged = await mallory.getState("m", { as: "mallory" });
     const frame = Object.values(forged.frames).find((f) => f.name === "a");
     if (frame) frame.output = "PLANTED BY MALLORY";
-    const attack = mallory
-      .restoreFromState("x", "two-step", forged, { as: "mallory" })
-      .then(
-        () => "no error",
-        (e: unknown) => (isLoomError(e) ? e.code : String(e)),
-      );
+    const attack = mallory.restoreFromState("x", "two-step", forged, { as: "mallory" }).then(
+      () => "no error",
+      (e: unknown) => (isLoomError(e) ? e.code : String(e)),
+    );
     await new Promise((r) => setTimeout(r, 50));
     // Alice starts "x" while mallory's authorization has already read "no log".
     const h = await alice.start(twoStep, { who: "alice" }, { id: "x", principal: "alice" });
@@ -73,12 +71,10 @@ describe("red team: principals race the owner's start", () => {
     const forged = await mallory.getState("m", { as: "mallory" });
     const frame = Object.values(forged.frames).find((f) => f.name === "a");
     if (frame) frame.output = "PLANTED BY MALLORY";
-    const attack = mallory
-      .restoreFromState("x", "two-step", forged, { as: "mallory" })
-      .then(
-        () => "no error",
-        (e: unknown) => (isLoomError(e) ? e.code : String(e)),
-      );
+    const attack = mallory.restoreFromState("x", "two-step", forged, { as: "mallory" }).then(
+      () => "no error",
+      (e: unknown) => (isLoomError(e) ? e.code : String(e)),
+    );
     await new Promise((r) => setTimeout(r, 50));
     // Alice starts "x" while mallory's authorization has already read "no log".
     const h = await alice.start(twoStep, { who: "alice" }, { id: "x", principal: "alice" });
