@@ -14,7 +14,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createRuntime, type Runtime } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { startA2AAgent, type A2AAgent } from "./support/a2a-agent.ts";
-import { spawn } from "./support/processes.ts";
+import { ownerProcess } from "./support/processes.ts";
 import { slow } from "./support/slowdown.ts";
 import { until } from "./helpers.ts";
 
@@ -38,22 +38,7 @@ function owner(
   orphans: Orphans,
   stream: boolean,
 ) {
-  const args = [CHILD, db, url, mode, orphans, stream ? "yes" : "no"];
-  const p = spawn(process.execPath, ["--import", "tsx", ...args], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  children.add(p);
-  let out = "";
-  p.stdout?.on("data", (b: Buffer) => (out += b.toString()));
-  let exited = false;
-  const exit = new Promise<void>((r) =>
-    p.on("exit", () => {
-      exited = true;
-      children.delete(p);
-      r();
-    }),
-  );
-  return { p, out: () => out, exited: () => exited, exit };
+  return ownerProcess(CHILD, [db, url, mode, orphans, stream ? "yes" : "no"], children);
 }
 
 /** Whether the log of `ask-1` holds the task's id anywhere yet (read from another process). */

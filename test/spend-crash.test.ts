@@ -6,7 +6,7 @@
  * the log records is at most what was billed, and the refusal leaves a QUOTA_EXCEEDED fact.
  */
 import type { ChildProcess } from "node:child_process";
-import { spawn } from "./support/processes.ts";
+import { ownerProcess } from "./support/processes.ts";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -28,21 +28,7 @@ afterEach(async () => {
 });
 
 function owner(db: string, baseURL: string, mode: "start" | "recover") {
-  const p = spawn(process.execPath, ["--import", "tsx", CHILD, db, baseURL, mode], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  children.add(p);
-  let out = "";
-  p.stdout?.on("data", (b: Buffer) => (out += b.toString()));
-  let exited = false;
-  const exit = new Promise<void>((r) =>
-    p.on("exit", () => {
-      exited = true;
-      children.delete(p);
-      r();
-    }),
-  );
-  return { p, out: () => out, exited: () => exited, exit };
+  return ownerProcess(CHILD, [db, baseURL, mode], children);
 }
 
 describe("crashed attempts are charged (issue 20)", () => {

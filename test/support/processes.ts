@@ -73,3 +73,37 @@ export function killGroup(child: cp.ChildProcess, signal: NodeJS.Signals = "SIGK
     // ESRCH: the group has ended.
   }
 }
+
+/** A `tsx` script run as an owner process a test kills or waits for: its stdout and its exit. */
+export interface OwnerProcess {
+  p: cp.ChildProcess;
+  out(): string;
+  exited(): boolean;
+  exit: Promise<void>;
+}
+
+/**
+ * Runs `node --import tsx script ...args` in its own process group (P1, P2), its stdout kept,
+ * stderr shown; `live` holds it until it exits, for an afterEach that kills what is left.
+ */
+export function ownerProcess(
+  script: string,
+  args: readonly string[],
+  live: Set<cp.ChildProcess>,
+): OwnerProcess {
+  const p = spawn(process.execPath, ["--import", "tsx", script, ...args], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  live.add(p);
+  let out = "";
+  p.stdout?.on("data", (b: Buffer) => (out += b.toString()));
+  let exited = false;
+  const exit = new Promise<void>((r) =>
+    p.on("exit", () => {
+      exited = true;
+      live.delete(p);
+      r();
+    }),
+  );
+  return { p, out: () => out, exited: () => exited, exit };
+}
