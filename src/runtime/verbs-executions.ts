@@ -49,7 +49,9 @@ import type { RuntimeState } from "./runtime-state.ts";
 export function registerFlow(s: RuntimeState, flow: Flow): void {
   if (!isFlow(flow)) throw new InvalidInputError("registerFlow needs a flow made with flow$");
   const existing = s.flows.get(flow.name);
-  if (existing && existing !== flow) {
+  // Already registered (a start by the flow object): nothing to check, nothing to wake for.
+  if (existing === flow) return;
+  if (existing) {
     throw new InvalidInputError(`a different flow named "${flow.name}" is already registered`);
   }
   if (flow.deadlineMs !== undefined) {
