@@ -144,4 +144,23 @@ describe("A2A after a crash (issue 21 item 8)", () => {
       });
     });
   }
+
+  it("streamed, resubscribe: a task that ends between its read and the subscription is taken from a second read", async () => {
+    // Found by the suite on a loaded machine: the agent refuses to subscribe to an ended task.
+    const agent = await startA2AAgent({ streaming: true, endBeforeSubscribe: true });
+    agents.push(agent);
+    const db = join(mkdtempSync(join(tmpdir(), "loom-a2a-crash-")), "loom.db");
+    const orphan = await killMidTask(db, agent, "resubscribe", true);
+    const asked = agent.methods.length;
+    const second = owner(db, agent.url, "recover", "resubscribe", true);
+    await second.exit;
+    const outcome = JSON.parse(second.out().trim()) as { status: string; output: unknown };
+    expect(agent.methods.slice(asked).filter((m) => /subscribe/i.test(m))).toHaveLength(1);
+    expect(agent.methods.slice(asked).filter((m) => m === "GetTask")).toHaveLength(2);
+    expect(agent.tasks).toHaveLength(1);
+    expect(outcome).toEqual({
+      status: "completed",
+      output: { text: "echo: hold on, then echo", state: "completed", taskId: orphan },
+    });
+  });
 });

@@ -110,10 +110,18 @@ async function follow(
   view.see(task$(task));
   if (view.done) return true;
   if (streamed(agent, card)) {
-    for await (const event of client.resubscribeTask({ tenant: "", id: taskId }, { signal })) {
-      view.see(event);
-      if (view.done) return true;
+    try {
+      for await (const event of client.resubscribeTask({ tenant: "", id: taskId }, { signal })) {
+        view.see(event);
+        if (view.done) return true;
+      }
+    } catch (e) {
+      // The task may have ended between the read and the subscription, and an agent refuses a
+      // subscription to an ended task: the read below tells.
+      if (signal.aborted) throw e;
     }
+    view.see(task$(await read()));
+    if (view.done) return true;
     throw new Error(`the agent's stream of task ${view.describe()} ended before the task did`);
   }
   while (!view.done) {

@@ -249,14 +249,31 @@ function card(url: string, streaming: boolean): AgentCard {
   };
 }
 
+async function everyTaskEnded(executor: TestExecutor): Promise<void> {
+  const giveUp = performance.now() + 30_000;
+  while (executor.tasks.some((t) => t.finalState === undefined) && performance.now() < giveUp) {
+    await sleep(10);
+  }
+  await sleep(50); // the task store records the final status the executor published
+}
+
 /** Starts the agent on 127.0.0.1 at a free port; its card advertises streaming unless told. */
-export async function startA2AAgent(opts: { streaming?: boolean } = {}): Promise<A2AAgent> {
+export async function startA2AAgent(
+  opts: { streaming?: boolean; endBeforeSubscribe?: boolean } = {},
+): Promise<A2AAgent> {
   const executor = new TestExecutor();
   const methods: string[] = [];
   const app = express();
   app.post("/", express.json(), (req, _res, next) => {
     const method: unknown = (req.body as { method?: unknown } | undefined)?.method;
     methods.push(typeof method === "string" ? method : "?");
+    if (opts.endBeforeSubscribe && typeof method === "string" && /subscribe/i.test(method)) {
+      // The race a follower meets: every task ends after it was read and before the
+      // subscription arrives, which the agent then refuses (the task is terminal).
+      executor.release();
+      void everyTaskEnded(executor).then(() => next());
+      return;
+    }
     next();
   });
   const server = await new Promise<Server>((resolve) => {
