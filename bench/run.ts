@@ -16,6 +16,7 @@ import { resumeBench } from "./resume.ts";
 import { seamFloodBench } from "./seam-flood.ts";
 import { simBench } from "./sim.ts";
 import { spendBench } from "./spend.ts";
+import { startBench } from "./start.ts";
 import { streamBudgetBench } from "./stream-budget.ts";
 import { stepsBench } from "./steps.ts";
 import { uiBench } from "./ui.ts";
@@ -35,6 +36,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   footprint: footprintBench,
   spend: spendBench,
   "seam-flood": seamFloodBench,
+  start: startBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -82,6 +84,10 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           a signed dispatch to a worker server, call to acceptance, while a client without the
           secret floods it from 127.0.0.2 (stalled 1 MiB bodies, idle sockets), beside the same
           dispatches without the flood; target floodMaxMs < 1000
+  start   [--starts 200] [--rounds 3] [--store sqlite|postgres|both]   (both when LOOM_PG_URL)
+          a one-step flow started and awaited, beside one raw INSERT in its own transaction on
+          the same store kind: p50/p99, commits and reads per start; target ratioP50 <= 2.5,
+          commitsPerStart <= 2
 `;
 
 async function main(argv: readonly string[]): Promise<number> {

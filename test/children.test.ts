@@ -598,16 +598,16 @@ describe("fixes of what the simulator found in children (docs/simulation.md)", (
     let release: () => void = () => undefined;
     const gate = new Promise<void>((res) => (release = res));
     const gated = { hit: false };
-    // The rotation's first read of its successor's id (its start, adopting what is there) is
-    // held: the carry is made, and the successor's sequence 0 not yet written.
+    // The rotation's write of its successor's sequence 0 is held: the carry is made, and the
+    // successor not yet written. (A start with a fresh id writes before it reads anything.)
     const store: Store = {
       ...inner,
-      read: async (id, from, limit) => {
-        if (id === "wd~1" && !gated.hit) {
+      appendMany: async (batches) => {
+        if (!gated.hit && batches.some((b) => b.executionId === "wd~1")) {
           gated.hit = true;
           await gate;
         }
-        return inner.read(id, from, limit);
+        return inner.appendMany(batches);
       },
     };
     const parent = flow$("done-in-window", async (ctx, input: { kept: ChildHandle } | null) => {
@@ -622,9 +622,11 @@ describe("fixes of what the simulator found in children (docs/simulation.md)", (
     const r = sup(store, { pollIntervalMs: 20 }).registerFlow(waiter).registerFlow(parent);
     await r.start(parent, null, { id: "wd" });
     await until(() => gated.hit);
-    // The rotation is under way (its successor's start is held): the child ends now.
-    await r.send("wd::kept#0", "late");
-    await until(async () => (await statusOf(r, "wd::kept#0")) === "completed");
+    // The rotation is under way (its successor's start is held, and with it this runtime's
+    // journal): the child ends now, driven by another runtime on the same log.
+    const other = sup(inner).registerFlow(waiter).registerFlow(parent);
+    await other.send("wd::kept#0", "late");
+    await until(async () => (await statusOf(other, "wd::kept#0")) === "completed");
     await new Promise((res) => setTimeout(res, 200));
     release();
     expect((await r.waitForCompletion("wd~1")).output).toBe("late");

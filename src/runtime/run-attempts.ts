@@ -50,9 +50,15 @@ export class RunAttempts {
     this.controllers.delete(c);
   }
 
-  /** A2: aborts every attempt still running with `reason`, and forgets them. */
-  abortAll(reason: Error): void {
-    for (const c of this.controllers) c.abort(reason);
+  /**
+   * A2: aborts every attempt still running with `reason` (or what it makes, when there is one to
+   * abort), and forgets them; returns the reason used, if any.
+   */
+  abortAll(reason: Error | (() => Error)): Error | undefined {
+    if (this.controllers.size === 0) return reason instanceof Error ? reason : undefined;
+    const error = reason instanceof Error ? reason : reason();
+    for (const c of this.controllers) c.abort(error);
     this.controllers.clear();
+    return error;
   }
 }

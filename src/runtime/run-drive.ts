@@ -56,6 +56,14 @@ export class RunDrive<R extends { readonly state: ExecutionState }> {
     this.trace = this.host.tracing.drive(state, how);
   }
 
+  /** K8.3 (D3): whether the execution is past its deadline; if so, `exceeded` is called. */
+  pastDeadline(): boolean {
+    const { deadlineMs, startedAt } = this.run.state;
+    if (deadlineMs === undefined || this.host.clock.now() - startedAt < deadlineMs) return false;
+    this.exceeded();
+    return true;
+  }
+
   stopTimers(): void {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;

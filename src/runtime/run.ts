@@ -10,9 +10,9 @@
  *
  * Invariants (tests cite R1..R9). R2, R3 and R7 are kept in run-scopes.ts, R4, R5 and R9 in
  * run-appends.ts, whose heads state them whole; R1, R6 and R8 here, with their parts there:
- * R1. Every event is folded into `state` when it is queued, and what the body observes (a step's
- *     result, a resume's payload, a fired timer) is released only after the event that made it
- *     committed: a waiter wakes when its settling sequence number is committed.
+ * R1. Every event is folded into `state` when it is queued. A wait (a resume's payload, a fired
+ *     timer) wakes once its settling event is committed; a step's result is the body's once its
+ *     event is queued, and a new step's code runs only once it is committed (`committed`).
  * R2. A call the log already answers is answered from the fold, never re-executed.
  * R3. A re-run that asks for a different call than the log recorded stops the run.
  * R4. Nothing is appended after a terminal event, and nothing after the run stopped.
@@ -224,6 +224,11 @@ export class Run {
 
   // ---- appends (run-appends.ts) ----------------------------------------------------------------
 
+  /** R1: resolves once every event folded so far is committed; never, if the run stops (R6). */
+  committed(): Promise<void> | undefined {
+    return this.scopes.committed();
+  }
+
   /** Folds and queues events; resolves when they are committed (R1, R4, R5). */
   enqueue(
     specs: readonly EventSpec[],
@@ -352,14 +357,15 @@ export class Run {
   private terminate(): void {
     this.phase = "done";
     this.drive.stopTimers();
-    // An effect still running in another branch can no longer be recorded: stop it.
-    const ended =
+    // An effect still running in another branch can no longer be recorded: stop it (the error
+    // is made only for one: an Error's stack costs ~10 µs, and most ends have none running).
+    const ended = this.attempts.abortAll(() =>
       this.state.status === "cancelled"
         ? new CancelledError(`execution "${this.id}" was cancelled while this step ran`)
         : new ExecutionEndedError(
             `execution "${this.id}" ended (${this.state.status}) while this step ran`,
-          );
-    this.attempts.abortAll(ended);
+          ),
+    );
     this.drive.closeTrace(undefined, ended);
     this.dropWaiters();
     this.settle.resolve(outcomeOf(this.state));
@@ -379,12 +385,7 @@ export class Run {
    * no further step, nor completes. A parked execution nobody wakes stays parked until then.
    */
   pastDeadline(): boolean {
-    const budget = this.state.deadlineMs;
-    if (budget === undefined || this.host.clock.now() - this.state.startedAt < budget) {
-      return false;
-    }
-    this.deadlineExceeded();
-    return true;
+    return this.drive.pastDeadline();
   }
 
   /** Cancels the execution for its deadline (the timer's verdict stands, whatever the clock). */

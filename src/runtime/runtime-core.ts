@@ -83,8 +83,10 @@ export function assertOwner(owner: string | undefined, id: string, options: Call
 
 /**
  * Writes sequence 0. The first try claims the lease in the same transaction (fence 1, no lease
- * row yet); when a lease row exists (a creator that crashed, a concurrent start) it takes the
- * lease first. A conflict on sequence 0 means another start won: adopt it (W5).
+ * row yet) without reading first: on a fresh id it is the only store call, and the store refuses
+ * it, writing nothing, when the id has a log or a lease row (S9, A1). Then the log is read: a
+ * start found there is adopted (W5); when a lease row exists without one (a creator that
+ * crashed, a concurrent start) the lease is taken first.
  */
 export async function create(
   s: RuntimeState,
@@ -99,8 +101,10 @@ export async function create(
 ): Promise<void> {
   const giveUpAt = s.clock.now() + s.leaseTtlMs * 2;
   let fence: number | undefined = 1;
-  for (;;) {
-    const known = s.runs.get(id)?.state ?? (await loadStart(s.store, id));
+  for (let tries = 0; ; tries++) {
+    const held = s.runs.get(id)?.state;
+    if (held) return accept(held);
+    const known = tries === 0 ? undefined : await loadStart(s.store, id);
     if (known) return accept(known);
     fence ??= (await s.leases.acquireIfDead(id))?.fence;
     if (fence !== undefined) {

@@ -116,18 +116,18 @@ export async function step<T>(
   if (frame && frame.status !== "started") throw errorFromData(frame.error);
   const payload = startOf(s, callId, name, hasInput ? input : undefined, opts.reservation);
   claim.take();
+  await run.committed(); // R1: what the body acted on (a step's result) is durable first
   // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
   const timeout =
     opts.timeoutMs === undefined
       ? undefined
       : stepTimeout(deps, run.id, callId, opts.timeoutMs, frame?.firstStartedAt ?? deps.now());
-  const atMostOnce = opts.atMostOnce === true;
   // At-most-once (K9) or reserving (C1): the start is durable before the effect runs.
-  const durable = atMostOnce || payload.reserved !== undefined;
+  const durable = opts.atMostOnce === true || payload.reserved !== undefined;
   // C2: its last attempt started with a reservation and never settled.
   const crashed =
     frame?.reserved === undefined ? NO_FACTS : [crashedCharge(callId, frame.reserved)];
-  if (frame && atMostOnce && frame.retryAtMs === undefined) {
+  if (frame && opts.atMostOnce === true && frame.retryAtMs === undefined) {
     // K9: its last attempt started and never settled; whether it took effect is unknown.
     return settleFailed<T>(run, callId, inDoubt(run, callId), crashed);
   }
@@ -187,7 +187,8 @@ export async function step<T>(
     );
   }
   attempt.span?.completed();
-  await run.enqueue(completedSpecs(run, callId, outcome.output, attempt.facts));
+  // R1: the body's once queued (an end reached before the flush shares its commit; R5 if it fails)
+  run.enqueueDetached(completedSpecs(run, callId, outcome.output, attempt.facts));
   return own(outcome.output) as T;
 }
 
