@@ -15,7 +15,7 @@
  * F8..F10 are the fold of children (children.ts); F11, F12, what a fork records at its fork point (fork-point.ts).
  *
  * `fold` updates `state` in place and returns it: the caller owns the state it passes in
- * (`foldAll` copies a snapshot before folding onto it).
+ * (`foldAll` copies a snapshot before folding onto it; `foldOnto` folds onto the state it is given).
  */
 import { isTerminalStatus, type Envelope } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
