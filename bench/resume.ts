@@ -20,6 +20,7 @@
 import { join } from "node:path";
 import { createRuntime, flow$, memoryStore } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { resumeUncachedBench } from "./resume-uncached.ts";
 import type { Store } from "../src/store/spi.ts";
 import {
   choiceFlag,
@@ -61,6 +62,7 @@ function chatFlow(probe: Probe) {
 }
 
 export async function resumeBench(argv: readonly string[]): Promise<void> {
+  if (argv.includes("--uncached")) return resumeUncachedBench(argv);
   const flags = parseFlags(argv, ["turns", "store", "synchronous", "mode"]);
   const turns = intFlag(flags, "turns", 20000);
   const kind = choiceFlag(flags, "store", ["memory", "sqlite"] as const, "memory");

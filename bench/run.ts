@@ -47,6 +47,10 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           steps-concurrent: executions x steps-each at once vs the same flow run alone
   resume  [--turns 20000] [--store memory|sqlite] [--synchronous FULL|NORMAL] [--mode hot|parked]
           latency of resume -> step on one long-lived cached execution, turn 1000 vs the last
+  resume --uncached [--turns N (default 1000, 6000 and 20000)] [--rounds 5] [--synchronous NORMAL|FULL]
+          a replay: a resume with no cached body (a restart) of that execution at N turns, per
+          event of its log, CPU and wall, split into load (read, parse, fold) and the body re-run,
+          beside better-sqlite3 reading and parsing the same log; target <= 4 us at 6000 turns
   conversation [--turns 6000 --rotate 500|never] [--store memory|sqlite]
           the message loop addressed to a chain's first id, rotating with ctx.continueAsNew
           every R turns or never: per-resume latency at turn 1000 and the last, total time,

@@ -14,6 +14,9 @@ import {
   type Json,
 } from "../src/index.ts";
 import { MAX_DEPTH } from "../src/kernel/json.ts";
+import { foldOnto } from "../src/fold/fold.ts";
+import type { ExecutionState } from "../src/fold/state.ts";
+import { approxStateBytes } from "../src/runtime/load-state.ts";
 
 const start: Envelope = {
   executionId: "x",
@@ -144,6 +147,35 @@ describe("the fold", () => {
         );
       }),
       { numRuns: RUNS },
+    );
+  });
+
+  it("F5: foldOnto a snapshot's own state folds it in place to the same state, without a copy", () => {
+    fc.assert(
+      fc.property(logArb, fc.nat(), (log, cut) => {
+        const k = cut % log.length;
+        // What a store hands loadState: a parsed copy the caller owns (store S8).
+        const owned = JSON.parse(JSON.stringify(foldAll(log.slice(0, k + 1)))) as ExecutionState;
+        const folded = foldOnto(log.slice(k + 1), owned, "x");
+        expect(folded).toBe(owned);
+        expect(canonicalJson(folded)).toBe(canonicalJson(foldAll(log)));
+        expect(canonicalJson(foldOnto(log, undefined))).toBe(canonicalJson(foldAll(log)));
+      }),
+      { numRuns: RUNS / 20 },
+    );
+    expect(foldOnto([], undefined, "y")).toEqual(initialState("y"));
+  });
+
+  it("a loaded state's size estimate stays near its JSON length (the parked cache's bound)", () => {
+    fc.assert(
+      fc.property(logArb, (log) => {
+        const state = foldAll(log);
+        const exact = JSON.stringify(state).length;
+        const estimate = approxStateBytes(state);
+        expect(estimate).toBeGreaterThanOrEqual(exact * 0.75);
+        expect(estimate).toBeLessThanOrEqual(exact * 1.5 + 64);
+      }),
+      { numRuns: RUNS / 20 },
     );
   });
 

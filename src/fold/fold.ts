@@ -15,7 +15,7 @@
  * F8..F10 are the fold of children (children.ts); F11, F12, what a fork records at its fork point (fork-point.ts).
  *
  * `fold` updates `state` in place and returns it: the caller owns the state it passes in
- * (`foldAll` copies a snapshot before folding onto it).
+ * (`foldAll` copies a snapshot before folding onto it; `foldOnto` folds onto the state it is given).
  */
 import { isTerminalStatus, type Envelope } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
@@ -59,17 +59,28 @@ export function fold(state: ExecutionState, envelope: Envelope): ExecutionState 
 }
 
 export function foldAll(events: Iterable<Envelope>, from?: Snapshot): ExecutionState {
-  let state: ExecutionState | undefined = from
-    ? (JSON.parse(JSON.stringify(from.state)) as ExecutionState)
-    : undefined;
+  const state = from ? (JSON.parse(JSON.stringify(from.state)) as ExecutionState) : undefined;
+  return foldOnto(events, state, from?.state.executionId);
+}
+
+/**
+ * foldAll without the copy: folds `events` onto `state` in place, for a caller that owns the
+ * state and gives it up (loadState, onto a snapshot the store parsed for it alone, store S8a).
+ * With no state, folds from the initial state of the first event's execution (else `id`'s).
+ */
+export function foldOnto(
+  events: Iterable<Envelope>,
+  state: ExecutionState | undefined,
+  id = "",
+): ExecutionState {
   for (const e of events) {
     if (!state) {
-      const id = isPlainObject(e) ? (e as { executionId?: unknown }).executionId : "";
-      state = initialState(typeof id === "string" ? id : "");
+      const first = isPlainObject(e) ? (e as { executionId?: unknown }).executionId : "";
+      state = initialState(typeof first === "string" ? first : "");
     }
     fold(state, e);
   }
-  return state ?? initialState(from?.state.executionId ?? "");
+  return state ?? initialState(id);
 }
 
 function isTerminal(s: ExecutionState): boolean {

@@ -83,6 +83,9 @@ class NewCall implements Claim {
 
 function nothing(): void {}
 
+/** What a wait found settled and committed resolves with at once (RunScopes.waitFor). */
+const SETTLED: Promise<void> = Promise.resolve();
+
 /** A promise that never settles: what a halted body waits on (R6). */
 export function halted<T>(): Promise<T> {
   return new Promise<T>(() => undefined);
@@ -202,6 +205,7 @@ export class RunScopes {
   /** Resolves once the wait `callId` is settled and its settling event committed (R1). */
   waitFor(scope: string, callId: string): Promise<void> {
     if (!this.run.live) return halted();
+    if (this.settledAndCommitted(callId)) return SETTLED;
     return new Promise<void>((resolve) => {
       const state = this.run.state;
       const f = state.frames[callId];
@@ -219,6 +223,18 @@ export class RunScopes {
       this.wakeSettled();
       this.run.maybePark();
     });
+  }
+
+  /**
+   * A wait a replay finds settled, with everything folded committed (R1 holds at once) and no
+   * waiter of its own: the slow path would register a waiter, block the scope and wake it in
+   * the same turn, so the wait resolves as it would, without the waiter or a timer.
+   */
+  private settledAndCommitted(callId: string): boolean {
+    const state = this.run.state;
+    if (state.seq > this.run.committedSeq || this.waiters.has(callId)) return false;
+    const f = Object.hasOwn(state.frames, callId) ? state.frames[callId] : undefined;
+    return f !== undefined && f.status !== "waiting";
   }
 
   /** Marks `seq`, just folded, as the settling event of each waiter whose wait it settled. */

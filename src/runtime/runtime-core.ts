@@ -26,7 +26,7 @@ import { chainOf, initialState, type ExecutionState } from "../fold/state.ts";
 import type { Lease } from "../store/spi.ts";
 import { makeContext } from "./context.ts";
 import type { Flow } from "./flow.ts";
-import { appendSpecs, loadStart, loadState, mustLoad } from "./load-state.ts";
+import { appendSpecs, approxStateBytes, loadStart, loadState, mustLoad } from "./load-state.ts";
 import { startedSuccessor } from "./chain-routing.ts";
 import { cursorOf, deliverySpecs } from "./inbox.ts";
 import type { CallerOptions } from "./runtime-options.ts";
@@ -328,7 +328,7 @@ export function drive(s: RuntimeState, state: ExecutionState, lease: Lease): boo
     return false;
   }
   const run = new Run(s, flow, state, lease.fence);
-  run.approxBytes = JSON.stringify(state).length;
+  run.approxBytes = approxStateBytes(state);
   s.runs.set(state.executionId, run);
   begin(s, run);
   return true;

@@ -18,7 +18,9 @@
  * S7. Timer rows are written in the same transaction as the events they derive from, and
  *     `dueTimers(now)` returns those with `wakeAtMs <= now`, earliest first.
  * S8. `loadSnapshot` returns the saved snapshot with the highest `seq` (an older one never
- *     replaces a newer one), whether it was saved alone or with a batch.
+ *     replaces a newer one), whether it was saved alone or with a batch. Each call returns a
+ *     snapshot of its own, shared with nothing: the caller may change it (loadState folds the
+ *     tail onto it in place, without a copy).
  * S9. A batch's `claimLease`, `releaseLease`, `snapshot` and `notice` take effect in its
  *     transaction, and only if the batch is appended.
  * S10. A notice is taken once: `takeNotices(owner)` returns the notices posted to `owner` that

@@ -75,6 +75,18 @@ export function snapshotSuite(h: Harness): void {
       expect(await store.loadSnapshot("a")).toEqual(snapshot("a", 3));
     });
 
+    it("each load returns a snapshot of its own, which the caller may change", async () => {
+      const store = await h.open();
+      await store.saveSnapshot("a", snapshot("a", 3));
+      const first = await store.loadSnapshot("a");
+      if (!first) throw new Error("the snapshot was not saved");
+      // loadState folds onto the loaded state in place: nothing the store keeps may change.
+      first.state.seq = 99;
+      first.state.frames["s#0"]!.output = "changed";
+      first.state.order[""]!.push("step:s#1");
+      expect(await store.loadSnapshot("a")).toEqual(snapshot("a", 3));
+    });
+
     it("a newer snapshot replaces an older one; an older one never replaces a newer one", async () => {
       const store = await h.open();
       await store.saveSnapshot("a", snapshot("a", 3));
