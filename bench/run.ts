@@ -18,6 +18,7 @@ import { simBench } from "./sim.ts";
 import { spendBench } from "./spend.ts";
 import { streamBudgetBench } from "./stream-budget.ts";
 import { stepsBench } from "./steps.ts";
+import { storageBench } from "./storage.ts";
 import { uiBench } from "./ui.ts";
 
 const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
@@ -35,6 +36,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   footprint: footprintBench,
   spend: spendBench,
   "seam-flood": seamFloodBench,
+  storage: storageBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -82,6 +84,11 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           a signed dispatch to a worker server, call to acceptance, while a client without the
           secret floods it from 127.0.0.2 (stalled 1 MiB bodies, idle sockets), beside the same
           dispatches without the flood; target floodMaxMs < 1000
+  storage [--steps 1000] [--flows 200] [--bytes 48] [--store sqlite|postgres|both]
+          bytes a log takes per step of an N-step flow and per one-step flow, by table and by
+          event field, beside a raw (key, payload) row of the same payload on the same engine;
+          SQLite always, PostgreSQL when LOOM_PG_URL is set; target ratio <= 2 (SQLite),
+          <= 1.6 (PostgreSQL)
 `;
 
 async function main(argv: readonly string[]): Promise<number> {
