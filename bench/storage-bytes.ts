@@ -78,16 +78,27 @@ function intBytes(n: number): number {
   return 8;
 }
 
+/** How a store's row holds an event's execution, kind and meta. */
+export interface RowCells {
+  execution: number | string;
+  kind: number | string;
+  meta: number | string | null;
+}
+
+const cellBytes = (v: number | string | null): number =>
+  v === null ? 0 : typeof v === "number" ? intBytes(v) : utf8(v);
+
 /**
- * An event's logical bytes by field, as the row's text holds them: the execution id, seq, kind,
- * at, each top-level payload field (`"name":value,`) and the meta. What a store adds (record
- * headers, index entries, page fill, its own encoding) is the measured total less these.
+ * An event's bytes by field as `cells` says the store's row holds them (the execution id or key,
+ * the kind or its code, the meta or a bare fence), seq and at as SQLite integers, and each
+ * top-level payload field as JSON text (`"name":value,`). What a store adds (record headers,
+ * index entries, page fill, its own encoding) is the measured total less these.
  */
-export function fieldBytes(e: Envelope, rowId: string = e.executionId): Record<string, number> {
+export function fieldBytes(e: Envelope, cells: RowCells): Record<string, number> {
   const out: Record<string, number> = {
-    executionId: utf8(rowId),
+    execution: cellBytes(cells.execution),
     seq: intBytes(e.seq),
-    kind: utf8(e.kind),
+    kind: cellBytes(cells.kind),
     at: intBytes(e.at),
   };
   const p = e.payload;
@@ -99,7 +110,7 @@ export function fieldBytes(e: Envelope, rowId: string = e.executionId): Record<s
   } else {
     out.payload = utf8(JSON.stringify(p));
   }
-  if (e.meta !== undefined) out.meta = utf8(JSON.stringify(e.meta));
+  out.meta = cellBytes(cells.meta);
   return out;
 }
 

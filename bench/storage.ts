@@ -31,10 +31,12 @@ import type { Json } from "../src/kernel/json.ts";
 import { postgresStore } from "../src/store/postgres/index.ts";
 import type { Store } from "../src/store/spi.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { kindCell, metaCell } from "../src/store/sqlite/row-codec.ts";
 import { choiceFlag, emit, intFlag, note, parseFlags, round, withTempDir } from "./lib.ts";
 import {
   fieldBytes,
   grown,
+  type RowCells,
   meanFields,
   pgTableBytes,
   sqliteTableBytes,
@@ -69,6 +71,8 @@ const oneStepFlow = flow$("bench-storage-one", async (ctx, input: { i: number; b
 /** One store under test: how to open it and measure its tables. */
 interface Target {
   name: StoreName;
+  /** How its row holds an event's execution, kind and meta (for the `fields` lines). */
+  cells(e: Envelope): RowCells;
   open(label: string): Promise<{ store: Store; bytes: () => Promise<TableBytes> }>;
   raw(rows: readonly { key: string; payload: string }[]): Promise<TableBytes>;
 }
@@ -140,7 +144,7 @@ async function storeBench(target: Target, steps: number, flows: number, bytes: n
   );
 
   const stepEvents = (seq.logs[0] ?? []).filter((e) => e.kind.startsWith("STEP_"));
-  const stepFields = meanFields(stepEvents.map((e) => fieldBytes(e)));
+  const stepFields = meanFields(stepEvents.map((e) => fieldBytes(e, target.cells(e))));
   const perStep = total(seq.tables) / steps;
   emit({ name, phase: "fields", store, flow: "steps", event: "step", bytes: stepFields });
   emit({
@@ -154,7 +158,7 @@ async function storeBench(target: Target, steps: number, flows: number, bytes: n
   const firstLog = one.logs[0] ?? [];
   let oneFields = 0;
   for (const e of firstLog) {
-    const f = meanFields([fieldBytes(e)]);
+    const f = meanFields([fieldBytes(e, target.cells(e))]);
     oneFields += sumFields(f);
     emit({ name, phase: "fields", store, flow: "one-step", event: e.kind, bytes: f });
   }
@@ -194,6 +198,8 @@ function sqliteTarget(dir: string): Target {
   let n = 0;
   return {
     name: "sqlite",
+    // Migration 6 (src/store/sqlite/row-codec.ts): a small integer key, a kind code, a bare fence.
+    cells: (e) => ({ execution: 1, kind: kindCell(e.kind), meta: metaCell(e.meta) }),
     async open(label) {
       const path = join(dir, `loom-${label}.db`);
       return { store: sqliteStore(path), bytes: async () => sqliteTableBytes(path) };
@@ -228,6 +234,11 @@ function pgTarget(url: string, client: pg.Client, schemas: string[]): Target {
   const byLabel = new Map<string, string>();
   return {
     name: "postgres",
+    cells: (e) => ({
+      execution: e.executionId,
+      kind: e.kind,
+      meta: e.meta === undefined ? null : JSON.stringify(e.meta),
+    }),
     async open(label) {
       const schema = byLabel.get(label) ?? fresh();
       byLabel.set(label, schema);
