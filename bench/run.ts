@@ -19,6 +19,7 @@ import { spendBench } from "./spend.ts";
 import { startBench } from "./start.ts";
 import { streamBudgetBench } from "./stream-budget.ts";
 import { stepsBench } from "./steps.ts";
+import { storageBench } from "./storage.ts";
 import { uiBench } from "./ui.ts";
 
 const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
@@ -37,6 +38,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   spend: spendBench,
   "seam-flood": seamFloodBench,
   start: startBench,
+  storage: storageBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -92,6 +94,11 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           a one-step flow started and awaited, beside one raw INSERT in its own transaction on
           the same store kind: p50/p99, commits and reads per start; target ratioP50 <= 2.5,
           commitsPerStart <= 2
+  storage [--steps 1000] [--flows 200] [--bytes 48] [--store sqlite|postgres|both]
+          bytes a log takes per step of an N-step flow and per one-step flow, by table and by
+          event field, beside a raw (key, payload) row of the same payload on the same engine;
+          SQLite always, PostgreSQL when LOOM_PG_URL is set; target ratio <= 2 (SQLite),
+          <= 1.6 (PostgreSQL)
 `;
 
 async function main(argv: readonly string[]): Promise<number> {

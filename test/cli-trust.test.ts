@@ -12,9 +12,7 @@ import { describe, expect, it } from "vitest";
 import { UsageError } from "../src/cli/cli-error.ts";
 import { trustFromEnv } from "../src/cli/open-runtime.ts";
 import { FLOWS, start, tempDirs, until, type Result } from "./fixtures/cli/spawn.ts";
-
-/** Events live in `events` or, until they settle, in `events_hot` (docs/decisions/0006). */
-const TABLES = ["events", "events_hot"] as const;
+import { EVENT_TABLES, OF_EXECUTION, textRows } from "./support/sqlite-rows.ts";
 
 type Env = Record<string, string>;
 
@@ -54,12 +52,7 @@ interface Row {
 function rawRows(cwd: string, id: string): Row[] {
   const db = new Database(join(cwd, "loom.db"));
   try {
-    const rows = TABLES.flatMap((t) =>
-      db
-        .prepare<[string], Row>(`SELECT seq, payload, meta FROM ${t} WHERE execution_id = ?`)
-        .all(id),
-    );
-    return [...new Map(rows.map((r) => [r.seq, r])).values()].sort((a, b) => a.seq - b.seq);
+    return textRows(db, id);
   } finally {
     db.close();
   }
@@ -70,10 +63,10 @@ function tamper(cwd: string, id: string, seq: number, from: string, to: string):
   const db = new Database(join(cwd, "loom.db"));
   try {
     let changed = 0;
-    for (const t of TABLES) {
+    for (const t of EVENT_TABLES) {
       changed += db
         .prepare(
-          `UPDATE ${t} SET payload = replace(payload, ?, ?) WHERE execution_id = ? AND seq = ?`,
+          `UPDATE ${t} SET payload = replace(payload, ?, ?) WHERE ${OF_EXECUTION} AND seq = ?`,
         )
         .run(from, to, id, seq).changes;
     }

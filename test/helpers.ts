@@ -9,6 +9,20 @@ import {
   type RuntimeOptions,
   type Store,
 } from "../src/index.ts";
+import type { Envelope } from "../src/kernel/events.ts";
+import { isPlainObject } from "../src/kernel/json.ts";
+import { stepHeadOf } from "../src/fold/steps.ts";
+
+/**
+ * The name an event records for its call: its payload's `name`, or for a step's event that left
+ * it out (schema 1.11.0) the one its call id gives (fold/steps.ts S5).
+ */
+export function stepNameOf(e: Envelope): string | undefined {
+  const p = isPlainObject(e.payload) ? e.payload : {};
+  if (typeof p.name === "string") return p.name;
+  if (!e.kind.startsWith("STEP_") || typeof p.callId !== "string") return undefined;
+  return stepHeadOf(p.callId)?.name;
+}
 
 /** A tiny seeded PRNG (mulberry32): the seed alone decides every draw. */
 export function mulberry32(seed: number): () => number {

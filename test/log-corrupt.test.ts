@@ -7,9 +7,7 @@ import { describe, expect, it } from "vitest";
 import { initialState } from "../src/fold/state.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { logCorruptSuite } from "./support/log-corrupt-suite.ts";
-
-/** Events live in `events` or, until they settle, in `events_hot` (docs/decisions/0006). */
-const TABLES = ["events", "events_hot"];
+import { EVENT_TABLES, OF_EXECUTION } from "./support/sqlite-rows.ts";
 
 logCorruptSuite("SQLite", async () => {
   const dir = mkdtempSync(join(tmpdir(), "loom-corrupt-"));
@@ -22,8 +20,8 @@ logCorruptSuite("SQLite", async () => {
       const db = new Database(path);
       try {
         let changed = 0;
-        for (const t of TABLES) {
-          const sql = `UPDATE ${t} SET payload = '{not json' WHERE execution_id = ? AND seq = ?`;
+        for (const t of EVENT_TABLES) {
+          const sql = `UPDATE ${t} SET payload = '{not json' WHERE ${OF_EXECUTION} AND seq = ?`;
           changed += db.prepare(sql).run(id, seq).changes;
         }
         if (changed !== 1) throw new Error(`spoiled ${changed} rows`);

@@ -11,6 +11,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { canonicalJson, createRuntime, flow$, type Json, type Runtime } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { mulberry32 } from "./helpers.ts";
+import { textRows, writeTextRow, type TextRow } from "./support/sqlite-rows.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "loom-proto-"));
 let n = 0;
@@ -26,40 +27,14 @@ function withDb<T>(fn: (db: Database.Database) => T): T {
   }
 }
 
-/** Events live in `events` or, until they settle, in `events_hot` (docs/decisions/0006). */
-const TABLES = ["events", "events_hot"];
-
-interface EventRow {
-  seq: number;
-  kind: string;
-  at: number;
-  payload: string;
-  meta: string | null;
-}
+type EventRow = TextRow;
 
 function rows(id: string): EventRow[] {
-  return withDb((db) =>
-    TABLES.flatMap((t) =>
-      db
-        .prepare<[string], EventRow>(
-          `SELECT seq, kind, at, payload, meta FROM ${t} WHERE execution_id = ?`,
-        )
-        .all(id),
-    ).sort((a, b) => a.seq - b.seq),
-  );
+  return withDb((db) => textRows(db, id));
 }
 
 function setRow(id: string, row: EventRow): void {
-  withDb((db) => {
-    for (const t of TABLES) {
-      db.prepare(`UPDATE ${t} SET payload = ?, meta = ? WHERE execution_id = ? AND seq = ?`).run(
-        row.payload,
-        row.meta,
-        id,
-        row.seq,
-      );
-    }
-  });
+  withDb((db) => writeTextRow(db, id, row));
 }
 
 /**

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll } from "vitest";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { snapshotText } from "../src/store/sqlite/snapshots.ts";
 import { snapshotForgerySuite, type SnapshotRow } from "./support/snapshot-forgery.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "loom-snapshots-"));
@@ -27,11 +28,15 @@ snapshotForgerySuite({
     return sqliteStore(path);
   },
   async snapshotRow(id) {
-    return withDb((db) =>
+    // A large state is kept deflated (src/store/sqlite/snapshots.ts N1): read as its text.
+    const row = withDb((db) =>
       db
-        .prepare<[string], SnapshotRow>("SELECT seq, state FROM snapshots WHERE execution_id = ?")
+        .prepare<[string], { seq: number; state: string | Buffer }>(
+          "SELECT seq, state FROM snapshots WHERE execution_id = ?",
+        )
         .get(id),
     );
+    return row && ({ seq: row.seq, state: snapshotText(row.state) } satisfies SnapshotRow);
   },
   async setSnapshotRow(id, row) {
     withDb((db) => {

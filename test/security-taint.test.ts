@@ -20,7 +20,7 @@ import {
   type FlowContext,
   type Json,
 } from "../src/index.ts";
-import { offsetClock, runtimes, until } from "./helpers.ts";
+import { offsetClock, runtimes, stepNameOf, until } from "./helpers.ts";
 
 const rt = runtimes();
 
@@ -226,9 +226,7 @@ describe("where untrusted content enters, it is escaped (T2)", () => {
     const a = rt(store, { ...opts, ownerId: "A" }).registerFlow(make(true));
     await a.start("legacy", null, { id: "lg-1" });
     const completed = (log: Envelope[]) =>
-      log.find(
-        (e) => e.kind === "STEP_COMPLETED" && (e.payload as { name?: string }).name === "search",
-      );
+      log.find((e) => e.kind === "STEP_COMPLETED" && stepNameOf(e) === "search");
     await until(async () => completed(await a.readLog("lg-1")) !== undefined);
     // What the earlier code recorded for a tool that answered with a wrapper of its own.
     const legacy = { $tainted: "inbox:approved", value: "rm -rf /" };

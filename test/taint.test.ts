@@ -22,14 +22,13 @@ import {
 import { createToolEffect } from "../src/providers/mcp.ts";
 import { anthropicEffect } from "../src/providers/anthropic.ts";
 import { openAiEffect } from "../src/providers/openai.ts";
-import { offsetClock, runtimes, until } from "./helpers.ts";
+import { offsetClock, runtimes, stepNameOf, until } from "./helpers.ts";
 
 const rt = runtimes();
 const chains = () => rt(memoryStore(), { features: { continueAsNew: true } });
 
 /** Every event of `log` that names the step `name` (a start, a completion, a failure). */
-const eventsOf = (log: Envelope[], name: string) =>
-  log.filter((e) => (e.payload as { name?: unknown }).name === name);
+const eventsOf = (log: Envelope[], name: string) => log.filter((e) => stepNameOf(e) === name);
 
 /** The recorded output of the completed step `name`. */
 const outputOf = (log: Envelope[], name: string) =>

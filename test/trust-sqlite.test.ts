@@ -5,15 +5,13 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll } from "vitest";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
-import { trustSuite, type RawRow } from "./support/trust-suite.ts";
+import { EVENT_TABLES, OF_EXECUTION, textRows, writeTextRow } from "./support/sqlite-rows.ts";
+import { trustSuite } from "./support/trust-suite.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "loom-trust-"));
 let n = 0;
 let path = join(dir, `t${n}.db`);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** Events live in `events` or, until they settle, in `events_hot` (docs/decisions/0006). */
-const TABLES = ["events", "events_hot"];
 
 function withDb<T>(fn: (db: Database.Database) => T): T {
   const db = new Database(path);
@@ -31,30 +29,17 @@ trustSuite({
   },
   async row(id, seq) {
     return withDb((db) => {
-      for (const t of TABLES) {
-        const row = db
-          .prepare<[string, number], RawRow>(
-            `SELECT kind, at, payload, meta FROM ${t} WHERE execution_id = ? AND seq = ?`,
-          )
-          .get(id, seq);
-        if (row) return row;
-      }
-      return undefined;
+      const row = textRows(db, id).find((r) => r.seq === seq);
+      return row && { kind: row.kind, at: row.at, payload: row.payload, meta: row.meta };
     });
   },
   async setRow(id, seq, row) {
-    withDb((db) => {
-      for (const t of TABLES) {
-        db.prepare(
-          `UPDATE ${t} SET kind = ?, at = ?, payload = ?, meta = ? WHERE execution_id = ? AND seq = ?`,
-        ).run(row.kind, row.at, row.payload, row.meta, id, seq);
-      }
-    });
+    withDb((db) => writeTextRow(db, id, { seq, ...row }));
   },
   async deleteRow(id, seq) {
     withDb((db) => {
-      for (const t of TABLES) {
-        db.prepare(`DELETE FROM ${t} WHERE execution_id = ? AND seq = ?`).run(id, seq);
+      for (const t of EVENT_TABLES) {
+        db.prepare(`DELETE FROM ${t} WHERE ${OF_EXECUTION} AND seq = ?`).run(id, seq);
       }
     });
   },

@@ -81,15 +81,17 @@ export function watchProgress(
 /**
  * The progress line for one event, or undefined for one that is not a step's end or a wait.
  * `starts` holds the start time of each step whose STEP_STARTED was seen (a step's start is
- * usually folded into its end, as `startedAt`), so its duration can be given.
+ * usually folded into its end, as `startedAt`, left out when it is the end's own time), so its
+ * duration can be given.
  */
 export function progressLine(e: Envelope, starts: Map<string, number>): string | undefined {
   const p = isPlainObject(e.payload) ? e.payload : {};
   const call = typeof p.callId === "string" ? p.callId : "?";
   const took = (): string => {
-    const started = typeof p.startedAt === "number" ? p.startedAt : starts.get(call);
+    // A settling event without `startedAt` and no start seen started at its own time (1.11.0).
+    const started = typeof p.startedAt === "number" ? p.startedAt : (starts.get(call) ?? e.at);
     starts.delete(call);
-    return started === undefined ? "" : ` in ${Math.max(0, e.at - started)} ms`;
+    return ` in ${Math.max(0, e.at - started)} ms`;
   };
   switch (e.kind) {
     case "STEP_STARTED":

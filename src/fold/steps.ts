@@ -16,17 +16,21 @@
  *   to the frame's `notes`, kept across failed attempts so the next attempt reads what an earlier
  *   one set going (a remote task to cancel); a settled step drops them. A note on a step that is
  *   not running, or that is not a plain object, changes nothing.
+ * - S5 (schema 1.11.0, issue 23): a step's start (a STEP_STARTED, or a settling event that carries
+ *   it) may leave out its `scope` and `name` when its call id gives them (`<scope><name>#<n>`, a
+ *   scope ending in "/", a name holding neither "/" nor "#"): they are read from the id. A
+ *   start's `startedAt` left out is the event's time (schema 1.1.0's rule).
  */
 import type { Envelope } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
 import { addResources } from "../kernel/resources.ts";
-import { callHead, errorOf, frameOf, record, safeKey, type Payload } from "./frames.ts";
+import { callHead, errorOf, frameOf, record, safeKey, str, type Payload } from "./frames.ts";
 import type { Handlers } from "./handler.ts";
 import type { ExecutionState, Frame, Reserved } from "./state.ts";
 
 export const STEP_HANDLERS: Handlers = {
   STEP_STARTED(s, p, e) {
-    if (!callHead(p)) return;
+    if (!stepHead(p)) return;
     const existing = frameOf(s, p.callId);
     if (existing) {
       if (existing.kind === "step" && existing.status === "started") {
@@ -85,7 +89,7 @@ export const STEP_HANDLERS: Handlers = {
 function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame) => void): void {
   const f = frameOf(s, p.callId);
   if (!f) {
-    const head = callHead(p);
+    const head = stepHead(p);
     if (!head) return;
     const made: Frame = {
       kind: "step",
@@ -111,7 +115,7 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
 
 /** Opens a step's frame from its start (a STEP_STARTED, or a first failed attempt). */
 function openStep(s: ExecutionState, p: Payload, e: Envelope): Frame | undefined {
-  const head = callHead(p);
+  const head = stepHead(p);
   if (!head) return undefined;
   const f: Frame = {
     kind: "step",
@@ -150,4 +154,19 @@ export function readReserved(value: unknown): Reserved | undefined {
 /** When a step started: its recorded `startedAt` (schema 1.1.0), else the envelope's time. */
 function startedAt(p: Payload, e: Envelope): number {
   return typeof p.startedAt === "number" && Number.isFinite(p.startedAt) ? p.startedAt : e.at;
+}
+
+/** S5: the scope and name a step's call id gives (`<scope><name>#<n>`), or undefined. */
+export function stepHeadOf(callId: string): { scope: string; name: string } | undefined {
+  const hash = callId.lastIndexOf("#");
+  const slash = callId.lastIndexOf("/", hash);
+  if (hash <= slash + 1) return undefined;
+  return { scope: callId.slice(0, slash + 1), name: callId.slice(slash + 1, hash) };
+}
+
+/** A step's call, scope and name: recorded, or (S5) read from its call id when left out. */
+function stepHead(p: Payload): ReturnType<typeof callHead> {
+  if (p.scope !== undefined || p.name !== undefined || !str(p.callId)) return callHead(p);
+  const head = stepHeadOf(p.callId);
+  return head && callHead({ callId: p.callId, scope: head.scope, name: head.name });
 }

@@ -57,8 +57,13 @@ import type { Json } from "./json.ts";
  *        its notes, in order, while the step runs (a failed attempt's too, for the next one to
  *        read), and drops them when the step settles (fold/steps.ts S4); a fork point drops those
  *        of the steps its prefix left running (fold/fork-point.ts F13).
+ * 1.11.0: leaner step events (issue 23 item 3). A step's start (a STEP_STARTED, or a settling
+ *        event that carries it) leaves out its `scope` and `name` when its call id gives them
+ *        (`<scope><name>#<n>`), and the fold reads them from the id (fold/steps.ts S5); its
+ *        `startedAt` is left out when it equals the event's `at`, which the fold already read as
+ *        the start (1.1.0).
  */
-export const EVENT_SCHEMA_VERSION = "1.10.0";
+export const EVENT_SCHEMA_VERSION = "1.11.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",
@@ -167,7 +172,8 @@ export interface StartedPayload {
 export interface CallPayload {
   /** The deterministic syscall id, scope included (`p0.1/search#0`). */
   callId: string;
-  /** The scope the call was made in ("" at the root). */
-  scope: string;
-  name: string;
+  /** The scope the call was made in ("" at the root); a step's may be left out (1.11.0). */
+  scope?: string;
+  /** The call's name; a step's may be left out (1.11.0). */
+  name?: string;
 }

@@ -37,6 +37,19 @@ export function merged(
   return Object.assign(Object.assign({}, base), more);
 }
 
+/**
+ * A step's start recorded at the time of the event that carries it leaves `startedAt` out: the
+ * fold reads a missing one as the event's time (fold/steps.ts, schema 1.1.0), so it says nothing.
+ * Any other payload is returned as it is.
+ */
+function startedNow(payload: Json, at: number): Json {
+  if (payload === null || typeof payload !== "object" || Array.isArray(payload)) return payload;
+  if (payload.startedAt !== at) return payload;
+  const out: { [k: string]: Json } = {};
+  for (const k of Object.keys(payload)) if (k !== "startedAt") out[k] = payload[k] as Json;
+  return out;
+}
+
 /** What the appends need of the runtime (RunHost has it). */
 export interface AppendHost {
   readonly clock: Clock;
@@ -101,7 +114,7 @@ export class RunAppends {
       seq: expectedSeq + i,
       kind: s.kind,
       at,
-      payload: s.payload,
+      payload: s.kind.startsWith("STEP_") ? startedNow(s.payload, at) : s.payload,
       meta: s.kernel ? { kernel: true, fence: run.fence } : { fence: run.fence },
     }));
     for (const e of events) {

@@ -38,6 +38,7 @@ import { boundedJson, canonicalJson, isPlainObject, type Json } from "../kernel/
 import type { ResourceSnapshot } from "../kernel/resources.ts";
 import { taint } from "../kernel/taint.ts";
 import { CRASHED_ATTEMPT } from "../fold/metering.ts";
+import { stepHeadOf } from "../fold/steps.ts";
 import type { Reserved } from "../fold/state.ts";
 import type { RunOptions } from "./contract.ts";
 import type { ContextDeps } from "./context-deps.ts";
@@ -268,7 +269,11 @@ async function retryDue(
   }
 }
 
-/** What a step's attempts record as their start: its call, its input and its reservation (C1). */
+/**
+ * What a step's attempts record as their start: its call, its input and its reservation (C1).
+ * Its `scope` and `name` only when its call id does not give them (schema 1.11.0: fold/steps.ts
+ * S5), as it always does for an id made by run-scopes.ts `claim`.
+ */
 function startOf(
   s: Scope,
   callId: string,
@@ -276,7 +281,9 @@ function startOf(
   input: Json | undefined,
   reservation: ResourceSnapshot | undefined,
 ): { [k: string]: Json } {
-  const payload: { [k: string]: Json } = { callId, scope: s.scope, name };
+  const head = stepHeadOf(callId);
+  const payload: { [k: string]: Json } =
+    head?.scope === s.scope && head.name === name ? { callId } : { callId, scope: s.scope, name };
   if (input !== undefined) payload.input = input;
   const reserved = reservation === undefined ? undefined : reservedUnder(s, reservation);
   if (reserved !== undefined) payload.reserved = reserved as unknown as Json;

@@ -11,33 +11,29 @@
  *     rollback and on anything another process committed; an id is dropped from it (`forget`) by
  *     this connection's own lease acquire and delete, which `data_version` does not see.
  * A3. A batch's lease claim and release, snapshot, notice and timer rows are written in its
- *     transaction, after its events (S9, S15).
+ *     transaction, after its events (S9, S15). A first batch writes the executions row, which
+ *     gives the execution its integer key (row-codec.ts C1), before its events.
  */
 import type Database from "better-sqlite3";
-import type { Envelope, EnvelopeMeta, ExecutionStatus } from "../../kernel/events.ts";
+import type { Envelope, ExecutionStatus } from "../../kernel/events.ts";
 import { LoomError, ensureError } from "../../kernel/errors.ts";
 import { jsonText } from "../../kernel/json.ts";
 import { checkBatch, effectiveFence } from "../append-check.ts";
 import type { AppendBatch, AppendOutcome, EventStore, StoreHooks } from "../spi.ts";
 import { hotEvents } from "./hot-events.ts";
+import { kindCell, metaCell } from "./row-codec.ts";
+import { snapshotCell } from "./snapshots.ts";
 import type { Statements } from "./statements.ts";
 
 const NOTICE_TTL_MS = 24 * 60 * 60 * 1000;
 
 /** What an append checks about an execution (A2). */
 interface Checked {
+  /** The execution's integer key (row-codec.ts C1), once its executions row exists. */
+  x?: number;
   head: number;
   status?: ExecutionStatus;
   fence?: number;
-}
-
-/** The meta of nearly every envelope is `{ fence }` or `{ kernel, fence }`: no serialiser needed. */
-function metaText(meta: EnvelopeMeta): string {
-  const keys = Object.keys(meta);
-  if (keys.length === 1 && keys[0] === "fence" && Number.isSafeInteger(meta.fence)) {
-    return `{"fence":${meta.fence}}`;
-  }
-  return JSON.stringify(meta);
 }
 
 /** The store's `appendMany`, and `forget(id)`, which drops what A2 caches about `id`. */
@@ -92,6 +88,7 @@ function checked(q: Statements, known: Map<string, Checked>, id: string): Checke
   if (cached) return cached;
   const row = q.check.get({ id });
   const fresh: Checked = { head: row?.head ?? -1 };
+  if (row?.x !== null && row?.x !== undefined) fresh.x = row.x;
   if (row?.status) fresh.status = row.status;
   if (row?.fence !== null && row?.fence !== undefined) fresh.fence = row.fence;
   return fresh;
@@ -106,27 +103,22 @@ function applyBatch(q: Statements, known: Map<string, Checked>, b: AppendBatch):
   if (leaseFence === undefined && b.claimLease) {
     q.claimLease.run(id, b.claimLease.owner, b.fence, b.claimLease.expiresAtMs);
   }
-  for (const e of b.events) {
-    q.insertEvent.run(
-      id,
-      e.seq,
-      e.kind,
-      e.at,
-      jsonText(e.payload),
-      e.meta === undefined ? null : metaText(e.meta),
-    );
-  }
   const first = b.events[0] as Envelope;
   const last = b.events[b.events.length - 1] as Envelope;
-  if (known.size > 10_000) known.clear();
-  known.set(id, { head: last.seq, status: b.status, fence: b.fence });
-  if (row.status === undefined) {
-    q.insertExecution.run({ id, flow: b.flow ?? "", status: b.status, at0: first.at });
+  // An executions row and its key come together (migration 6 gave every older row one).
+  const x = row.x ?? q.nextKey.get();
+  if (row.x === undefined) {
+    q.insertExecution.run({ id, flow: b.flow ?? "", status: b.status, at0: first.at, x });
   } else if (row.status !== b.status) {
     q.setStatus.run({ id, status: b.status });
   }
+  for (const e of b.events) {
+    q.insertEvent.run(x, e.seq, kindCell(e.kind), e.at, jsonText(e.payload), metaCell(e.meta));
+  }
+  if (known.size > 10_000) known.clear();
+  known.set(id, { x, head: last.seq, status: b.status, fence: b.fence });
   if (b.releaseLease !== undefined) q.releaseLease.run(id, b.releaseLease, b.fence);
-  if (b.snapshot) q.saveSnapshot.run(id, b.snapshot.seq, b.snapshot.stateJson);
+  if (b.snapshot) q.saveSnapshot.run(id, b.snapshot.seq, snapshotCell(b.snapshot.stateJson));
   if (b.notice) {
     q.pruneNotices.run(last.at - NOTICE_TTL_MS);
     q.postNotice.run(b.notice.owner, id, b.notice.kind, last.at);

@@ -1,3 +1,20 @@
+import { kindCodeSql } from "./row-codec.ts";
+
+/** Migration 6 keeps an execution's events under its integer key (row-codec.ts C1..C3). */
+const EVENT_COLUMNS = `
+    x INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    kind NOT NULL,
+    at INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    meta`;
+
+/** Migration 6's conversion of an old row's columns (the 22 kinds codes existed for then). */
+const CONVERTED = `e.n, ev.seq, ${kindCodeSql("ev.kind", 22)}, ev.at, ev.payload,
+    CASE WHEN json_valid(ev.meta) AND json_type(ev.meta, '$.fence') = 'integer'
+           AND (SELECT COUNT(*) FROM json_each(ev.meta)) = 1
+         THEN json_extract(ev.meta, '$.fence') ELSE ev.meta END`;
+
 /**
  * The SQLite schema as an ordered list of migrations. The position in the list is the version
  * (kept in `PRAGMA user_version`); a migration is never edited once released, only appended.
@@ -90,5 +107,29 @@ export const MIGRATIONS: readonly string[] = [
   // secure_delete scrubs.
   `
   CREATE TABLE keys (id TEXT PRIMARY KEY, material TEXT NOT NULL) WITHOUT ROWID;
+  `,
+  // Leaner rows (issue 23 item 3, row-codec.ts C1..C3): an execution's events are keyed by an
+  // integer given once, on its executions row (`n`, from the `counters` row), instead of its id
+  // on every row; the kind is a code and a `{ fence }` meta the integer. Both event tables are
+  // rebuilt with the old rows converted, the hot ones settled on the way.
+  `
+  ALTER TABLE executions ADD COLUMN n INTEGER;
+  UPDATE executions SET n = r.n
+    FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS n FROM executions) AS r
+   WHERE r.id = executions.id;
+  CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+  INSERT INTO counters (name, value) SELECT 'execution', COALESCE(MAX(n), 0) FROM executions;
+  CREATE TABLE events_v6 (${EVENT_COLUMNS},
+    PRIMARY KEY (x, seq)
+  ) WITHOUT ROWID;
+  INSERT INTO events_v6 SELECT ${CONVERTED}
+    FROM events ev JOIN executions e ON e.id = ev.execution_id;
+  INSERT INTO events_v6 SELECT ${CONVERTED}
+    FROM events_hot ev JOIN executions e ON e.id = ev.execution_id;
+  DROP TABLE events;
+  DROP TABLE events_hot;
+  ALTER TABLE events_v6 RENAME TO events;
+  CREATE TABLE events_hot (${EVENT_COLUMNS});
+  CREATE UNIQUE INDEX events_hot_by_execution ON events_hot (x, seq);
   `,
 ];

@@ -5,8 +5,9 @@
  */
 import type Database from "better-sqlite3";
 import type { EventStore, ListQuery } from "../spi.ts";
-import { envelopeOf, summaryOf, type ExecutionRow } from "../rows.ts";
-import { headOf, type Statements } from "./statements.ts";
+import { summaryOf, type ExecutionRow } from "../rows.ts";
+import { envelopeOfRow } from "./row-codec.ts";
+import { headOfKey, type Statements } from "./statements.ts";
 
 export function sqliteReads(db: Database.Database, q: Statements): Omit<EventStore, "appendMany"> {
   return {
@@ -14,7 +15,7 @@ export function sqliteReads(db: Database.Database, q: Statements): Omit<EventSto
       const max = limit === undefined ? -1 : Math.max(0, limit);
       return q.read
         .all({ id, from: Math.max(0, fromSeq), limit: max })
-        .map((r) => envelopeOf(id, r));
+        .map((r) => envelopeOfRow(id, r));
     },
 
     async head(id) {
@@ -39,11 +40,11 @@ export function sqliteReads(db: Database.Database, q: Statements): Omit<EventSto
       }
       const sql =
         "SELECT id, flow, status, created_at," +
-        ` ${headOf("id")} AS head,` +
+        ` ${headOfKey("n")} AS head,` +
         // Appends go to events_hot only and a settle moves all of it, so an execution's hot
         // rows, when it has any, are its newest: two index seeks, no sort.
-        " COALESCE((SELECT at FROM events_hot WHERE execution_id = id ORDER BY seq DESC LIMIT 1)," +
-        " (SELECT at FROM events WHERE execution_id = id ORDER BY seq DESC LIMIT 1)) AS updated_at" +
+        " COALESCE((SELECT at FROM events_hot WHERE x = n ORDER BY seq DESC LIMIT 1)," +
+        " (SELECT at FROM events WHERE x = n ORDER BY seq DESC LIMIT 1)) AS updated_at" +
         " FROM executions" +
         (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
         " ORDER BY id" +

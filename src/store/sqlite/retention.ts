@@ -7,6 +7,8 @@ import type Database from "better-sqlite3";
 import { CompactionWithoutSnapshotError } from "../../kernel/errors.ts";
 import type { EventKind } from "../../kernel/events.ts";
 import type { RetentionStore } from "../spi.ts";
+import { kindCell } from "./row-codec.ts";
+import { keyOf } from "./statements.ts";
 
 /**
  * `forget(id)` drops what the store's append path caches about `id` (its head, status and
@@ -18,18 +20,24 @@ export function sqliteRetention(
   headOf: (id: string) => string,
   forget: (id: string) => void,
 ): RetentionStore {
+  // The events go first: they are found by the key their executions row holds (row-codec.ts C1).
   const tables = ["events", "events_hot", "executions", "leases", "timers", "snapshots"] as const;
-  const deletes = tables.map((t) =>
-    db.prepare(`DELETE FROM ${t} WHERE ${t === "executions" ? "id" : "execution_id"} = ?`),
-  );
+  const where = (t: (typeof tables)[number]): string =>
+    t === "executions"
+      ? "id = ?"
+      : t.startsWith("events")
+        ? `x = ${keyOf("?")}`
+        : "execution_id = ?";
+  const deletes = tables.map((t) => db.prepare(`DELETE FROM ${t} WHERE ${where(t)}`));
   const snapshotSeq = db
     .prepare<[string], number>("SELECT seq FROM snapshots WHERE execution_id = ?")
     .pluck();
   const head = db.prepare<{ id: string }, number | null>(`SELECT ${headOf("@id")}`).pluck();
-  // The kinds kept arrive as one JSON array, so one prepared statement serves any list.
+  // The kinds kept arrive as one JSON array of their codes (row-codec.ts C2), so one prepared
+  // statement serves any list.
   const compactions = ["events", "events_hot"].map((t) =>
     db.prepare(
-      `DELETE FROM ${t} WHERE execution_id = @id AND seq <= @through
+      `DELETE FROM ${t} WHERE x = ${keyOf("@id")} AND seq <= @through
          AND kind NOT IN (SELECT value FROM json_each(@keep))`,
     ),
   );
@@ -52,7 +60,7 @@ export function sqliteRetention(
       const last = head.get({ id }) ?? -1;
       // The last event stays whatever its kind: it anchors the head and the last-update time.
       const through = Math.min(throughSeq, last - 1);
-      const params = { id, through, keep: JSON.stringify(keepKinds) };
+      const params = { id, through, keep: JSON.stringify(keepKinds.map(kindCell)) };
       let removed = 0;
       for (const c of compactions) removed += c.run(params).changes;
       return removed;

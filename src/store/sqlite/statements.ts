@@ -10,7 +10,8 @@
  */
 import type Database from "better-sqlite3";
 import type { ExecutionStatus } from "../../kernel/events.ts";
-import { NOT_A_WAKE_ROW, type EventRow, type ScheduleRow } from "../rows.ts";
+import { NOT_A_WAKE_ROW, type ScheduleRow } from "../rows.ts";
+import type { StoredEventRow } from "./row-codec.ts";
 
 type Db = Database.Database;
 
@@ -20,9 +21,27 @@ export interface LeaseRow {
   expires_at: number;
 }
 
+/** SQL: the integer key (row-codec.ts C1) of the execution `id` names (a parameter or a column). */
+export function keyOf(id: string): string {
+  return `(SELECT n FROM executions WHERE id = ${id})`;
+}
+
+/** Q1: SQL for the head of the execution whose integer key `x` names (a parameter or a column). */
+export function headOfKey(x: string): string {
+  return `(SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM events WHERE x = ${x} UNION ALL SELECT MAX(seq) FROM events_hot WHERE x = ${x}))`;
+}
+
 /** Q1: SQL for the head of the execution `id` names (a parameter or a column). */
 export function headOf(id: string): string {
-  return `(SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM events WHERE execution_id = ${id} UNION ALL SELECT MAX(seq) FROM events_hot WHERE execution_id = ${id}))`;
+  return headOfKey(keyOf(id));
+}
+
+/** What an append checks about an execution, with its integer key (row-codec.ts C1). */
+export interface CheckRow {
+  x: number | null;
+  head: number | null;
+  status: ExecutionStatus | null;
+  fence: number | null;
 }
 
 /** A prepared statement: `P` its parameters (an array, or one object of named ones), `R` a row. */
@@ -32,20 +51,18 @@ type Stmt<P extends unknown[] | object = unknown[], R = unknown> = Database.Stat
 export interface Statements {
   // Events and executions (S1..S3, S5).
   head: Stmt<{ id: string }, { head: number | null }>;
-  check: Stmt<
-    { id: string },
-    { head: number | null; status: ExecutionStatus | null; fence: number | null }
-  >;
+  check: Stmt<{ id: string }, CheckRow>;
+  nextKey: Stmt<[], number>;
   insertExecution: Stmt;
   setStatus: Stmt;
   insertEvent: Stmt;
   hotCount: Stmt<[], { n: number }>;
   settle: Stmt;
   clearHot: Stmt;
-  read: Stmt<{ id: string; from: number; limit: number }, EventRow>;
+  read: Stmt<{ id: string; from: number; limit: number }, StoredEventRow>;
   // Snapshots (S8).
   saveSnapshot: Stmt;
-  loadSnapshot: Stmt<[string], { seq: number; state: string }>;
+  loadSnapshot: Stmt<[string], { seq: number; state: string | Buffer }>;
   // Leases (S3, S6, S9).
   claimLease: Stmt;
   getLease: Stmt<[string], LeaseRow>;
@@ -88,31 +105,35 @@ function eventStatements(db: Db) {
   return {
     head: db.prepare<{ id: string }, { head: number | null }>(`SELECT ${headOf("@id")} AS head`),
     /** Everything an append checks, in one statement. */
-    check: db.prepare<
-      { id: string },
-      { head: number | null; status: ExecutionStatus | null; fence: number | null }
-    >(
-      `SELECT ${headOf("@id")} AS head,
+    check: db.prepare<{ id: string }, CheckRow>(
+      `SELECT ${keyOf("@id")} AS x, ${headOf("@id")} AS head,
               (SELECT status FROM executions WHERE id = @id) AS status,
               (SELECT fence FROM leases WHERE execution_id = @id) AS fence`,
     ),
+    /** A new execution's integer key (row-codec.ts C1), in the transaction that inserts it. */
+    nextKey: db
+      .prepare<[], number>(
+        "UPDATE counters SET value = value + 1 WHERE name = 'execution' RETURNING value",
+      )
+      .pluck(),
     insertExecution: db.prepare(
-      "INSERT INTO executions (id, flow, status, created_at) VALUES (@id, @flow, @status, @at0)",
+      "INSERT INTO executions (id, flow, status, created_at, n) VALUES (@id, @flow, @status, @at0, @x)",
     ),
     setStatus: db.prepare("UPDATE executions SET status = @status WHERE id = @id"),
     insertEvent: db.prepare(
-      "INSERT INTO events_hot (execution_id, seq, kind, at, payload, meta) VALUES (?, ?, ?, ?, ?, ?)",
+      "INSERT INTO events_hot (x, seq, kind, at, payload, meta) VALUES (?, ?, ?, ?, ?, ?)",
     ),
     hotCount: db.prepare<[], { n: number }>("SELECT COUNT(*) AS n FROM events_hot"),
     settle: db.prepare(
-      `INSERT INTO events (execution_id, seq, kind, at, payload, meta)
-       SELECT execution_id, seq, kind, at, payload, meta FROM events_hot ORDER BY execution_id, seq`,
+      `INSERT INTO events (x, seq, kind, at, payload, meta)
+       SELECT x, seq, kind, at, payload, meta FROM events_hot ORDER BY x, seq`,
     ),
     clearHot: db.prepare("DELETE FROM events_hot"),
-    read: db.prepare<{ id: string; from: number; limit: number }, EventRow>(
-      `SELECT seq, kind, at, payload, meta FROM events WHERE execution_id = @id AND seq >= @from
+    read: db.prepare<{ id: string; from: number; limit: number }, StoredEventRow>(
+      `SELECT seq, kind, at, payload, meta FROM events WHERE x = ${keyOf("@id")} AND seq >= @from
        UNION ALL
-       SELECT seq, kind, at, payload, meta FROM events_hot WHERE execution_id = @id AND seq >= @from
+       SELECT seq, kind, at, payload, meta FROM events_hot
+        WHERE x = ${keyOf("@id")} AND seq >= @from
        ORDER BY seq LIMIT @limit`,
     ),
   };
@@ -126,7 +147,7 @@ function snapshotStatements(db: Db) {
        ON CONFLICT (execution_id) DO UPDATE SET seq = excluded.seq, state = excluded.state
        WHERE excluded.seq >= snapshots.seq`,
     ),
-    loadSnapshot: db.prepare<[string], { seq: number; state: string }>(
+    loadSnapshot: db.prepare<[string], { seq: number; state: string | Buffer }>(
       "SELECT seq, state FROM snapshots WHERE execution_id = ?",
     ),
   };

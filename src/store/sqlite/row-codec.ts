@@ -1,0 +1,100 @@
+/**
+ * How an event is laid out in a SQLite row since migration 6 (migrations.ts), and read back as
+ * the envelope that was appended: readers (the fold, verifyLog, the audit chain) see the same
+ * envelope whatever the row format.
+ *
+ * C1. The execution is its integer key (`executions.n`), not its id: the id is written once, on
+ *     its executions row.
+ * C2. The kind is a small integer code (KIND_CODES); a kind without one is kept as its name.
+ *     Codes are never reused or renumbered: a new kind takes the next one, appended.
+ * C3. A meta that is exactly `{ fence }` (nearly every event's) is kept as the integer fence;
+ *     any other is its JSON text; none is NULL.
+ */
+import type { Envelope, EnvelopeMeta, EventKind } from "../../kernel/events.ts";
+import { LogCorruptError } from "../../kernel/errors.ts";
+import type { Json } from "../../kernel/json.ts";
+import { parsedRow } from "../rows.ts";
+
+/** C2: the code of each kind, by position. Append only. */
+export const KIND_CODES: readonly EventKind[] = [
+  "EXECUTION_STARTED",
+  "STEP_STARTED",
+  "STEP_COMPLETED",
+  "STEP_FAILED",
+  "STEP_CANCELLED",
+  "STEP_NOTED",
+  "DECISION_RECORDED",
+  "TIMER_SCHEDULED",
+  "TIMER_FIRED",
+  "SUSPENDED",
+  "RESUMED",
+  "MESSAGE_CONSUMED",
+  "RESOURCE_METERED",
+  "QUOTA_EXCEEDED",
+  "CHILD_STARTED",
+  "CHILD_DONE",
+  "EXECUTION_COMPLETED",
+  "EXECUTION_FAILED",
+  "EXECUTION_CANCELLED",
+  "EXECUTION_CONTINUED",
+  "STATE_RESTORED",
+  "SUBJECT_ERASED",
+];
+
+const CODE_OF = new Map<string, number>(KIND_CODES.map((k, i) => [k, i]));
+
+/** C2: what the `kind` column holds for `kind`. */
+export function kindCell(kind: string): number | string {
+  return CODE_OF.get(kind) ?? kind;
+}
+
+/** C3: what the `meta` column holds for `meta`. */
+export function metaCell(meta: EnvelopeMeta | undefined): number | string | null {
+  if (meta === undefined) return null;
+  const keys = Object.keys(meta);
+  if (keys.length === 1 && keys[0] === "fence" && Number.isSafeInteger(meta.fence)) {
+    return meta.fence as number;
+  }
+  return JSON.stringify(meta);
+}
+
+/** An events row as read (migration 6 on). */
+export interface StoredEventRow {
+  seq: number;
+  kind: number | string;
+  at: number;
+  payload: string;
+  meta: number | string | null;
+}
+
+/** C1..C3: the envelope `row` of `executionId` holds; an unknown kind code is LogCorruptError. */
+export function envelopeOfRow(executionId: string, r: StoredEventRow): Envelope {
+  const kind = typeof r.kind === "number" ? KIND_CODES[r.kind] : r.kind;
+  if (kind === undefined) {
+    throw new LogCorruptError(
+      `the log of execution ${JSON.stringify(executionId)} cannot be read at seq ${r.seq}: unknown kind code ${String(r.kind)}`,
+      { executionId, seq: r.seq },
+    );
+  }
+  const e: Envelope = {
+    executionId,
+    seq: r.seq,
+    kind: kind as EventKind,
+    at: r.at,
+    payload: parsedRow(executionId, r.seq, r.payload) as Json,
+  };
+  if (typeof r.meta === "number") e.meta = { fence: r.meta };
+  else if (r.meta !== null) e.meta = parsedRow(executionId, r.seq, r.meta) as EnvelopeMeta;
+  return e;
+}
+
+/**
+ * SQL: the `kind` column's code for a kind name held in `column`, over the first `count` codes
+ * (a migration names how many existed when it was released, so its text never changes).
+ */
+export function kindCodeSql(column: string, count: number): string {
+  const whens = KIND_CODES.slice(0, count)
+    .map((k, i) => `WHEN '${k}' THEN ${i}`)
+    .join(" ");
+  return `CASE ${column} ${whens} ELSE ${column} END`;
+}
