@@ -141,8 +141,12 @@ export interface CountingStore {
   onRelease: (() => void) | undefined;
 }
 
-/** Wraps a store (whose methods are closures, so spreading keeps them) to count calls. */
-export function countingStore(inner: Store): CountingStore {
+/**
+ * Wraps a store (whose methods are closures, so spreading keeps them) to count calls. With
+ * `untilSettled`, a call is timed until its promise settles: a store whose work is a round trip
+ * to a server (PostgreSQL) does it after the call returns.
+ */
+export function countingStore(inner: Store, opts: { untilSettled?: boolean } = {}): CountingStore {
   const counts: StoreCounts = {
     events: 0,
     appendMs: 0,
@@ -154,11 +158,22 @@ export function countingStore(inner: Store): CountingStore {
   };
   const timed = <T>(field: "appendMs" | "leaseMs" | "snapshotMs", call: () => T): T => {
     const t0 = nowMs();
-    try {
-      return call();
-    } finally {
+    const add = () => {
       counts[field] += nowMs() - t0;
+    };
+    let result: T;
+    try {
+      result = call();
+    } catch (e) {
+      add();
+      throw e;
     }
+    if (opts.untilSettled && result instanceof Promise) {
+      void result.then(add, add);
+    } else {
+      add();
+    }
+    return result;
   };
   const out: CountingStore = { store: inner, counts, onRelease: undefined };
   out.store = {

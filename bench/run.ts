@@ -44,8 +44,9 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
 const USAGE = `usage: npm run bench -- NAME [flags]
 
   steps   [--steps 1000] [--executions 100] [--steps-each 100] [--synchronous FULL|NORMAL]
-          [--rounds 5] [--only seq|concurrent|both]
-          steps-seq: N sequential steps on SQLite vs a raw better-sqlite3 loop
+          [--rounds 5] [--only seq|concurrent|both] [--store sqlite|postgres]
+          steps-seq: N sequential steps on SQLite vs a raw better-sqlite3 loop; with
+          --store postgres (needs LOOM_PG_URL), vs raw pg INSERTs of a step's row, seq only
           steps-concurrent: executions x steps-each at once vs the same flow run alone
   resume  [--turns 20000] [--store memory|sqlite] [--synchronous FULL|NORMAL] [--mode hot|parked]
           latency of resume -> step on one long-lived cached execution, turn 1000 vs the last

@@ -1,5 +1,6 @@
 /**
- * `steps`: the cost of a durable step on SQLite.
+ * `steps`: the cost of a durable step on SQLite (on PostgreSQL with `--store postgres`:
+ * steps-pg.ts, steps-seq only).
  *
  * steps-seq        one flow of N sequential ctx.run steps, timed from start() to result(), beside
  *                  a raw better-sqlite3 loop of one row per transaction on a fresh file with the
@@ -27,8 +28,10 @@ import {
   parseFlags,
   round,
   withTempDir,
+  UsageError,
   type StoreCounts,
 } from "./lib.ts";
+import { stepsPgBench } from "./steps-pg.ts";
 import { rawSqliteLoop, type Synchronous } from "./raw-sqlite.ts";
 
 const stepsFlow = flow$("bench-steps", async (ctx, input: { steps: number }) => {
@@ -217,7 +220,7 @@ interface Ctx {
 }
 
 export async function stepsBench(argv: readonly string[]): Promise<void> {
-  const known = ["steps", "executions", "steps-each", "synchronous", "rounds", "only"];
+  const known = ["steps", "executions", "steps-each", "synchronous", "rounds", "only", "store"];
   const flags = parseFlags(argv, known);
   const steps = intFlag(flags, "steps", 1000);
   const executions = intFlag(flags, "executions", 100);
@@ -225,6 +228,12 @@ export async function stepsBench(argv: readonly string[]): Promise<void> {
   const sync = choiceFlag(flags, "synchronous", ["FULL", "NORMAL"] as const, "FULL");
   const rounds = intFlag(flags, "rounds", 5);
   const only = choiceFlag(flags, "only", ["seq", "concurrent", "both"] as const, "both");
+  const store = choiceFlag(flags, "store", ["sqlite", "postgres"] as const, "sqlite");
+  if (store === "postgres") {
+    if (only === "concurrent") throw new UsageError("steps --store postgres measures seq only");
+    await stepsPgBench(steps, rounds);
+    return;
+  }
   await withTempDir(async (dir) => {
     let n = 0;
     const ctx: Ctx = { sync, rounds, file: () => join(dir, `bench-${n++}.db`) };

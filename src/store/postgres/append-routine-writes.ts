@@ -60,7 +60,9 @@ function appendEvents(t: Tables): string {
       INSERT INTO ${t.events} (execution_id, seq, kind, at, payload, meta)
         SELECT b.i, ev.q, ev.k, ev.t, ev.p, ev.m
         FROM json_to_recordset(b.e) AS ev(q bigint, k text, t bigint, p text, m text);
-      IF log_status IS NULL THEN
+      IF written THEN
+        NULL; -- R8: its execution row was written as it was checked.
+      ELSIF log_status IS NULL THEN
         INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at)
           VALUES (b.i, coalesce(b.fl, ''), b.s, b.h, b.a0, b.a1);
       ELSE

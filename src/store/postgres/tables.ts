@@ -8,9 +8,12 @@
  * of a log (S20); a schema upgraded from version 1 keeps `loom_append_1` for the processes of the
  * release before, which refuse such a batch, as that release did. Version 3 pins its own
  * `search_path` (R7); a schema upgraded from version 2 keeps `loom_append_2`, unpinned, for the
- * processes of the release before.
+ * processes of the release before. Version 4 checks a step's execution row in the UPDATE that
+ * writes it (R8) instead of reading it locked first; a schema upgraded from version 3 keeps
+ * `loom_append_3` for the processes of the release before, which take the same locks in the same
+ * order.
  */
-export const APPEND_ROUTINE = "loom_append_3";
+export const APPEND_ROUTINE = "loom_append_4";
 
 /** The schema's tables, quoted and qualified. */
 export interface Tables {
