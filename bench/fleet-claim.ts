@@ -21,7 +21,8 @@
  * - `claim`: the mixed store above; what a claim takes is released again between samples (not
  *   timed), so every sample sees the same store;
  * - `idleClaim`: every runnable execution's lease is held live, so the claim finds nothing: what
- *   each idle worker runs at every poll of a busy fleet, the claim's worst walk.
+ *   each idle worker runs at every poll of a busy fleet, the claim's worst walk (at most 100
+ *   samples: at 10^6 each takes a tenth of a second or more).
  * At the largest size the claim's plan is printed to stderr (EXPLAIN ANALYZE of the prepared
  * statement after 6 runs, so the plan PostgreSQL settles on, generic or custom, in a rolled-back
  * transaction).
@@ -186,7 +187,8 @@ export async function claimLatency(
          WHERE e.id = l.execution_id AND e.status IN ('pending', 'running') AND l.owner IS NULL`,
         [IDLE, FAR],
       );
-      const idle = await timeClaims(store, db, t, samples);
+      // Fewer: at 10^6 each walks every execution in flight (a tenth of a second or more).
+      const idle = await timeClaims(store, db, t, Math.min(samples, 100));
       if (idle.claimed !== 0) throw new Error("an idle claim took a held execution");
       if (size === sizes.at(-1))
         note(`fleet: claim plan at ${size}:\n${await explainClaim(db, t)}`);
