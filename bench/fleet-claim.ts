@@ -14,7 +14,8 @@
  *   logs would only make the fill slower);
  * - ids are an md5 of their number, so the runnable ones are spread over the id order as random ids
  *   would be; each size grows the store of the one before it, then VACUUM ANALYZE runs, as
- *   autovacuum would have on a store that grew this large.
+ *   autovacuum would have on a store that grew this large, and a CHECKPOINT, so the fill's WAL
+ *   is not written out while the claims (each a commit) are timed.
  *
  * At each size two claims are timed, each through the store's `claimRunnable` (limit
  * CLAIM_BATCH, so including the round trip):
@@ -98,6 +99,9 @@ export async function fill(db: pg.ClientBase, t: Tables, from: number, to: numbe
   await db.query(`VACUUM ANALYZE ${t.executions}`);
   await db.query(`VACUUM ANALYZE ${t.leases}`);
   await db.query(`VACUUM ANALYZE ${t.events}`);
+  // The fill's WAL (hundreds of MB at 10^6) would otherwise be checkpointed while the claims are
+  // timed, and each claim's commit wait on it; a role that may not checkpoint measures without.
+  await db.query("CHECKPOINT").catch(() => note("fleet: CHECKPOINT refused, claims timed without"));
 }
 
 /** The two templates `fill` copies, made through Loom. */

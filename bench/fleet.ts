@@ -302,6 +302,7 @@ export async function fleetBench(argv: readonly string[]): Promise<void> {
       fillMs: round(c.fillMs, 0),
       claimP50Ms: round(c.p50Ms, 3),
       claimP99Ms: round(c.p99Ms, 3),
+      claimP50InInserts: round((c.p50Ms * 1000) / baselinePerInsertUs, 2),
       idleClaimP50Ms: round(c.idleP50Ms, 3),
       idleClaimP99Ms: round(c.idleP99Ms, 3),
       baselinePerInsertUs,
