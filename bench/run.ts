@@ -61,9 +61,13 @@ const USAGE = `usage: npm run bench -- NAME [flags]
   fanout  [--children 1000] [--store memory|sqlite]
           a parent spawns N children and awaits them all, beside N executions started and
           awaited from outside: total time and peak RSS
-  fleet   [--flows 100] [--rounds 3] [--steps 500] [--starts 300]   (needs LOOM_PG_URL)
-          steps per second of 1, 2 and 3 worker processes on PostgreSQL, one sequential step,
-          a one-step flow started and awaited, beside one raw INSERT per transaction
+  fleet   [--flows 100] [--rounds 3] [--steps 500] [--starts 300] [--workers 1,2,3|none]
+          [--claim-sizes 10000,100000,1000000|none] [--claim-samples 500]   (needs LOOM_PG_URL)
+          steps per second of 1, 2 and 3 worker processes on PostgreSQL (--flows per worker),
+          with the CPU of the workers and their backends per step (steps/s per busy core,
+          perCoreRatio3to1) beside the machine's; one sequential step; a one-step flow started
+          and awaited; the fleet claim's p50/p99 at each claim size (a store filled by SQL);
+          each beside one raw INSERT per transaction
   middleware [--effects 5000] [--rounds 5]
           per-effect cost of the default middleware chain beside a bare effect (memory store)
   cancel  [--runs 50]

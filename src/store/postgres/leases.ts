@@ -33,6 +33,25 @@ const toLease = (r: LeaseRow): Lease => ({
   expiresAtMs: r.expires_at,
 });
 
+/**
+ * L2: the claim ($1 flows, $2 now, $3 limit, $4 owner, $5 the new expiry). The outer UPDATE
+ * repeats the lease test: belt and braces for the row's latest version. Exported for the
+ * benchmark's EXPLAIN (bench/fleet-claim.ts).
+ */
+export function claimRunnableSql(t: Tables): string {
+  return `WITH candidates AS (
+       SELECT l.execution_id FROM ${t.leases} l JOIN ${t.executions} e ON e.id = l.execution_id
+       WHERE e.status IN ('pending', 'running') AND e.flow = ANY($1::text[])
+         AND (l.owner IS NULL OR l.expires_at <= $2)
+       ORDER BY e.id LIMIT $3
+       FOR UPDATE OF l, e SKIP LOCKED
+     )
+     UPDATE ${t.leases} l SET owner = $4, fence = l.fence + 1, expires_at = $5
+     FROM candidates c
+     WHERE l.execution_id = c.execution_id AND (l.owner IS NULL OR l.expires_at <= $2)
+     RETURNING l.execution_id, l.owner, l.fence, l.expires_at`;
+}
+
 /** The statements of leases and claims, prepared per connection under their names. */
 function leaseStatements(t: Tables) {
   return {
@@ -65,21 +84,7 @@ function leaseStatements(t: Tables) {
       "get_lease",
       `SELECT execution_id, owner, fence, expires_at FROM ${t.leases} WHERE execution_id = $1`,
     ),
-    // L2. The outer UPDATE repeats the lease test: belt and braces for the row's latest version.
-    claim: statement(
-      "claim_runnable",
-      `WITH candidates AS (
-         SELECT l.execution_id FROM ${t.leases} l JOIN ${t.executions} e ON e.id = l.execution_id
-         WHERE e.status IN ('pending', 'running') AND e.flow = ANY($1::text[])
-           AND (l.owner IS NULL OR l.expires_at <= $2)
-         ORDER BY e.id LIMIT $3
-         FOR UPDATE OF l, e SKIP LOCKED
-       )
-       UPDATE ${t.leases} l SET owner = $4, fence = l.fence + 1, expires_at = $5
-       FROM candidates c
-       WHERE l.execution_id = c.execution_id AND (l.owner IS NULL OR l.expires_at <= $2)
-       RETURNING l.execution_id, l.owner, l.fence, l.expires_at`,
-    ),
+    claim: statement("claim_runnable", claimRunnableSql(t)),
   };
 }
 
