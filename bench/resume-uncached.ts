@@ -24,6 +24,7 @@ import { join } from "node:path";
 import { createRuntime, flow$ } from "../src/index.ts";
 import { foldOnto } from "../src/fold/fold.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { snapshotText } from "../src/store/sqlite/snapshots.ts";
 import type { Store } from "../src/store/spi.ts";
 import {
   choiceFlag,
@@ -230,13 +231,17 @@ async function storeParts(file: string, synchronous: string) {
   }
 }
 
-const LOG_ROWS = `SELECT seq, kind, at, payload, meta FROM events WHERE execution_id = @id AND seq >= @from
-  UNION ALL SELECT seq, kind, at, payload, meta FROM events_hot WHERE execution_id = @id AND seq >= @from
+/** The log's rows as the store keeps them (migration 6: keyed by the execution's integer `n`). */
+const LOG_ROWS = `SELECT seq, kind, at, payload, meta FROM events
+    WHERE x = (SELECT n FROM executions WHERE id = @id) AND seq >= @from
+  UNION ALL SELECT seq, kind, at, payload, meta FROM events_hot
+    WHERE x = (SELECT n FROM executions WHERE id = @id) AND seq >= @from
   ORDER BY seq`;
 
 interface RawRow {
   payload: string;
-  meta: string | null;
+  /** A meta's JSON text, or a bare fence (row-codec.ts). */
+  meta: string | number | null;
 }
 
 /**
@@ -247,14 +252,14 @@ function rawParts(file: string, snapshotSeq: number) {
   const db = new Database(file, { readonly: true });
   try {
     const rows = db.prepare<{ id: string; from: number }, RawRow>(LOG_ROWS);
-    const snap = db.prepare<[string], { state: string }>(
+    const snap = db.prepare<[string], { state: string | Buffer }>(
       "SELECT state FROM snapshots WHERE execution_id = ?",
     );
     const parse = (all: readonly RawRow[]) => {
       let n = 0;
       for (const r of all) {
         n += JSON.parse(r.payload) === null ? 0 : 1;
-        if (r.meta !== null) n += JSON.parse(r.meta) === null ? 0 : 1;
+        if (typeof r.meta === "string") n += JSON.parse(r.meta) === null ? 0 : 1;
       }
       return n;
     };
@@ -262,7 +267,7 @@ function rawParts(file: string, snapshotSeq: number) {
     const state = snapshotSeq >= 0 ? snap.get(ID)?.state : undefined;
     const tail = rows.all({ id: ID, from: snapshotSeq + 1 });
     const t1 = nowMs();
-    if (state !== undefined) JSON.parse(state);
+    if (state !== undefined) JSON.parse(snapshotText(state));
     parse(tail);
     const t2 = nowMs();
     const all = rows.all({ id: ID, from: 0 });
