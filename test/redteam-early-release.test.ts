@@ -86,3 +86,47 @@ describe("a start whose id exists under another principal (W4, W5, ADR 0111)", (
     ]);
   });
 });
+
+const waiting = flow$("redteam-waiting", async (ctx) => {
+  const got = await ctx.receive<string>();
+  return `got ${got}`;
+});
+
+describe("a send by the owner while another principal's refused start is in flight", () => {
+  it("is judged on the log, not on the unwritten start", async () => {
+    const inner = memoryStore();
+    let armed = false;
+    const { store, gate } = holding(inner, (b) => armed && startsOf("w")(b));
+    const driver = createRuntime({ store: inner, pollIntervalMs: 20 });
+    open.push(driver);
+    driver.registerFlow(waiting);
+    await driver.start(waiting, null, { id: "w", principal: "alice" });
+    await until(async () => (await driver.getState("w", { as: "alice" })).status === "parked");
+    const r = createRuntime({ store, pollIntervalMs: 20 });
+    open.push(r);
+    r.registerFlow(waiting);
+    armed = true;
+    const intruder = r.start(waiting, null, { id: "w", principal: "mallory" }).then(
+      () => "adopted",
+      (e: { code?: string }) => e.code,
+    );
+    await until(() => gate.held > 0);
+    // The send is judged (and its message written) in the window; its wake waits for the start.
+    const sent = r.send("w", "hello", { as: "alice" });
+    let settled = false;
+    const outcome = sent.then(
+      () => "sent",
+      (e: { code?: string }) => e.code,
+    );
+    void outcome.finally(() => (settled = true));
+    await until(async () => settled || (await inner.readMessages("w", "main", -1, 10)).length > 0);
+    armed = false;
+    gate.release();
+    expect(await outcome).toBe("sent");
+    expect(await intruder).toBe("LOOM_UNAUTHORIZED");
+    expect(await driver.waitForCompletion("w", { as: "alice", timeoutMs: 10_000 })).toMatchObject({
+      status: "completed",
+      output: "got hello",
+    });
+  });
+});
