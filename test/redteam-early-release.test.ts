@@ -130,3 +130,94 @@ describe("a send by the owner while another principal's refused start is in flig
     });
   });
 });
+
+/** A store that holds the first commit `matches` picks, then fails it (a store error). */
+function holdThenFail(inner: Store, matches: (batches: readonly AppendBatch[]) => boolean) {
+  const gate = { held: 0, release: () => undefined as void };
+  const opened = new Promise<void>((res) => (gate.release = res));
+  gates.push(() => gate.release());
+  const store: Store = {
+    ...inner,
+    appendMany: async (batches) => {
+      if (gate.held === 0 && matches(batches)) {
+        gate.held++;
+        await opened;
+        throw new Error("disk went away");
+      }
+      return inner.appendMany(batches);
+    },
+  };
+  return { store, gate };
+}
+
+const settles = (id: string, callId: string) => (batches: readonly AppendBatch[]) =>
+  batches.some(
+    (b) =>
+      b.executionId === id &&
+      b.events.some(
+        (e) => e.kind === "STEP_COMPLETED" && JSON.stringify(e.payload).includes(`"${callId}"`),
+      ),
+  );
+
+describe("R1 held: nothing after a step reaches outside before its result is durable", () => {
+  it("a child spawned right after a step is not started while that step's commit is held, nor if it fails", async () => {
+    const base = memoryStore();
+    const written = new Set<string>();
+    const inner: Store = {
+      ...base,
+      appendMany: (batches) => {
+        for (const b of batches) written.add(b.executionId);
+        return base.appendMany(batches);
+      },
+    };
+    const { store, gate } = holdThenFail(inner, settles("p", "a#0"));
+    const ran = { a: 0, child: 0 };
+    const child = flow$("redteam-child", async (ctx) => ctx.run("c", () => ++ran.child));
+    const parent = flow$("redteam-parent", async (ctx) => {
+      await ctx.run("a", () => ++ran.a);
+      const h = await ctx.spawn(child, null);
+      return ctx.awaitChild(h);
+    });
+    const r = createRuntime({ store, leaseTtlMs: 200, pollIntervalMs: 20 });
+    open.push(r);
+    r.registerFlow(child).registerFlow(parent);
+    await r.start(parent, null, { id: "p" });
+    await until(() => gate.held > 0);
+    await new Promise((res) => setTimeout(res, 50));
+    expect(ran.child).toBe(0);
+    expect([...written]).toEqual(["p"]);
+    gate.release();
+    const outcome = await r.waitForCompletion("p", { timeoutMs: 10_000 });
+    expect(outcome).toMatchObject({ status: "completed", output: 1 });
+    // a ran twice (its first result was lost), the child once, after a was durable.
+    expect(ran).toEqual({ a: 2, child: 1 });
+  });
+
+  it("a body that ends right after a step reports no outcome its log does not hold", async () => {
+    const inner = memoryStore();
+    const { store, gate } = holdThenFail(inner, settles("e", "only#0"));
+    let n = 0;
+    const counting = flow$("redteam-ends", async (ctx) => ctx.run("only", () => ++n));
+    const r = createRuntime({ store, leaseTtlMs: 200, pollIntervalMs: 20 });
+    open.push(r);
+    r.registerFlow(counting);
+    const handle = await r.start(counting, null, { id: "e" });
+    let early: unknown;
+    void handle.result().then(
+      (o) => (early ??= o),
+      () => undefined,
+    );
+    await until(() => gate.held > 0);
+    await new Promise((res) => setTimeout(res, 50));
+    expect(early).toBeUndefined();
+    expect((await r.getState("e")).status).not.toBe("completed");
+    expect((await r.readLog("e")).map((e) => e.kind)).toEqual(["EXECUTION_STARTED"]);
+    gate.release();
+    const outcome = await r.waitForCompletion("e", { timeoutMs: 10_000 });
+    const log = await inner.read("e");
+    expect(outcome).toMatchObject({ status: "completed", output: 2 });
+    expect(log.at(-1)).toMatchObject({ kind: "EXECUTION_COMPLETED", payload: { output: 2 } });
+    await until(() => early !== undefined);
+    expect(early).toEqual(outcome);
+  });
+});
