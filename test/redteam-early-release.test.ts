@@ -3,6 +3,9 @@
  * barrier), and a start that writes sequence 0 before it reads (W5). Each test holds or fails a
  * store's appendMany to make the window between a queue and its commit certain.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   createRuntime,
@@ -12,12 +15,15 @@ import {
   type Runtime,
   type Store,
 } from "../src/index.ts";
+import { sqliteStore } from "../src/store/sqlite/index.ts";
 
 const open: Runtime[] = [];
 const gates: (() => void)[] = [];
+const dirs: string[] = [];
 afterEach(async () => {
   for (const release of gates.splice(0)) release();
   await Promise.all(open.splice(0).map((r) => r.close()));
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
 async function until(check: () => boolean | Promise<boolean>): Promise<void> {
@@ -220,4 +226,70 @@ describe("R1 held: nothing after a step reaches outside before its result is dur
     await until(() => early !== undefined);
     expect(early).toEqual(outcome);
   });
+});
+
+describe("a caller waiting while a repeat start's refused write is in flight", () => {
+  it("still learns the outcome the log holds", async () => {
+    const inner = memoryStore();
+    let armed = false;
+    const { store, gate } = holding(inner, (b) => armed && startsOf("h")(b));
+    const driver = createRuntime({ store: inner, pollIntervalMs: 20 });
+    open.push(driver);
+    driver.registerFlow(waiting);
+    await driver.start(waiting, null, { id: "h" });
+    await until(async () => (await driver.getState("h")).status === "parked");
+    const r = createRuntime({ store, pollIntervalMs: 20 });
+    open.push(r);
+    r.registerFlow(waiting);
+    armed = true;
+    // A repeat start (same caller, same input): it adopts once its write is refused.
+    const again = r.start(waiting, null, { id: "h" });
+    await until(() => gate.held > 0);
+    const waited = r.waitForCompletion("h", { timeoutMs: 5_000 });
+    await new Promise((res) => setTimeout(res, 30));
+    armed = false;
+    gate.release();
+    await again;
+    await driver.send("h", "late");
+    expect(await waited).toMatchObject({ status: "completed", output: "got late" });
+  });
+});
+
+describe("concurrent starts of one id from two runtimes (W4, W5)", () => {
+  for (const kind of ["memory", "sqlite"] as const) {
+    it(`on ${kind}: one owner wins, the other is refused or adopts, one start in the log`, async () => {
+      let stores: [Store, Store];
+      if (kind === "memory") {
+        const m = memoryStore();
+        stores = [m, m];
+      } else {
+        const dir = mkdtempSync(join(tmpdir(), "loom-redteam-"));
+        dirs.push(dir);
+        stores = [sqliteStore(join(dir, "s.db")), sqliteStore(join(dir, "s.db"))];
+      }
+      const [a, b] = stores.map((store) => createRuntime({ store, pollIntervalMs: 60_000 }));
+      open.push(a, b);
+      for (let i = 0; i < 20; i++) {
+        const id = `c${i}`;
+        const same = i % 2 === 0;
+        const results = await Promise.allSettled([
+          a.start(oneStep, 1, { id, principal: "alice" }),
+          b.start(oneStep, same ? 1 : 2, { id, principal: same ? "alice" : "bob" }),
+        ]);
+        const log = await stores[0].read(id);
+        expect(log.filter((e) => e.kind === "EXECUTION_STARTED")).toHaveLength(1);
+        const owner = (log[0].payload as { principal?: string }).principal;
+        if (same) {
+          expect(results.map((x) => x.status)).toEqual(["fulfilled", "fulfilled"]);
+        } else {
+          expect(results.filter((x) => x.status === "fulfilled")).toHaveLength(1);
+          const winner = results[0].status === "fulfilled" ? "alice" : "bob";
+          expect(owner).toBe(winner);
+          const loser = results.find((x) => x.status === "rejected");
+          expect(loser).toMatchObject({ reason: { code: "LOOM_UNAUTHORIZED" } });
+        }
+        await a.waitForCompletion(id, { as: owner, timeoutMs: 10_000 });
+      }
+    });
+  }
 });
