@@ -267,7 +267,8 @@ describe("concurrent starts of one id from two runtimes (W4, W5)", () => {
         dirs.push(dir);
         stores = [sqliteStore(join(dir, "s.db")), sqliteStore(join(dir, "s.db"))];
       }
-      const [a, b] = stores.map((store) => createRuntime({ store, pollIntervalMs: 60_000 }));
+      const a = createRuntime({ store: stores[0], pollIntervalMs: 60_000 });
+      const b = createRuntime({ store: stores[1], pollIntervalMs: 60_000 });
       open.push(a, b);
       for (let i = 0; i < 20; i++) {
         const id = `c${i}`;
@@ -278,7 +279,7 @@ describe("concurrent starts of one id from two runtimes (W4, W5)", () => {
         ]);
         const log = await stores[0].read(id);
         expect(log.filter((e) => e.kind === "EXECUTION_STARTED")).toHaveLength(1);
-        const owner = (log[0].payload as { principal?: string }).principal;
+        const owner = (log[0]?.payload as { principal?: string } | undefined)?.principal;
         if (same) {
           expect(results.map((x) => x.status)).toEqual(["fulfilled", "fulfilled"]);
         } else {
