@@ -161,7 +161,7 @@ const settles = (id: string, callId: string) => (batches: readonly AppendBatch[]
     (b) =>
       b.executionId === id &&
       b.events.some(
-        (e) => e.kind === "STEP_COMPLETED" && JSON.stringify(e.payload).includes(`"${callId}"`),
+        (e) => e.kind === "STEP_COMPLETED" && JSON.stringify(e.payload).includes(`${callId}"`),
       ),
   );
 
@@ -293,4 +293,83 @@ describe("concurrent starts of one id from two runtimes (W4, W5)", () => {
       }
     });
   }
+});
+
+describe("a cancel arriving between a step's queue and its failed commit", () => {
+  it("reports nothing the log does not hold", async () => {
+    const inner = memoryStore();
+    const { store, gate } = holdThenFail(inner, settles("k", "only#0"));
+    const sleepy = flow$("redteam-sleepy", async (ctx) => {
+      await ctx.run("only", () => 1);
+      await ctx.sleep(60_000);
+      return "woke";
+    });
+    const r = createRuntime({ store, leaseTtlMs: 200, pollIntervalMs: 20 });
+    open.push(r);
+    r.registerFlow(sleepy);
+    const handle = await r.start(sleepy, null, { id: "k" });
+    await until(() => gate.held > 0);
+    const cancelled = handle.cancel().then(
+      (v) => ({ ok: v }),
+      (e: { code?: string }) => ({ error: e.code }),
+    );
+    await new Promise((res) => setTimeout(res, 30));
+    gate.release();
+    const said = await cancelled;
+    if ("ok" in said) {
+      // A cancel that reported success is in the log, and the execution ends cancelled.
+      const outcome = await r.waitForCompletion("k", { timeoutMs: 10_000 });
+      expect(outcome.status).toBe("cancelled");
+      expect((await inner.read("k")).at(-1)?.kind).toBe("EXECUTION_CANCELLED");
+    } else {
+      expect((await inner.read("k")).map((e) => e.kind)).not.toContain("EXECUTION_CANCELLED");
+    }
+  });
+});
+
+describe("parallel branches: one branch's queued result seen by another branch's step code", () => {
+  it("a step's code runs only once every result the body holds is durable", async () => {
+    const inner = memoryStore();
+    // First commit held: branch x's result. Second, held then failed: branch a's result.
+    const first = holding(inner, (b) => settles("par", "x#0")(b));
+    const { store, gate } = holdThenFail(first.store, settles("par", "a#0"));
+    const outside: string[] = [];
+    let handed = false;
+    let ranA = 0;
+    const flow = flow$("redteam-parallel", async (ctx) => {
+      let shared = "none";
+      await ctx.parallel([
+        async (c) => {
+          shared = await c.run("a", async () => {
+            // Finishes while x's commit is held: its result is queued behind it.
+            await until(() => first.gate.held > 0);
+            return `a-${++ranA}`;
+          });
+          handed = true;
+        },
+        async (c) => {
+          await c.run("x", () => "x");
+          await c.run("b", () => void outside.push(shared));
+        },
+      ]);
+      return shared;
+    });
+    const r = createRuntime({ store, leaseTtlMs: 200, pollIntervalMs: 20 });
+    open.push(r);
+    r.registerFlow(flow);
+    await r.start(flow, null, { id: "par" });
+    await until(() => first.gate.held > 0);
+    await until(() => handed);
+    first.gate.release();
+    await until(() => gate.held > 0);
+    await new Promise((res) => setTimeout(res, 50));
+    // a's result is not durable (its commit is held, and will fail): b's code has not used it.
+    expect(outside).toEqual([]);
+    gate.release();
+    const outcome = await r.waitForCompletion("par", { timeoutMs: 10_000 });
+    expect(outcome).toMatchObject({ status: "completed", output: "a-2" });
+    // Only the re-run's b ran (before or after its a), never on the lost "a-1".
+    expect(outside).toHaveLength(1);
+    expect(outside).not.toContain("a-1");
+  });
 });
