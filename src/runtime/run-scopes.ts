@@ -253,8 +253,7 @@ export class RunScopes {
    */
   committed(): Promise<void> | undefined {
     const seq = this.run.state.seq;
-    if (!this.run.live) return halted(); // R6: a stopped run's code never runs again
-    if (this.run.committedSeq >= seq) return undefined;
+    if (!this.run.live || this.run.committedSeq >= seq) return undefined;
     return new Promise<void>((resolve) => this.barriers.push({ seq, resolve }));
   }
 

@@ -195,7 +195,7 @@ export async function step<T>(
 /**
  * R1, just before a step's code runs: every event folded so far is committed, those folded
  * while it waited included (another branch handed a result meanwhile, which this code may read
- * from the body's variables). Never resolves once the run stopped (R6).
+ * from the body's variables).
  */
 async function factsCommitted(run: Run): Promise<void> {
   for (let pending = run.committed(); pending; pending = run.committed()) await pending;
