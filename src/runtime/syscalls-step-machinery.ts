@@ -116,7 +116,7 @@ export async function step<T>(
   if (frame && frame.status !== "started") throw errorFromData(frame.error);
   const payload = startOf(s, callId, name, hasInput ? input : undefined, opts.reservation);
   claim.take();
-  await run.committed(); // R1: what the body acted on (a step's result) is durable first
+  await factsCommitted(run); // R1: what the body was handed (a step's result) is durable
   // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
   const timeout =
     opts.timeoutMs === undefined
@@ -145,7 +145,6 @@ export async function step<T>(
   } else {
     run.deferStart(callId, payload); // R9
   }
-  await factsCommitted(run); // R1 again: another branch may hold a queued result it reads
   const attempt = new StepCall(
     run,
     callId,
@@ -193,7 +192,7 @@ export async function step<T>(
 }
 
 /**
- * R1, just before a step's code runs: every event folded so far is committed, those folded
+ * R1, before a step.s code runs: every event folded so far is committed, those folded
  * while it waited included (another branch handed a result meanwhile, which this code may read
  * from the body's variables).
  */
