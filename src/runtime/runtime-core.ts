@@ -63,8 +63,12 @@ export async function authorize(
   if (options === null || typeof options !== "object") {
     throw new InvalidInputError("caller options must be an object");
   }
-  const held = s.runs.get(id)?.state;
-  const owner = held ? held._principal : (await loadStart(s.store, id))?._principal;
+  // A start not yet committed names no owner while the log may hold another's: a repeat start
+  // writes before it reads (W5), and the store may refuse it. The log decides; failing that,
+  // the start in flight.
+  const run = s.runs.get(id);
+  const held = run !== undefined && run.committedSeq >= 0 ? run.state : undefined;
+  const owner = (held ?? (await loadStart(s.store, id)) ?? run?.state)?._principal;
   assertOwner(owner, id, options);
 }
 

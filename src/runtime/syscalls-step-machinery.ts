@@ -117,7 +117,7 @@ export async function step<T>(
   if (frame && frame.status !== "started") throw errorFromData(frame.error);
   const payload = startOf(s, callId, name, hasInput ? input : undefined, opts.reservation);
   claim.take();
-  await run.committed(); // R1: what the body acted on (a step's result) is durable first
+  await factsCommitted(run); // R1: what the body was handed (a step's result) is durable
   // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
   const timeout =
     opts.timeoutMs === undefined
@@ -156,15 +156,14 @@ export async function step<T>(
     run.trace?.step(callId, name, opts.meterable === true ? "effect" : "run"), // T3
     deps,
   );
-  const ectx = attempt.ectx;
   const disarm = timeout === undefined ? undefined : armTimeout(attempt, timeout);
   let outcome: { output: Json | undefined } | { error: unknown };
   try {
     const meterable = opts.meterable === true;
     // Under its span when it has one (T3): spans made by the step's code are its children.
     const value = await (attempt.span
-      ? attempt.span.within(() => callStep(fn, ectx, attempt, meterable))
-      : callStep(fn, ectx, attempt, meterable));
+      ? attempt.span.within(() => callStep(fn, attempt.ectx, attempt, meterable))
+      : callStep(fn, attempt.ectx, attempt, meterable));
     // Wrapped before it is recorded: the log, and so every replay, holds the mark.
     const marked = opts.taint === undefined ? value : taint(value, opts.taint);
     outcome = { output: stepBound(deps, marked, `output of step "${callId}"`) };
@@ -191,6 +190,15 @@ export async function step<T>(
   // R1: the body's once queued (an end reached before the flush shares its commit; R5 if it fails)
   run.enqueueDetached(completedSpecs(run, callId, outcome.output, attempt.facts));
   return own(outcome.output) as T;
+}
+
+/**
+ * R1, before a step.s code runs: every event folded so far is committed, those folded
+ * while it waited included (another branch handed a result meanwhile, which this code may read
+ * from the body's variables).
+ */
+async function factsCommitted(run: Run): Promise<void> {
+  for (let pending = run.committed(); pending; pending = run.committed()) await pending;
 }
 
 /** Arms a step's timeout (K8.1): its signal aborts with the timeout's error once it passes. */

@@ -57,7 +57,9 @@ export async function send(
   // ADR 0111: authorized against the addressed id before any chain read.
   await authorize(s, idOrChainId, options);
   let head = s.chains ? await route(s, idOrChainId) : idOrChainId;
-  const state = s.runs.get(head)?.state ?? (await mustLoad(s.store, head));
+  // A run whose start is not committed may be a repeat start the store will refuse (W5).
+  const held = s.runs.get(head);
+  const state = held && held.committedSeq >= 0 ? held.state : await mustLoad(s.store, head);
   assertOwner(state._principal, head, options); // a start may have landed since `authorize`
   if (state.status === "continued") {
     // Routing stopped at a continued member: its successor is missing (a gap) or failed
