@@ -524,7 +524,13 @@ describe("fixes of what the simulator found in children (docs/simulation.md)", (
     };
     const parent = flow$("store-fails", async (ctx) => {
       const child = await ctx.spawn(waiter, null);
-      await ctx.run("arm", () => (armed.on = true));
+      // Armed once the child's log exists: awaitChild reads an ended child's outcome only then
+      // (a step's result reaches the body before its commit, and the child's start may not be
+      // committed yet when the body goes on).
+      await ctx.run("arm", async () => {
+        await until(async () => (await inner.head("sf::waiter#0")) >= 0);
+        return (armed.on = true);
+      });
       return ctx.awaitChild<string>(child);
     });
     const first = sup(store, { onError: () => undefined })

@@ -335,6 +335,7 @@ describe("parallel branches: one branch's queued result seen by another branch's
     const { store, gate } = holdThenFail(first.store, settles("par", "a#0"));
     const outside: string[] = [];
     let handed = false;
+    let aReturned = false;
     let ranA = 0;
     const flow = flow$("redteam-parallel", async (ctx) => {
       let shared = "none";
@@ -343,6 +344,7 @@ describe("parallel branches: one branch's queued result seen by another branch's
           shared = await c.run("a", async () => {
             // Finishes while x's commit is held: its result is queued behind it.
             await until(() => first.gate.held > 0);
+            aReturned = true;
             return `a-${++ranA}`;
           });
           handed = true;
@@ -359,7 +361,11 @@ describe("parallel branches: one branch's queued result seen by another branch's
     r.registerFlow(flow);
     await r.start(flow, null, { id: "par" });
     await until(() => first.gate.held > 0);
-    await until(() => handed);
+    await until(() => aReturned);
+    await new Promise((res) => setTimeout(res, 50));
+    // Beside another branch, a step's result waits for its commit (R1, handOver): a's is queued
+    // behind x's held commit and not handed to the body yet.
+    expect(handed).toBe(false);
     first.gate.release();
     await until(() => gate.held > 0);
     await new Promise((res) => setTimeout(res, 50));

@@ -187,9 +187,19 @@ export async function step<T>(
     );
   }
   attempt.span?.completed();
-  // R1: the body's once queued (an end reached before the flush shares its commit; R5 if it fails)
-  run.enqueueDetached(completedSpecs(run, callId, outcome.output, attempt.facts));
+  await handOver(run, run.enqueue(completedSpecs(run, callId, outcome.output, attempt.facts)));
   return own(outcome.output) as T;
+}
+
+/**
+ * R1: a step's result goes to the body once its event is queued (so an end reached before the
+ * flush shares its commit) only when nothing else of the body runs: beside an open ctx.parallel
+ * branch or another step in flight, whose code could read it from the body's variables while it
+ * runs, it goes only once committed. A failed commit stops the run either way (R5).
+ */
+async function handOver(run: Run, committed: Promise<void>): Promise<void> {
+  if (run.openBranches() > 0 || run.state.inFlight > 0) return committed;
+  committed.catch(() => undefined);
 }
 
 /**
