@@ -11,8 +11,8 @@
  * Invariants (tests cite R1..R9). R2, R3 and R7 are kept in run-scopes.ts, R4, R5 and R9 in
  * run-appends.ts, whose heads state them whole; R1, R6 and R8 here, with their parts there:
  * R1. Every event is folded into `state` when it is queued. A wait (a resume's payload, a fired
- *     timer) wakes once its settling event is committed; a step's result is the body's once its
- *     event is queued, and a new step's code runs only once it is committed (`committed`).
+ *     timer) wakes once its settling event is committed; a step's result, once queued when the
+ *     body runs nothing else (handOver), and a new step's code runs only on committed facts.
  * R2. A call the log already answers is answered from the fold, never re-executed.
  * R3. A re-run that asks for a different call than the log recorded stops the run.
  * R4. Nothing is appended after a terminal event, and nothing after the run stopped.
