@@ -4,8 +4,8 @@
  * blocked in. A Run (run.ts) owns one and delegates its scope members to it.
  *
  * Invariants (numbered as in run.ts; R2, R3 and R7 are kept here whole, R1, R6, R8 in part):
- * R1. A waiter wakes only once its settling sequence number is committed (wakeSettled); so does
- *     a barrier (`committed`): once every event folded before it is.
+ * R1. A waiter wakes only once its settling sequence number is committed (wakeSettled); a
+ *     barrier (`committed`), once every event folded is.
  * R2. A call the log already answers is answered from the fold, never re-executed: `claim`
  *     says it is `recorded`, and the caller reads its answer from the state.
  * R3. A re-run that asks for a different call than the log recorded at the same position of the
@@ -94,8 +94,8 @@ export function halted<T>(): Promise<T> {
 export class RunScopes {
   private readonly scopes = new Map<string, Scope>();
   private readonly waiters = new Map<string, Waiter>();
-  /** Who waits for a sequence number to commit (R1: `committed`), in the order they asked. */
-  private barriers: { seq: number; resolve: () => void }[] = [];
+  /** Who waits for every event folded to be committed (R1: `committed`). */
+  private barriers: (() => void)[] = [];
 
   constructor(
     private readonly run: ScopedRun,
@@ -247,23 +247,20 @@ export class RunScopes {
   }
 
   /**
-   * R1: resolves once every event folded so far is committed (undefined when it already is), so
-   * what comes next never acts on a fact the log may still lose. Never settles if the run stops
-   * first (R6).
+   * R1: resolves once every event folded is committed, those folded while it waits included
+   * (undefined when it already is), so what comes next never acts on a fact the log may still
+   * lose. Never settles if the run stops first (R6).
    */
   committed(): Promise<void> | undefined {
-    const seq = this.run.state.seq;
-    if (!this.run.live || this.run.committedSeq >= seq) return undefined;
-    return new Promise<void>((resolve) => this.barriers.push({ seq, resolve }));
+    if (!this.run.live || this.run.committedSeq >= this.run.state.seq) return undefined;
+    return new Promise<void>((resolve) => this.barriers.push(resolve));
   }
 
-  /** Wakes each waiter whose settling event is committed, and each barrier passed (R1). */
+  /** Wakes each waiter whose settling event is committed, and the barriers once all is (R1). */
   wakeSettled(): void {
     const committedSeq = this.run.committedSeq;
-    if (this.barriers.length > 0) {
-      const passed = this.barriers.filter((b) => b.seq <= committedSeq);
-      this.barriers = this.barriers.filter((b) => b.seq > committedSeq);
-      for (const b of passed) b.resolve();
+    if (this.barriers.length > 0 && committedSeq >= this.run.state.seq) {
+      for (const resolve of this.barriers.splice(0)) resolve();
     }
     if (this.waiters.size === 0) return;
     for (const [callId, w] of this.waiters) {

@@ -224,7 +224,7 @@ export class Run {
 
   // ---- appends (run-appends.ts) ----------------------------------------------------------------
 
-  /** R1: resolves once every event folded so far is committed; never, if the run stops (R6). */
+  /** R1: resolves once every event folded is committed (RunScopes.committed). */
   committed(): Promise<void> | undefined {
     return this.scopes.committed();
   }
@@ -357,14 +357,12 @@ export class Run {
   private terminate(): void {
     this.phase = "done";
     this.drive.stopTimers();
-    // An effect still running in another branch can no longer be recorded: stop it (the error
-    // is made only for one: an Error's stack costs ~10 µs, and most ends have none running).
+    // Effects still running in other branches cannot be recorded: stop them (error made if any).
+    const { id, state } = this;
     const ended = this.attempts.abortAll(() =>
-      this.state.status === "cancelled"
-        ? new CancelledError(`execution "${this.id}" was cancelled while this step ran`)
-        : new ExecutionEndedError(
-            `execution "${this.id}" ended (${this.state.status}) while this step ran`,
-          ),
+      state.status === "cancelled"
+        ? new CancelledError(`execution "${id}" was cancelled while this step ran`)
+        : new ExecutionEndedError(`execution "${id}" ended (${state.status}) while this step ran`),
     );
     this.drive.closeTrace(undefined, ended);
     this.dropWaiters();

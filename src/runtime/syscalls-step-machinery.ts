@@ -117,7 +117,7 @@ export async function step<T>(
   if (frame && frame.status !== "started") throw errorFromData(frame.error);
   const payload = startOf(s, callId, name, hasInput ? input : undefined, opts.reservation);
   claim.take();
-  await factsCommitted(run); // R1: what the body was handed (a step's result) is durable
+  await run.committed(); // R1: what the body was handed (a step's result) is durable
   // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
   const timeout =
     opts.timeoutMs === undefined
@@ -200,15 +200,6 @@ export async function step<T>(
 async function handOver(run: Run, committed: Promise<void>): Promise<void> {
   if (run.openBranches() > 0 || run.state.inFlight > 0) return committed;
   committed.catch(() => undefined);
-}
-
-/**
- * R1, before a step.s code runs: every event folded so far is committed, those folded
- * while it waited included (another branch handed a result meanwhile, which this code may read
- * from the body's variables).
- */
-async function factsCommitted(run: Run): Promise<void> {
-  for (let pending = run.committed(); pending; pending = run.committed()) await pending;
 }
 
 /** Arms a step's timeout (K8.1): its signal aborts with the timeout's error once it passes. */
