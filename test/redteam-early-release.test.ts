@@ -16,6 +16,7 @@ import {
   type Store,
 } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { until } from "./helpers.ts";
 
 const open: Runtime[] = [];
 const gates: (() => void)[] = [];
@@ -25,14 +26,6 @@ afterEach(async () => {
   await Promise.all(open.splice(0).map((r) => r.close()));
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
-
-async function until(check: () => boolean | Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (await check()) return;
-    await new Promise((res) => setTimeout(res, 5));
-  }
-  throw new Error("condition never held");
-}
 
 /** A store whose appendMany is held, while `hold` says so of a call's batches, until released. */
 function holding(inner: Store, hold: (batches: readonly AppendBatch[]) => boolean) {

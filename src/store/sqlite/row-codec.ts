@@ -15,7 +15,11 @@ import { LogCorruptError } from "../../kernel/errors.ts";
 import type { Json } from "../../kernel/json.ts";
 import { parsedRow } from "../rows.ts";
 
-/** C2: the code of each kind, by position. Append only. */
+/**
+ * C2: the code of each kind, by position. Append only. A frozen copy of the kernel's
+ * EVENT_KINDS as migration 6 found it, not that list itself, whose order is not frozen (a kind
+ * has gone in the middle of it before: STEP_NOTED).
+ */
 export const KIND_CODES: readonly EventKind[] = [
   "EXECUTION_STARTED",
   "STEP_STARTED",
