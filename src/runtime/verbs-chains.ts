@@ -38,6 +38,13 @@ import { isContinued, refuseIfSucceeded, route } from "./runtime-routing.ts";
 import { handle, registered } from "./verbs-executions.ts";
 import type { RuntimeState } from "./runtime-state.ts";
 
+/** A chain head's state: held here once its start is committed (a repeat start the store will
+ * refuse may be held before, W5), else read. */
+async function headState(s: RuntimeState, head: string): Promise<ExecutionState> {
+  const held = s.runs.get(head);
+  return held && held.committedSeq >= 0 ? held.state : mustLoad(s.store, head);
+}
+
 /** Appends `message` to the inbox of the chain `idOrChainId` belongs to (runtime.ts `send`). */
 export async function send(
   s: RuntimeState,
@@ -57,9 +64,15 @@ export async function send(
   // ADR 0111: authorized against the addressed id before any chain read.
   await authorize(s, idOrChainId, options);
   let head = s.chains ? await route(s, idOrChainId) : idOrChainId;
-  // A run whose start is not committed may be a repeat start the store will refuse (W5).
-  const held = s.runs.get(head);
-  const state = held && held.committedSeq >= 0 ? held.state : await mustLoad(s.store, head);
+  let state = await headState(s, head);
+  // The head may have rotated between the route and the read: the chain is followed again,
+  // and only a head that stays continued (a gap, a successor that fails verification) refuses.
+  for (let again = 0; s.chains && state.status === "continued" && again < 2; again++) {
+    const next = await route(s, idOrChainId);
+    if (next === head) break;
+    head = next;
+    state = await headState(s, head);
+  }
   assertOwner(state._principal, head, options); // a start may have landed since `authorize`
   if (state.status === "continued") {
     // Routing stopped at a continued member: its successor is missing (a gap) or failed
