@@ -2,6 +2,7 @@
 import pg from "pg";
 import { postgresStore } from "../src/store/postgres/index.ts";
 import { logCorruptSuite } from "./support/log-corrupt-suite.ts";
+import { OF_EXECUTION } from "./support/pg-rows.ts";
 import { dropSchema, pgUrl, schemaName } from "./support/postgres.ts";
 
 logCorruptSuite("PostgreSQL", async () => {
@@ -16,7 +17,7 @@ logCorruptSuite("PostgreSQL", async () => {
       await client.connect();
       try {
         const { rowCount } = await client.query(
-          `UPDATE "${schema}".events SET payload = '{not json' WHERE execution_id = $1 AND seq = $2`,
+          `UPDATE "${schema}".events SET payload = '{not json' WHERE ${OF_EXECUTION(schema)} AND seq = $2`,
           [id, seq],
         );
         if (rowCount !== 1) throw new Error(`spoiled ${rowCount} rows`);

@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import type { AppendBatch } from "../src/store/spi.ts";
 import { postgresStore, type PostgresStore } from "../src/store/postgres/index.ts";
 import { APPEND_ROUTINE } from "../src/store/postgres/append-routine.ts";
+import { eventCells } from "../src/store/postgres/event-rows.ts";
 import { dropSchema, pgUrl, schemaName } from "./support/postgres.ts";
 
 const url = pgUrl();
@@ -54,7 +55,14 @@ const sentStep = (id: string, seq: number) =>
       h: seq,
       a0: 1 + seq,
       a1: 1 + seq,
-      e: [{ q: seq, k: "STEP_COMPLETED", t: 1 + seq, p: JSON.stringify({ seq }), m: null }],
+      e: [
+        {
+          q: seq,
+          t: 1 + seq,
+          p: JSON.stringify({ seq }),
+          ...eventCells("STEP_COMPLETED", undefined),
+        },
+      ],
     },
   ]);
 
@@ -120,7 +128,11 @@ describe("postgres: a step's append (append-routine.ts R8)", () => {
       // The lease stays and carries the fence; only the execution row is missing.
       await admin.query(`DELETE FROM "${store.schema}".executions WHERE id = 'a'`);
       expect(codes(await store.appendMany([step("a", 1)]))).toEqual(["LOOM_SEQUENCE_CONFLICT"]);
-      expect((await store.read("a")).map((e) => e.seq)).toEqual([0]);
+      // Its events are under the key the deleted row held (event-rows.ts E1): only seq 0.
+      const { rows } = await admin.query<{ seq: string }>(
+        `SELECT seq FROM "${store.schema}".events ORDER BY seq`,
+      );
+      expect(rows.map((r) => Number(r.seq))).toEqual([0]);
     } finally {
       await admin.end();
       await store.close();

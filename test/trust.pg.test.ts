@@ -6,7 +6,8 @@ import pg from "pg";
 import { afterAll, beforeAll } from "vitest";
 import { postgresStore } from "../src/store/postgres/index.ts";
 import { dropSchema, pgUrl, schemaName } from "./support/postgres.ts";
-import { trustSuite, type RawRow } from "./support/trust-suite.ts";
+import { trustSuite } from "./support/trust-suite.ts";
+import { OF_EXECUTION, textRow, writeTextRow } from "./support/pg-rows.ts";
 
 const url = pgUrl();
 const schemas: string[] = [];
@@ -24,26 +25,15 @@ trustSuite({
   async open() {
     return postgresStore({ connectionString: url, schema, pool: { max: 4 } });
   },
-  async row(id, seq) {
-    const { rows } = await client.query<RawRow & { at: string }>(
-      `SELECT kind, at, payload, meta FROM "${schema}".events WHERE execution_id = $1 AND seq = $2`,
-      [id, seq],
-    );
-    const row = rows[0];
-    return row && { ...row, at: Number(row.at) };
-  },
+  row: (id, seq) => textRow(client, schema, id, seq),
   async setRow(id, seq, row) {
-    await client.query(
-      `UPDATE "${schema}".events SET kind = $3, at = $4, payload = $5, meta = $6
-       WHERE execution_id = $1 AND seq = $2`,
-      [id, seq, row.kind, row.at, row.payload, row.meta],
-    );
+    await writeTextRow(client, schema, id, seq, row);
   },
   async deleteRow(id, seq) {
-    await client.query(`DELETE FROM "${schema}".events WHERE execution_id = $1 AND seq = $2`, [
-      id,
-      seq,
-    ]);
+    await client.query(
+      `DELETE FROM "${schema}".events WHERE ${OF_EXECUTION(schema)} AND seq = $2`,
+      [id, seq],
+    );
   },
   async dump() {
     const { rows: tables } = await client.query<{ table_name: string }>(

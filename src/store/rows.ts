@@ -1,9 +1,10 @@
 /**
  * The rows the SQL stores (SQLite, PostgreSQL) keep, and what they read back as: one shape, one
  * mapping, whichever engine holds them. Payloads, metas and inputs are kept as the JSON text the
- * runtime made, so what is read is what was appended.
+ * runtime made, so what is read is what was appended. Event rows have a format per store
+ * (sqlite/row-codec.ts, postgres/event-rows.ts), both read back as the envelope appended.
  */
-import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../kernel/events.ts";
+import type { ExecutionStatus } from "../kernel/events.ts";
 import { LogCorruptError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { ExecutionSummary, InboxMessage, Schedule } from "./spi.ts";
@@ -13,14 +14,6 @@ import { WAKE_ID_PREFIXES } from "../fold/index-changes.ts";
 export const NOT_A_WAKE_ROW = WAKE_ID_PREFIXES.map((p) => `timer_id NOT LIKE '${p}%'`).join(
   " AND ",
 );
-
-export interface EventRow {
-  seq: number;
-  kind: string;
-  at: number;
-  payload: string;
-  meta: string | null;
-}
 
 export interface ExecutionRow {
   id: string;
@@ -47,19 +40,6 @@ export interface MessageRow {
   key: string;
   payload: string;
   at: number;
-}
-
-/** A stored event as it was appended; a row whose text does not parse is LogCorruptError. */
-export function envelopeOf(executionId: string, r: EventRow): Envelope {
-  const e: Envelope = {
-    executionId,
-    seq: r.seq,
-    kind: r.kind as EventKind,
-    at: r.at,
-    payload: parsedRow(executionId, r.seq, r.payload) as Json,
-  };
-  if (r.meta !== null) e.meta = parsedRow(executionId, r.seq, r.meta) as EnvelopeMeta;
-  return e;
 }
 
 /**

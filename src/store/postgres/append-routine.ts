@@ -48,11 +48,21 @@
  *     is 2.3x a raw insert otherwise: docs/benchmarks.md). A batch the UPDATE does not take (a
  *     first batch, a claim, an erasure after the end, or one to refuse) writes nothing there and
  *     is read and checked as before, so a refusal answers what it was checked against (R5).
+ * R9. (Since `loom_append_7`.) Events are rows of the lean format (event-rows.ts E1..E4): each
+ *     event arrives with its kind's code or name and its bare fence or meta text (append.ts
+ *     computes them), and is written under its execution's key, so after the execution row
+ *     that holds it: a new execution's row is inserted before its events.
  */
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { ERASURE_KIND } from "../append-check.ts";
+import { kindCode } from "../kind-codes.ts";
 import { APPEND_ROUTINE, type Tables } from "./tables.ts";
-import { batchWrites } from "./append-routine-writes.ts";
+import {
+  batchWrites,
+  EVENT_INSERT_COLUMNS,
+  EVENT_RECORD,
+  EVENT_VALUES,
+} from "./append-routine-writes.ts";
 
 export { APPEND_ROUTINE } from "./tables.ts";
 
@@ -64,7 +74,8 @@ const quoted = (values: Iterable<string>) => [...values].map((v) => `'${v}'`).jo
 /**
  * The CREATE FUNCTION statement for `schema`. The batch record's fields (append.ts `SentBatch`):
  * i id, x expected sequence, f fence, s status, fl flow, h last sequence, a0/a1 first and last
- * event time, e events ({q seq, k kind, t at, p payload, m meta}), co/ce claimed lease owner and
+ * event time, e events ({q seq, k kind code, kn kind name without one, t at, p payload, f bare
+ * fence, m meta text}: event-rows.ts EventCells), co/ce claimed lease owner and
  * expiry, r released lease owner, ss/sj snapshot sequence and state, nw/nk notice owner (who) and
  * kind, tc clear all own timer rows, td timer rows deleted ({e, t}), ts timer rows set ({e, t, a}).
  * `x`, `f` and `h` are numeric: a fence or sequence number no row can hold refuses its batch only
@@ -113,6 +124,8 @@ function declarations(): string {
   lease_owner text;
   log_head bigint;
   log_status text;
+  -- R9: the execution's key (executions.n), once its row is written or read.
+  log_key bigint;
   checked_fence bigint;
   -- R8: whether the batch's execution row was written as it was checked.
   written boolean;
@@ -191,13 +204,14 @@ function batchState(t: Tables): string {
       -- checks the row. Anything else reads the row locked, and is checked below.
       IF b.co IS NULL AND lease_fence = b.f THEN
         UPDATE ${t.executions} AS x SET status = b.s, head = b.h, updated_at = b.a1
-          WHERE x.id = b.i AND x.head = b.x - 1 AND x.status NOT IN (${terminal});
+          WHERE x.id = b.i AND x.head = b.x - 1 AND x.status NOT IN (${terminal})
+          RETURNING x.n INTO log_key;
         written := FOUND;
       END IF;
       IF written THEN
         log_head := b.x - 1;
       ELSE
-        SELECT x.head, x.status INTO log_head, log_status FROM ${t.executions} x
+        SELECT x.head, x.status, x.n INTO log_head, log_status, log_key FROM ${t.executions} x
           WHERE x.id = b.i FOR UPDATE;
         log_head := coalesce(log_head, -1);
       END IF;
@@ -231,7 +245,7 @@ function batchCheck(): string {
     IF checked_fence IS NULL OR checked_fence IS DISTINCT FROM b.f
         OR (CASE WHEN NOT written AND coalesce(log_status IN (${terminal}), false)
           THEN b.s IS DISTINCT FROM log_status OR EXISTS (SELECT FROM json_array_elements(b.e) AS ev
-            WHERE (ev ->> 'k') IS DISTINCT FROM '${ERASURE_KIND}')
+            WHERE (ev ->> 'k') IS DISTINCT FROM '${kindCode(ERASURE_KIND)}')
           ELSE false END)
         OR b.x IS DISTINCT FROM log_head + 1 THEN
       refused := refused || json_build_object('n', k, 'h', log_head, 's', log_status,
@@ -244,10 +258,6 @@ function batchCheck(): string {
 function writeAppended(t: Tables): string {
   return `  -- R4
   IF cardinality(appended_ids) > 0 THEN
-    INSERT INTO ${t.events} (execution_id, seq, kind, at, payload, meta)
-      SELECT a.id, ev.q, ev.k, ev.t, ev.p, ev.m
-      FROM unnest(appended_ids, appended_events) AS a(id, e),
-        json_to_recordset(a.e) AS ev(q bigint, k text, t bigint, p text, m text);
     UPDATE ${t.executions} AS x SET status = w.status, head = w.head, updated_at = w.updated
       FROM unnest(ids, fresh, statuses, heads, updated) AS w(id, fresh, status, head, updated)
       WHERE x.id = w.id AND NOT w.fresh AND w.updated IS NOT NULL;
@@ -258,6 +268,12 @@ function writeAppended(t: Tables): string {
           AS w(id, fresh, flow, status, head, created, updated)
         WHERE w.fresh AND w.updated IS NOT NULL;
     END IF;
+    -- R9: after the execution rows, whose keys they take.
+    INSERT INTO ${t.events} (${EVENT_INSERT_COLUMNS})
+      SELECT x.n, ${EVENT_VALUES}
+      FROM unnest(appended_ids, appended_events) AS a(id, e)
+        JOIN ${t.executions} AS x ON x.id = a.id,
+        json_to_recordset(a.e) AS ${EVENT_RECORD};
   END IF;`;
 }
 

@@ -39,6 +39,7 @@ import { jsonText } from "../../kernel/json.ts";
 import { checkBatch, effectiveFence } from "../append-check.ts";
 import type { AppendBatch, AppendOutcome, StoreHooks } from "../spi.ts";
 import { runRetried, statement, transaction, type Tables } from "./db.ts";
+import { eventCells, type EventCells } from "./event-rows.ts";
 import { TimerPlan } from "./timer-plan.ts";
 
 const NOTICE_TTL_MS = 24 * 60 * 60 * 1000;
@@ -55,7 +56,8 @@ interface SentBatch {
   h: number;
   a0: number;
   a1: number;
-  e: { q: number; k: string; t: number; p: string; m: string | null }[];
+  /** Each event's seq, time and payload text, with its kind and meta cells (R9). */
+  e: ({ q: number; t: number; p: string } & EventCells)[];
   co?: string;
   ce?: number;
   r?: string;
@@ -202,10 +204,9 @@ function toSent(b: AppendBatch): SentBatch {
     a1: last.at,
     e: b.events.map((e) => ({
       q: e.seq,
-      k: wellFormed(e.kind),
       t: e.at,
       p: jsonText(e.payload),
-      m: e.meta === undefined ? null : JSON.stringify(e.meta),
+      ...eventCells(wellFormed(e.kind), e.meta),
     })),
   };
   if (b.flow !== undefined) row.fl = wellFormed(b.flow);

@@ -21,6 +21,44 @@ import type pg from "pg";
 import { APPEND_ROUTINE, APPEND_ROUTINE_ARGS, appendRoutineSql } from "./append-routine.ts";
 import { tables, type Tables } from "./db.ts";
 import { wakeChannel } from "./wakes.ts";
+import { bareFenceSql, kindCodeSql } from "./event-rows.ts";
+
+/**
+ * Migration 3, leaner event rows (issue 23 item 3, event-rows.ts E1..E4): an execution's events
+ * are keyed by a `bigint` given once, on its executions row (`n`, an identity column never
+ * written otherwise, so never repeated; not indexed: an execution is looked up by its id), the
+ * kind is its code and a `{ fence }` meta the bare fence. The old rows are converted (the 22
+ * kinds codes existed for then); an event with no executions row had no log to read and is not.
+ * The routines of earlier releases name the old table's columns: a process of such a release
+ * fails on its next append or read instead of writing rows this one could not read, so an
+ * upgrade across this version stops the previous release's processes first (docs/postgres.md).
+ */
+export function leanEventRows(t: Tables): string {
+  return `
+  ALTER TABLE ${t.executions} ADD COLUMN n BIGINT GENERATED ALWAYS AS IDENTITY;
+  CREATE TABLE ${t.events}_v3 (
+    x BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    at BIGINT NOT NULL,
+    fence INTEGER,
+    kind SMALLINT,
+    kind_name TEXT,
+    payload TEXT NOT NULL,
+    meta TEXT,
+    CONSTRAINT events_v3_pkey PRIMARY KEY (x, seq)
+  );
+  INSERT INTO ${t.events}_v3 (x, seq, at, fence, kind, kind_name, payload, meta)
+    SELECT e.n, ev.seq, ev.at, c.fence, c.kind,
+      CASE WHEN c.kind IS NULL THEN ev.kind END, ev.payload,
+      CASE WHEN c.fence IS NULL THEN ev.meta END
+    FROM ${t.events} ev JOIN ${t.executions} e ON e.id = ev.execution_id,
+      LATERAL (SELECT ${bareFenceSql("ev.meta")} AS fence,
+        ${kindCodeSql("ev.kind", 22)} AS kind) AS c;
+  DROP TABLE ${t.events};
+  ALTER TABLE ${t.events}_v3 RENAME TO events;
+  ALTER INDEX ${t.events}_v3_pkey RENAME TO events_pkey;
+  `;
+}
 
 export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   (t) => `
@@ -104,6 +142,7 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
     material TEXT NOT NULL
   );
   `,
+  leanEventRows,
 ];
 
 /** Brings `schema` to the latest version (M1..M3); returns the versions it applied. */

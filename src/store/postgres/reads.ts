@@ -1,20 +1,24 @@
 /**
  * Reading logs on PostgreSQL: events by sequence number, heads, and the execution list (S1, S5,
  * S14). Payloads and metas are stored as the JSON text the runtime made, so what `read` returns
- * parses from exactly the bytes appended.
+ * parses from exactly the bytes appended; the row's other cells read back as the envelope
+ * appended (event-rows.ts E1..E3).
  */
 import type pg from "pg";
 import type { EventStore } from "../spi.ts";
 import { run, statement, type Tables } from "./db.ts";
-import { envelopeOf, summaryOf, type EventRow, type ExecutionRow } from "../rows.ts";
+import { summaryOf, type ExecutionRow } from "../rows.ts";
+import { EVENT_ROW_COLUMNS, envelopeOfPgRow, type PgEventRow } from "./event-rows.ts";
 
 export function postgresReads(pool: pg.Pool, t: Tables): Omit<EventStore, "appendMany"> {
   const s = {
     // LIMIT NULL is no limit.
+    // E1: the events under the execution's key.
     read: statement(
       "read",
-      `SELECT seq, kind, at, payload, meta FROM ${t.events}
-       WHERE execution_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3`,
+      `SELECT ${EVENT_ROW_COLUMNS} FROM ${t.events}
+       WHERE x = (SELECT n FROM ${t.executions} WHERE id = $1) AND seq >= $2
+       ORDER BY seq LIMIT $3`,
     ),
     head: statement("head", `SELECT head FROM ${t.executions} WHERE id = $1`),
   };
@@ -22,11 +26,11 @@ export function postgresReads(pool: pg.Pool, t: Tables): Omit<EventStore, "appen
   return {
     async read(id, fromSeq = 0, limit) {
       const max = limit === undefined ? null : Math.max(0, Math.floor(limit));
-      const { rows } = await run<EventRow>(
+      const { rows } = await run<PgEventRow>(
         pool,
         s.read([id, Math.max(0, Math.ceil(fromSeq)), max]),
       );
-      return rows.map((r) => envelopeOf(id, r));
+      return rows.map((r) => envelopeOfPgRow(id, r));
     },
 
     async head(id) {

@@ -8,6 +8,7 @@ import type pg from "pg";
 import { CompactionWithoutSnapshotError } from "../../kernel/errors.ts";
 import type { RetentionStore } from "../spi.ts";
 import { statement, transaction, type Tables } from "./db.ts";
+import { kindLists } from "./event-rows.ts";
 
 export function postgresRetention(pool: pg.Pool, t: Tables): RetentionStore {
   const s = {
@@ -22,7 +23,10 @@ export function postgresRetention(pool: pg.Pool, t: Tables): RetentionStore {
     // S13: the chain's inbox is not the execution's, and stays.
     delete: statement(
       "delete_execution",
-      `WITH e AS (DELETE FROM ${t.events} WHERE execution_id = $1 RETURNING 1),
+      // E1: the events under the key of the executions row deleted beside them (every part
+      // of the statement sees the rows as they were before it).
+      `WITH e AS (DELETE FROM ${t.events}
+           WHERE x = (SELECT n FROM ${t.executions} WHERE id = $1) RETURNING 1),
          x AS (DELETE FROM ${t.executions} WHERE id = $1 RETURNING 1),
          l AS (DELETE FROM ${t.leases} WHERE execution_id = $1 RETURNING 1),
          tm AS (DELETE FROM ${t.timers} WHERE execution_id = $1 RETURNING 1),
@@ -37,8 +41,12 @@ export function postgresRetention(pool: pg.Pool, t: Tables): RetentionStore {
     ),
     compact: statement(
       "compact",
+      // E2: the kinds kept arrive as their codes ($3) and the names of those without one ($4);
+      // a row holds exactly one of the two.
       `DELETE FROM ${t.events}
-       WHERE execution_id = $1 AND seq <= $2 AND kind <> ALL($3::text[])`,
+       WHERE x = (SELECT n FROM ${t.executions} WHERE id = $1) AND seq <= $2
+         AND CASE WHEN kind IS NULL THEN kind_name <> ALL($4::text[])
+           ELSE kind <> ALL($3::smallint[]) END`,
     ),
   };
 
@@ -66,7 +74,8 @@ export function postgresRetention(pool: pg.Pool, t: Tables): RetentionStore {
         }
         // The last event stays whatever its kind: it anchors the head and the last-update time.
         const through = Math.min(throughSeq, (rows[0]?.head ?? -1) - 1);
-        const removed = await tx.query(s.compact([id, through, [...keepKinds]]));
+        const keep = kindLists(keepKinds);
+        const removed = await tx.query(s.compact([id, through, keep.codes, keep.names]));
         return removed.rowCount ?? 0;
       });
     },

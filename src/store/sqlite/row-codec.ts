@@ -5,51 +5,22 @@
  *
  * C1. The execution is its integer key (`executions.n`), not its id: the id is written once, on
  *     its executions row.
- * C2. The kind is a small integer code (KIND_CODES); a kind without one is kept as its name.
- *     Codes are never reused or renumbered: a new kind takes the next one, appended.
+ * C2. The kind is a small integer code (KIND_CODES, ../kind-codes.ts, shared with the PostgreSQL
+ *     store); a kind without one is kept as its name.
  * C3. A meta that is exactly `{ fence }` (nearly every event's) is kept as the integer fence;
  *     any other is its JSON text; none is NULL.
  */
 import type { Envelope, EnvelopeMeta, EventKind } from "../../kernel/events.ts";
 import { LogCorruptError } from "../../kernel/errors.ts";
 import type { Json } from "../../kernel/json.ts";
+import { KIND_CODES, kindCode } from "../kind-codes.ts";
 import { parsedRow } from "../rows.ts";
 
-/**
- * C2: the code of each kind, by position. Append only. A frozen copy of the kernel's
- * EVENT_KINDS as migration 6 found it, not that list itself, whose order is not frozen (a kind
- * has gone in the middle of it before: STEP_NOTED).
- */
-export const KIND_CODES: readonly EventKind[] = [
-  "EXECUTION_STARTED",
-  "STEP_STARTED",
-  "STEP_COMPLETED",
-  "STEP_FAILED",
-  "STEP_CANCELLED",
-  "STEP_NOTED",
-  "DECISION_RECORDED",
-  "TIMER_SCHEDULED",
-  "TIMER_FIRED",
-  "SUSPENDED",
-  "RESUMED",
-  "MESSAGE_CONSUMED",
-  "RESOURCE_METERED",
-  "QUOTA_EXCEEDED",
-  "CHILD_STARTED",
-  "CHILD_DONE",
-  "EXECUTION_COMPLETED",
-  "EXECUTION_FAILED",
-  "EXECUTION_CANCELLED",
-  "EXECUTION_CONTINUED",
-  "STATE_RESTORED",
-  "SUBJECT_ERASED",
-];
-
-const CODE_OF = new Map<string, number>(KIND_CODES.map((k, i) => [k, i]));
+export { KIND_CODES } from "../kind-codes.ts";
 
 /** C2: what the `kind` column holds for `kind`. */
 export function kindCell(kind: string): number | string {
-  return CODE_OF.get(kind) ?? kind;
+  return kindCode(kind) ?? kind;
 }
 
 /** C3: what the `meta` column holds for `meta`. */
