@@ -90,9 +90,12 @@ export async function fill(db: pg.ClientBase, t: Tables, from: number, to: numbe
     [from, to, DONE, PENDING, OTHER, FAR],
   );
   await db.query(
-    `INSERT INTO ${t.events} (execution_id, seq, kind, at, payload, meta)
-     SELECT s.id, v.seq, v.kind, v.at, v.payload, v.meta
-     FROM (${series}) s JOIN ${t.events} v ON v.execution_id = $3 WHERE s.kind <> 'd'`,
+    // Under each copy's own key (src/store/postgres/event-rows.ts E1), given by its row above.
+    `INSERT INTO ${t.events} (x, seq, at, fence, kind, kind_name, payload, meta)
+     SELECT x.n, v.seq, v.at, v.fence, v.kind, v.kind_name, v.payload, v.meta
+     FROM (${series}) s JOIN ${t.executions} x ON x.id = s.id
+       JOIN ${t.events} v ON v.x = (SELECT n FROM ${t.executions} WHERE id = $3)
+     WHERE s.kind <> 'd'`,
     [from, to, PENDING],
   );
   await db.query("COMMIT");

@@ -18,6 +18,11 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { createRuntime, flow$ } from "../src/index.ts";
+import {
+  EVENT_ROW_COLUMNS,
+  envelopeOfPgRow,
+  type PgEventRow,
+} from "../src/store/postgres/event-rows.ts";
 import { postgresStore } from "../src/store/postgres/index.ts";
 import { countingStore, cpuMs, emit, median, note, nowMs, round, UsageError } from "./lib.ts";
 
@@ -104,13 +109,19 @@ async function stepRow(url: string, schema: string, id: string): Promise<SampleR
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const { rows } = await client.query<SampleRow>(
-      `SELECT execution_id AS "executionId", kind, payload, meta FROM "${schema}".events
-       WHERE execution_id = $1 ORDER BY seq OFFSET (SELECT count(*) / 2 FROM "${schema}".events
-       WHERE execution_id = $1) LIMIT 1`,
+    // Read back as text (event-rows.ts E1..E3): the baseline's row holds the kind and meta so.
+    const ofExecution = `x = (SELECT n FROM "${schema}".executions WHERE id = $1)`;
+    const { rows } = await client.query<PgEventRow>(
+      `SELECT ${EVENT_ROW_COLUMNS} FROM "${schema}".events
+       WHERE ${ofExecution} ORDER BY seq OFFSET (SELECT count(*) / 2 FROM "${schema}".events
+       WHERE ${ofExecution}) LIMIT 1`,
       [id],
     );
-    return rows[0];
+    const row = rows[0];
+    if (!row) return undefined;
+    const e = envelopeOfPgRow(id, row);
+    const meta = e.meta === undefined ? null : JSON.stringify(e.meta);
+    return { executionId: id, kind: e.kind, payload: row.payload, meta };
   } finally {
     await client.end();
   }

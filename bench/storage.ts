@@ -28,6 +28,7 @@ import pg from "pg";
 import { createRuntime, flow$ } from "../src/index.ts";
 import type { Envelope } from "../src/kernel/events.ts";
 import type { Json } from "../src/kernel/json.ts";
+import { eventCells } from "../src/store/postgres/event-rows.ts";
 import { postgresStore } from "../src/store/postgres/index.ts";
 import type { Store } from "../src/store/spi.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
@@ -234,11 +235,11 @@ function pgTarget(url: string, client: pg.Client, schemas: string[]): Target {
   const byLabel = new Map<string, string>();
   return {
     name: "postgres",
-    cells: (e) => ({
-      execution: e.executionId,
-      kind: e.kind,
-      meta: e.meta === undefined ? null : JSON.stringify(e.meta),
-    }),
+    // Migration 3 (src/store/postgres/event-rows.ts): a bigint key, a kind code, a bare fence.
+    cells: (e) => {
+      const c = eventCells(e.kind, e.meta);
+      return { execution: 8, kind: c.k ?? c.kn ?? "", meta: c.f ?? c.m };
+    },
     async open(label) {
       const schema = byLabel.get(label) ?? fresh();
       byLabel.set(label, schema);

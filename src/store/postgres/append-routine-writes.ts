@@ -10,7 +10,7 @@
  *   (S10) and timer rows (S7, S15) are the batch's, in its turn.
  * - R4: one execution's events and execution row are written as its batch is taken; a call for
  *   several keeps them for the routine's writes after its loop.
- * - R9: the events are written after their execution row, under the key it holds.
+ * - R10: the events are written after their execution row, under the key it holds.
  * - wakes.ts N1, N2: every wake goes out with `pg_notify` in the call's transaction, so only if the
  *   batch commits, and not at all when its JSON is over PostgreSQL's payload limit.
  */
@@ -18,13 +18,13 @@ import type { Tables } from "./tables.ts";
 import { MAX_PAYLOAD_BYTES } from "./wakes.ts";
 import { NOT_A_WAKE_ROW } from "../rows.ts";
 
-/** R9: the events table's columns an append writes, the key first (event-rows.ts E1..E4). */
+/** R10: the events table's columns an append writes, the key first (event-rows.ts E1..E4). */
 export const EVENT_INSERT_COLUMNS = "x, seq, at, fence, kind, kind_name, payload, meta";
 
-/** R9: the values after the key, from an event record `ev` (`EVENT_RECORD`). */
+/** R10: the values after the key, from an event record `ev` (`EVENT_RECORD`). */
 export const EVENT_VALUES = "ev.q, ev.t, ev.f, ev.k, ev.kn, ev.p, ev.m";
 
-/** R9: an event as the routine receives it (event-rows.ts EventCells, append.ts). */
+/** R10: an event as the routine receives it (event-rows.ts EventCells, append.ts). */
 export const EVENT_RECORD =
   "ev(q bigint, k smallint, kn text, t bigint, p text, f integer, m text)";
 
@@ -76,7 +76,7 @@ function appendEvents(t: Tables): string {
       ELSE
         UPDATE ${t.executions} SET status = b.s, head = b.h, updated_at = b.a1 WHERE id = b.i;
       END IF;
-      -- R9: under the key the execution row holds, so after it.
+      -- R10: under the key the execution row holds, so after it.
       INSERT INTO ${t.events} (${EVENT_INSERT_COLUMNS})
         SELECT log_key, ${EVENT_VALUES} FROM json_to_recordset(b.e) AS ${EVENT_RECORD};
     ELSE

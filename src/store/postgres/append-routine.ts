@@ -48,7 +48,7 @@
  *     is 2.3x a raw insert otherwise: docs/benchmarks.md). A batch the UPDATE does not take (a
  *     first batch, a claim, an erasure after the end, or one to refuse) writes nothing there and
  *     is read and checked as before, so a refusal answers what it was checked against (R5).
- * R9. (Since `loom_append_7`.) Events are rows of the lean format (event-rows.ts E1..E4): each
+ * R10. (Since `loom_append_7`.) Events are rows of the lean format (event-rows.ts E1..E4): each
  *     event arrives with its kind's code or name and its bare fence or meta text (append.ts
  *     computes them), and is written under its execution's key, so after the execution row
  *     that holds it: a new execution's row is inserted before its events.
@@ -124,7 +124,7 @@ function declarations(): string {
   lease_owner text;
   log_head bigint;
   log_status text;
-  -- R9: the execution's key (executions.n), once its row is written or read.
+  -- R10: the execution's key (executions.n), once its row is written or read.
   log_key bigint;
   checked_fence bigint;
   -- R8: whether the batch's execution row was written as it was checked.
@@ -268,7 +268,7 @@ function writeAppended(t: Tables): string {
           AS w(id, fresh, flow, status, head, created, updated)
         WHERE w.fresh AND w.updated IS NOT NULL;
     END IF;
-    -- R9: after the execution rows, whose keys they take.
+    -- R10: after the execution rows, whose keys they take.
     INSERT INTO ${t.events} (${EVENT_INSERT_COLUMNS})
       SELECT x.n, ${EVENT_VALUES}
       FROM unnest(appended_ids, appended_events) AS a(id, e)

@@ -56,7 +56,7 @@ interface SentBatch {
   h: number;
   a0: number;
   a1: number;
-  /** Each event's seq, time and payload text, with its kind and meta cells (R9). */
+  /** Each event's seq, time and payload text, with its kind and meta cells (R10). */
   e: ({ q: number; t: number; p: string } & EventCells)[];
   co?: string;
   ce?: number;

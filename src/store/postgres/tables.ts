@@ -11,7 +11,7 @@
  * processes of the release before. Version 4 checks a step's execution row in the UPDATE that
  * writes it (R8) instead of reading it locked first; a schema upgraded from version 3 keeps
  * `loom_append_3` for the processes of the release before, which take the same locks in the same
- * order. Version 7 writes the lean event rows of migration 3 (R9); the earlier versions, which
+ * order. Version 7 writes the lean event rows of migration 3 (R10); the earlier versions, which
  * write the old rows, fail on a schema migrated past them (migrations.ts `leanEventRows`).
  */
 export const APPEND_ROUTINE = "loom_append_7";
