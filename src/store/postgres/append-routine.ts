@@ -5,7 +5,7 @@
  * fragments in the order they run (a batch's writes, after its checks: append-routine-writes.ts).
  *
  * R1. It is installed beside the migrations, under their lock (migrations.ts M3), and named with
- *     its version (`loom_append_4`). A changed routine is a new name, never a replaced body: a
+ *     its version (`loom_append_7`). A changed routine is a new name, never a replaced body: a
  *     process of the previous release, still running during a rolling upgrade, keeps the routine
  *     it was written for (or its own two-round-trip transaction, which takes the same locks in the
  *     same order).

@@ -5,7 +5,7 @@
  *
  * E1. The execution is its `bigint` key (`executions.n`, an identity column), not its id: the id
  *     is written once, on its executions row, and `events` is keyed by `(x, seq)`.
- * E2. The kind is its `smallint` code (../kind-codes.ts K1) in `kind`; a kind without one is kept
+ * E2. The kind is its `smallint` code (../kind-codes.ts KC1) in `kind`; a kind without one is kept
  *     as its name in `kind_name`, `kind` then NULL. Exactly one of the two is set.
  * E3. A meta that is exactly `{ fence }` with an `integer` fence (nearly every event's) is kept in
  *     the `fence` column, `meta` NULL; any other meta is its JSON text in `meta`, `fence` NULL;
