@@ -8,7 +8,9 @@
  *   names the run and the step (`<uuid>/<i>`, as a hand-written durable step's record must) and
  *   the payload is the step's result as JSON.
  * - one-step: F flows started, one step run (the same payload), ended; bytes per flow. Raw: one
- *   row per flow.
+ *   row per flow. Beside it, `handWrittenBytesPerOneStepFlow`: the rows a hand-written durable
+ *   job of one step writes for the same input and result (storage-handwritten.ts), which store
+ *   what the flow must record, where the raw row stores its result only.
  *
  * What counts: every table of the store and its indexes (snapshots, the hot events table, the
  * executions, leases and the rest) as they stand once the flows ended; see storage-bytes.ts for
@@ -33,6 +35,7 @@ import { postgresStore } from "../src/store/postgres/index.ts";
 import type { Store } from "../src/store/spi.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { kindCell, metaCell } from "../src/store/sqlite/row-codec.ts";
+import { pgHandWritten, sqliteHandWritten, type HandWrittenJob } from "./storage-handwritten.ts";
 import { choiceFlag, emit, intFlag, note, parseFlags, round, withTempDir } from "./lib.ts";
 import {
   fieldBytes,
@@ -76,6 +79,8 @@ interface Target {
   cells(e: Envelope): RowCells;
   open(label: string): Promise<{ store: Store; bytes: () => Promise<TableBytes> }>;
   raw(rows: readonly { key: string; payload: string }[]): Promise<TableBytes>;
+  /** The rows a hand-written durable job of one step writes (storage-handwritten.ts). */
+  handWritten(jobs: readonly HandWrittenJob[]): Promise<TableBytes>;
 }
 
 interface Run {
@@ -144,6 +149,15 @@ async function storeBench(target: Target, steps: number, flows: number, bytes: n
     })),
   );
 
+  const handWritten = await target.handWritten(
+    Array.from({ length: flows }, (_, i) => ({
+      id: randomUUID(),
+      flow: oneStepFlow.name,
+      input: JSON.stringify({ i, bytes }),
+      output: JSON.stringify(payloadOf(i, bytes)),
+    })),
+  );
+
   const stepEvents = (seq.logs[0] ?? []).filter((e) => e.kind.startsWith("STEP_"));
   const stepFields = meanFields(stepEvents.map((e) => fieldBytes(e, target.cells(e))));
   const perStep = total(seq.tables) / steps;
@@ -176,6 +190,7 @@ async function storeBench(target: Target, steps: number, flows: number, bytes: n
   const rawPerFlow = total(rawOne) / flows;
   const stepRatio = perStep / rawPerStep;
   const flowRatio = perFlow / rawPerFlow;
+  const handPerFlow = total(handWritten) / flows;
   emit({
     name,
     store,
@@ -188,6 +203,8 @@ async function storeBench(target: Target, steps: number, flows: number, bytes: n
     bytesPerOneStepFlow: round(perFlow, 1),
     rawBytesPerOneStepFlow: round(rawPerFlow, 1),
     oneStepRatio: round(flowRatio),
+    handWrittenBytesPerOneStepFlow: round(handPerFlow, 1),
+    oneStepVsHandWritten: round(perFlow / handPerFlow),
     target: TARGET[store],
     passSteps: stepRatio <= TARGET[store],
     passOneStep: flowRatio <= TARGET[store],
@@ -223,6 +240,7 @@ function sqliteTarget(dir: string): Target {
       w.close();
       return grown(before, sqliteTableBytes(path));
     },
+    handWritten: async (jobs) => sqliteHandWritten(dir, `hand-${++n}.db`, jobs),
   };
 }
 
@@ -261,6 +279,7 @@ function pgTarget(url: string, client: pg.Client, schemas: string[]): Target {
       }
       return grown(before, await pgTableBytes(client, schema));
     },
+    handWritten: (jobs) => pgHandWritten(client, fresh(), jobs),
   };
 }
 

@@ -48,6 +48,9 @@ describe("issue 23 benchmarks at toy sizes", () => {
     for (const k of ["bytesPerStep", "rawBytesPerStep", "bytesPerOneStepFlow", "oneStepRatio"]) {
       expect(s[k]).toBeGreaterThan(0);
     }
+    // The hand-written job's rows hold the input and the result besides the run's row: more than
+    // the raw row, which holds the result only.
+    expect(s.handWrittenBytesPerOneStepFlow).toBeGreaterThan(Number(s.rawBytesPerOneStepFlow));
   });
 
   it("resume --uncached prints µs per replayed event", () => {
