@@ -13,6 +13,11 @@
  * A3. A batch's lease claim and release, snapshot, notice and timer rows are written in its
  *     transaction, after its events (S9, S15). A first batch writes the executions row, which
  *     gives the execution its integer key (row-codec.ts C1), before its events.
+ * A4. Integer keys are reserved KEY_BLOCK at a time (one `counters` update per block, not per
+ *     start: a start then writes one page fewer). A block is this connection's once the
+ *     transaction that reserved it commits, whoever commits after; when a transaction rolls back,
+ *     what is left of the block is dropped, since its reservation may be what rolled back. Keys
+ *     are unique, not dense: a dropped block, or one a closed store did not use up, is a gap.
  */
 import type Database from "better-sqlite3";
 import type { Envelope, ExecutionStatus } from "../../kernel/events.ts";
@@ -26,6 +31,13 @@ import { snapshotCell } from "./snapshots.ts";
 import type { Statements } from "./statements.ts";
 
 const NOTICE_TTL_MS = 24 * 60 * 60 * 1000;
+const KEY_BLOCK = 32;
+
+/** A4: the keys this connection reserved and has not used yet, `next` up to `end` (excluded). */
+interface KeyBlock {
+  next: number;
+  end: number;
+}
 
 /** What an append checks about an execution (A2). */
 interface Checked {
@@ -43,6 +55,7 @@ export function sqliteAppend(
   hooks: StoreHooks,
 ): Pick<EventStore, "appendMany"> & { forget: (id: string) => void } {
   const known = new Map<string, Checked>();
+  const keys: KeyBlock = { next: 0, end: 0 };
   const dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
   let seenVersion = -1;
 
@@ -54,7 +67,7 @@ export function sqliteAppend(
     }
     const outcomes: AppendOutcome[] = batches.map((b) => {
       try {
-        applyBatch(q, known, b);
+        applyBatch(q, known, keys, b);
         return { ok: true };
       } catch (e) {
         if (!(e instanceof LoomError)) throw e;
@@ -69,10 +82,14 @@ export function sqliteAppend(
   return {
     async appendMany(batches) {
       let outcomes: AppendOutcome[];
+      // A4: inside another transaction (a savepoint), the reservation is not final here.
+      const nested = db.inTransaction;
       try {
         outcomes = appendTx.immediate(batches);
+        if (nested) keys.next = keys.end = 0;
       } catch (e) {
         known.clear();
+        keys.next = keys.end = 0;
         throw ensureError(e);
       }
       hot(batches, outcomes);
@@ -94,8 +111,22 @@ function checked(q: Statements, known: Map<string, Checked>, id: string): Checke
   return fresh;
 }
 
+/** A4: a new integer key, from this connection's block (reserving the next one first if empty). */
+function newKey(q: Statements, keys: KeyBlock): number {
+  if (keys.next === keys.end) {
+    keys.end = (q.reserveKeys.get(KEY_BLOCK) as number) + 1;
+    keys.next = keys.end - KEY_BLOCK;
+  }
+  return keys.next++;
+}
+
 /** A1, A3: checks the batch, then writes it. */
-function applyBatch(q: Statements, known: Map<string, Checked>, b: AppendBatch): void {
+function applyBatch(
+  q: Statements,
+  known: Map<string, Checked>,
+  keys: KeyBlock,
+  b: AppendBatch,
+): void {
   const id = b.executionId;
   const row = checked(q, known, id);
   const leaseFence = row.fence;
@@ -106,7 +137,7 @@ function applyBatch(q: Statements, known: Map<string, Checked>, b: AppendBatch):
   const first = b.events[0] as Envelope;
   const last = b.events[b.events.length - 1] as Envelope;
   // An executions row and its key come together (migration 6 gave every older row one).
-  const x = row.x ?? q.nextKey.get();
+  const x = row.x ?? newKey(q, keys);
   if (row.x === undefined) {
     q.insertExecution.run({ id, flow: b.flow ?? "", status: b.status, at0: first.at, x });
   } else if (row.status !== b.status) {

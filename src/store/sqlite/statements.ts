@@ -52,7 +52,7 @@ export interface Statements {
   // Events and executions (S1..S3, S5).
   head: Stmt<{ id: string }, { head: number | null }>;
   check: Stmt<{ id: string }, CheckRow>;
-  nextKey: Stmt<[], number>;
+  reserveKeys: Stmt<[number], number>;
   insertExecution: Stmt;
   setStatus: Stmt;
   insertEvent: Stmt;
@@ -110,10 +110,10 @@ function eventStatements(db: Db) {
               (SELECT status FROM executions WHERE id = @id) AS status,
               (SELECT fence FROM leases WHERE execution_id = @id) AS fence`,
     ),
-    /** A new execution's integer key (row-codec.ts C1), in the transaction that inserts it. */
-    nextKey: db
-      .prepare<[], number>(
-        "UPDATE counters SET value = value + 1 WHERE name = 'execution' RETURNING value",
+    /** The last of `?` new integer keys (row-codec.ts C1; append.ts A4), in an append's transaction. */
+    reserveKeys: db
+      .prepare<[number], number>(
+        "UPDATE counters SET value = value + ? WHERE name = 'execution' RETURNING value",
       )
       .pluck(),
     insertExecution: db.prepare(
