@@ -106,9 +106,10 @@ function eventStatements(db: Db) {
     head: db.prepare<{ id: string }, { head: number | null }>(`SELECT ${headOf("@id")} AS head`),
     /** Everything an append checks, in one statement. */
     check: db.prepare<{ id: string }, CheckRow>(
-      `SELECT ${keyOf("@id")} AS x, ${headOf("@id")} AS head,
-              (SELECT status FROM executions WHERE id = @id) AS status,
-              (SELECT fence FROM leases WHERE execution_id = @id) AS fence`,
+      // An id without an executions row has no key, so no events: its head is not looked for.
+      `SELECT e.n AS x, CASE WHEN e.n IS NULL THEN NULL ELSE ${headOfKey("e.n")} END AS head,
+              e.status AS status, (SELECT fence FROM leases WHERE execution_id = @id) AS fence
+         FROM (SELECT 1) LEFT JOIN executions e ON e.id = @id`,
     ),
     /** The last of `?` new integer keys (row-codec.ts C1; append.ts A4), in an append's transaction. */
     reserveKeys: db
