@@ -18,6 +18,11 @@
  *     transaction that reserved it commits, whoever commits after; when a transaction rolls back,
  *     what is left of the block is dropped, since its reservation may be what rolled back. Keys
  *     are unique, not dense: a dropped block, or one a closed store did not use up, is a gap.
+ * A5. An execution's own timer rows are written by its own batches only (S7; others' batches
+ *     write it wake rows, which its end never clears, S15). So while A2 caches an execution whose
+ *     executions row this connection inserted, and none of its batches since set a timer row, it
+ *     has none, and its terminal batch runs no delete of them. Whatever drops the cached entry
+ *     (another connection's commit, a rollback, `forget`) drops that knowledge with it.
  */
 import type Database from "better-sqlite3";
 import type { Envelope, ExecutionStatus } from "../../kernel/events.ts";
@@ -46,6 +51,8 @@ interface Checked {
   head: number;
   status?: ExecutionStatus;
   fence?: number;
+  /** A5: known to have no timer rows of its own (never set while cached since its creation). */
+  noTimers?: true;
 }
 
 /** The store's `appendMany`, and `forget(id)`, which drops what A2 caches about `id`. */
@@ -147,19 +154,22 @@ function applyBatch(
     q.insertEvent.run(x, e.seq, kindCell(e.kind), e.at, jsonText(e.payload), metaCell(e.meta));
   }
   if (known.size > 10_000) known.clear();
-  known.set(id, { x, head: last.seq, status: b.status, fence: b.fence });
+  const ix = b.index;
+  const noTimers = (row.x === undefined || row.noTimers) && !ix?.timersSet.length;
+  const next: Checked = { x, head: last.seq, status: b.status, fence: b.fence };
+  if (noTimers) next.noTimers = true;
+  known.set(id, next);
   if (b.releaseLease !== undefined) q.releaseLease.run(id, b.releaseLease, b.fence);
   if (b.snapshot) q.saveSnapshot.run(id, b.snapshot.seq, snapshotCell(b.snapshot.stateJson));
   if (b.notice) {
     q.pruneNotices.run(last.at - NOTICE_TTL_MS);
     q.postNotice.run(b.notice.owner, id, b.notice.kind, last.at);
   }
-  const ix = b.index;
   if (!ix) return;
   // S15: other executions' wake rows, in this batch's transaction.
   for (const w of ix.wakes ?? []) q.setTimer.run(w.executionId, w.timerId, w.wakeAtMs);
   if (ix.clearAllTimers) {
-    q.clearTimers.run(id);
+    if (!noTimers) q.clearTimers.run(id);
     return;
   }
   for (const t of ix.timersCleared) q.clearTimer.run(id, t);

@@ -4,7 +4,8 @@
  * what the other parts read and change (a batch's lease, snapshot, notice and timer rows, S9).
  *
  * Q1. An execution's head is the higher of its last sequence numbers in `events` and in the
- *     append-ordered `events_hot` (hot-events.ts H1): every head read is `headOf`.
+ *     append-ordered `events_hot` (hot-events.ts H1): every head read is `headOf` (`headOfKey`
+ *     where the key is at hand).
  * Q2. Each statement is prepared once per store, when it opens: an append runs prepared
  *     statements only.
  */
