@@ -277,6 +277,36 @@ async function hunt(seed: number, steps: number): Promise<void> {
   }
 }
 
+describe("the claim's order (leases.ts L4)", () => {
+  it("takes a dead member's expired lease before a backlog of released ones", async () => {
+    const url = pgUrl();
+    const schema = schemaName("claimord");
+    schemas.push(schema);
+    const store = (await postgresStore({ connectionString: url, schema })) as Member;
+    try {
+      const start = (id: string, status: ExecutionStatus, owner: string) =>
+        store.appendMany([
+          batch(envelopes(id, 0, 1), 1, {
+            status,
+            claimLease: { owner, expiresAtMs: T0 + TTL_MS },
+            ...(owner === "gone" ? {} : { releaseLease: owner }),
+          }),
+        ]);
+      // The backlog sorts before the dead member's execution by id, and was released later.
+      for (const id of ["a-1", "a-2", "a-3"]) await start(id, "pending", "w1");
+      await start("z-dead", "running", "gone");
+      // At T0 + TTL_MS the dead member's lease has expired.
+      const opts = { flows: ["flow-a"], limit: 1, ttlMs: TTL_MS, nowMs: T0 + TTL_MS };
+      const first = await store.claimRunnable("c1", opts);
+      expect(first.map((l) => l.executionId)).toEqual(["z-dead"]);
+      const next = await store.claimRunnable("c1", { ...opts, limit: 10 });
+      expect(next.map((l) => l.executionId)).toEqual(["a-1", "a-2", "a-3"]);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe("the claim's index against brute force (leases.ts L4)", () => {
   for (const seed of [1, 2, 3]) {
     it(`seed ${seed}: flags follow statuses, and claims take exactly what is free`, async () => {

@@ -14,8 +14,9 @@
  *     append (S3) until it is deleted.
  * L4. The claim walks the partial index `leases_claimable` (migration 3): lease rows whose
  *     `runnable` flag is set, by when their lease is free (`freeAtSql`: a released one at once,
- *     a held one at its expiry), then id. It stops at `freeAt > now`, so it reads only what is
- *     free or expired, not the executions in flight. Found: every runnable execution (pending or
+ *     a held one at its expiry), then id. The claim reads two ranges of it, the expired leases
+ *     (0 to now) and then the released ones (-1), so it reads only what is free or expired, not
+ *     the executions in flight. Found: every runnable execution (pending or
  *     running) whose lease is free or expired, because the flag is true on every lease row whose
  *     execution is runnable: the append routine (R9) sets it exactly with each batch's status, in
  *     the batch's transaction under the lease row's lock; an acquire that creates a row has no
@@ -49,19 +50,30 @@ const toLease = (r: LeaseRow): Lease => ({
 
 /**
  * L2, L4: the claim ($1 flows, $2 now, $3 limit, $4 owner, $5 the new expiry). Candidates are
- * what the index finds free at $2, locked with their execution rows; `live` is the status read on
- * the locked row (L2), the flag's stale ones are cleared (`stale`, L4) and the live ones taken.
- * The outer UPDATE repeats the lease test: belt and braces for the row's latest version. Exported
- * for the benchmark's EXPLAIN (bench/fleet-claim.ts).
+ * what the index finds free at $2, expired leases first (oldest expiry first: a dead member's
+ * work does not wait behind a backlog of new work), then released ones in id order, each locked
+ * with its execution row; `live` is the status read on the locked row (L2), the flag's stale ones
+ * are cleared (`stale`, L4) and the live ones taken. The outer UPDATE repeats the lease test:
+ * belt and braces for the row's latest version. Exported for the benchmark's EXPLAIN
+ * (bench/fleet-claim.ts).
  */
 export function claimRunnableSql(t: Tables): string {
-  return `WITH candidates AS (
+  const walk = (where: string, order: string, limit: string) => `
        SELECT l.execution_id, e.status IN (${RUNNABLE_SQL}) AS live
        FROM ${t.leases} l JOIN ${t.executions} e ON e.id = l.execution_id
-       WHERE l.runnable AND ${freeAtSql("l")} <= $2 AND e.flow = ANY($1::text[])
-       ORDER BY ${freeAtSql("l")}, l.execution_id LIMIT $3
-       FOR UPDATE OF l, e SKIP LOCKED
+       WHERE l.runnable AND ${where} AND e.flow = ANY($1::text[])
+       ORDER BY ${order} LIMIT ${limit}
+       FOR UPDATE OF l, e SKIP LOCKED`;
+  const freeAt = freeAtSql("l");
+  return `WITH expired AS (${walk(`${freeAt} BETWEEN 0 AND $2`, `${freeAt}, l.execution_id`, "$3")}
      ),
+     released AS (${walk(
+       `${freeAt} = -1`,
+       "l.execution_id",
+       "greatest($3 - (SELECT count(*) FROM expired), 0)",
+     )}
+     ),
+     candidates AS (SELECT * FROM expired UNION ALL SELECT * FROM released),
      stale AS (
        UPDATE ${t.leases} l SET runnable = false FROM candidates c
        WHERE l.execution_id = c.execution_id AND NOT c.live
