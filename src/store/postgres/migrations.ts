@@ -106,7 +106,7 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   );
   `,
   // Claims (leases.ts L4): whether a lease row's execution is runnable, kept on the row, and an
-  // index of the runnable ones by when their lease is free (a released one first). Added false
+  // index of the runnable ones by when their lease is free (a released one at -1). Added false
   // (no table rewrite), the runnable ones back-filled, then defaulting to true: a row inserted by
   // an earlier release's routine, which knows nothing of the column, is then still found (L4).
   (t) => `
