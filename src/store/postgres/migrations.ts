@@ -20,6 +20,7 @@
 import type pg from "pg";
 import { APPEND_ROUTINE, APPEND_ROUTINE_ARGS, appendRoutineSql } from "./append-routine.ts";
 import { tables, type Tables } from "./db.ts";
+import { freeAtSql, RUNNABLE_SQL } from "./tables.ts";
 import { wakeChannel } from "./wakes.ts";
 
 export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
@@ -103,6 +104,17 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
     id TEXT COLLATE "C" PRIMARY KEY,
     material TEXT NOT NULL
   );
+  `,
+  // Claims (leases.ts L4): whether a lease row's execution is runnable, kept on the row, and an
+  // index of the runnable ones by when their lease is free (a released one at -1). Added false
+  // (no table rewrite), the runnable ones back-filled, then defaulting to true: a row inserted by
+  // an earlier release's routine, which knows nothing of the column, is then still found (L4).
+  (t) => `
+  ALTER TABLE ${t.leases} ADD COLUMN runnable BOOLEAN NOT NULL DEFAULT false;
+  UPDATE ${t.leases} l SET runnable = true FROM ${t.executions} e
+    WHERE e.id = l.execution_id AND e.status IN (${RUNNABLE_SQL});
+  ALTER TABLE ${t.leases} ALTER COLUMN runnable SET DEFAULT true;
+  CREATE INDEX leases_claimable ON ${t.leases} (${freeAtSql()}, execution_id) WHERE runnable;
   `,
 ];
 
