@@ -8,7 +8,7 @@
  * and not driven), and their rows are copied under new ids with `generate_series`, so every row
  * has the store's exact format:
  * - executions and leases rows for every execution; 99% copy the completed template (terminal,
- *   lease released), 1% are runnable: half `pending` with a free lease (work waiting to be
+ *   lease released), 1% are runnable (the lease row's `runnable` flag copied with it): half `pending` with a free lease (work waiting to be
  *   claimed), half `running` with a live lease another owner holds (work in flight);
  * - events rows for the runnable ones only (the claim does not read events; the completed ones'
  *   logs would only make the fill slower);
@@ -82,9 +82,9 @@ export async function fill(db: pg.ClientBase, t: Tables, from: number, to: numbe
     [from, to, DONE, PENDING],
   );
   await db.query(
-    `INSERT INTO ${t.leases} (execution_id, owner, fence, expires_at)
+    `INSERT INTO ${t.leases} (execution_id, owner, fence, expires_at, runnable)
      SELECT s.id, CASE s.kind WHEN 'h' THEN $5 ELSE l.owner END, l.fence,
-       CASE s.kind WHEN 'h' THEN $6::bigint ELSE l.expires_at END
+       CASE s.kind WHEN 'h' THEN $6::bigint ELSE l.expires_at END, l.runnable
      FROM (${series}) s JOIN ${t.leases} l
        ON l.execution_id = CASE s.kind WHEN 'd' THEN $3 ELSE $4 END`,
     [from, to, DONE, PENDING, OTHER, FAR],

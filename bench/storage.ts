@@ -253,7 +253,7 @@ function pgTarget(url: string, client: pg.Client, schemas: string[]): Target {
   const byLabel = new Map<string, string>();
   return {
     name: "postgres",
-    // Migration 3 (src/store/postgres/event-rows.ts): a bigint key, a kind code, a bare fence.
+    // Migration 4 (src/store/postgres/event-rows.ts): a bigint key, a kind code, a bare fence.
     cells: (e) => {
       const c = eventCells(e.kind, e.meta);
       return { execution: 8, kind: c.k ?? c.kn ?? "", meta: c.f ?? c.m };

@@ -34,6 +34,12 @@ describe("the fleet benchmark's claim store, filled by SQL", () => {
       );
       const byStatus = Object.fromEntries(counts.rows.map((r) => [r.status, r.n]));
       expect(byStatus).toEqual({ completed: 397, pending: 2 + 1, running: 2 });
+      // The claim's index (leases.ts L4) holds the runnable ones and no other.
+      const flags = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM "${schema}".leases l JOIN "${schema}".executions e
+         ON e.id = l.execution_id WHERE l.runnable <> (e.status IN ('pending', 'running'))`,
+      );
+      expect(flags.rows[0]?.n).toBe(0);
 
       const runtime = createRuntime({ store, closeStore: false, pollIntervalMs: 20 }).registerFlow(
         quick,

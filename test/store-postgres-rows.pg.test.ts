@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL row format of migration 3 (src/store/postgres/event-rows.ts E1..E4): a schema
+ * The PostgreSQL row format of migration 4 (src/store/postgres/event-rows.ts E1..E4): a schema
  * made by the migrations before it, with rows as that release wrote them, upgrades with its
  * logs readable as the same envelopes; and what a row holds now.
  */
@@ -21,7 +21,7 @@ afterAll(async () => {
   await dropSchema(url, ...schemas);
 });
 
-/** The version before migration 3, whatever was appended after it. */
+/** The version before migration 4, whatever was appended after it. */
 const BEFORE = MIGRATIONS.indexOf(leanEventRows);
 
 /** Old rows: [id, seq, kind, at, payload, meta]. */
@@ -39,7 +39,7 @@ const OLD_EVENTS: [string, number, string, number, string, string | null][] = [
   ["orphan", 0, "EXECUTION_STARTED", 1, "{}", null],
 ];
 
-/** A schema at the version before migration 3, rows written as that release's SQL did. */
+/** A schema at the version before migration 4, rows written as that release's SQL did. */
 async function previousSchema(): Promise<string> {
   const schema = schemaName("rows");
   schemas.push(schema);
@@ -95,7 +95,7 @@ const step = (id: string, seq: number, fence: number): AppendBatch => ({
   status: "running",
 });
 
-describe("postgres rows (migration 3)", () => {
+describe("postgres rows (migration 4)", () => {
   it("E1..E3: a schema made by the previous migrations upgrades, and its logs, heads and list read the same", async () => {
     const schema = await previousSchema();
     const store = await postgresStore({ connectionString: url, schema, pool: { max: 2 } });
@@ -109,7 +109,7 @@ describe("postgres rows (migration 3)", () => {
         ["b-old", 2, 12],
       ]);
       expect((await store.loadSnapshot("a-old"))?.state).toEqual({ status: "running" });
-      // The rows as migration 3 left them: codes, bare fences, and text where those cannot be.
+      // The rows as migration 4 left them: codes, bare fences, and text where those cannot be.
       const { rows } = await admin.query(
         `SELECT e.id, ev.seq::int, ev.kind, ev.kind_name, ev.fence, ev.meta
          FROM "${schema}".events ev JOIN "${schema}".executions e ON e.n = ev.x

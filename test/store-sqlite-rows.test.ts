@@ -183,6 +183,55 @@ describe("sqlite rows (migration 6)", () => {
     ]);
   });
 
+  it("C1, append.ts A4: keys reserved in blocks stay unique across connections and a rolled-back append", async () => {
+    const path = fresh();
+    let failNext = false;
+    const hooks = {
+      beforeCommit: () => {
+        if (!failNext) return;
+        failNext = false;
+        throw new Error("injected: the transaction rolls back");
+      },
+    };
+    const a = sqliteStore(path, { synchronous: "NORMAL", hooks });
+    const b = sqliteStore(path, { synchronous: "NORMAL" });
+    const startOn = (store: typeof a, id: string) =>
+      store.appendMany([
+        {
+          executionId: id,
+          events: [{ executionId: id, seq: 0, kind: "EXECUTION_STARTED", at: 1, payload: { id } }],
+          expectedSeq: 0,
+          fence: 1,
+          claimLease: { owner: "w", expiresAtMs: 1e12 },
+          status: "running",
+          flow: "f",
+        },
+      ]);
+    const ids: string[] = [];
+    for (let i = 0; i < 80; i++) {
+      const store = i % 3 === 0 ? b : a;
+      const id = `e${i}`;
+      // Some appends of `a` roll back, its first (which reserved its first block) among them.
+      failNext = store === a && i % 7 === 1;
+      if (failNext) {
+        await expect(startOn(store, id)).rejects.toThrow(/injected/);
+        continue;
+      }
+      expect((await startOn(store, id))[0]?.ok).toBe(true);
+      ids.push(id);
+    }
+    for (const id of ids) {
+      expect((await b.read(id)).map((e) => e.payload)).toEqual([{ id }]);
+    }
+    await a.close();
+    await b.close();
+    const db = new Database(path);
+    const keys = db.prepare("SELECT n FROM executions").pluck().all() as number[];
+    db.close();
+    expect(keys).toHaveLength(ids.length);
+    expect(new Set(keys).size).toBe(ids.length);
+  });
+
   it("C2: a kind code no release wrote is a corrupt row, named with its seq", async () => {
     const path = fresh();
     const store = sqliteStore(path, { synchronous: "NORMAL" });

@@ -21,71 +21,110 @@ export const MAX_DEPTH = 256;
  * recorded value (this walk, the fold, a canonical form) recurses, and must not overflow.
  */
 export function toJson(value: unknown, what: string): Json | undefined {
-  const seen = new Set<object>();
-  const walk = (v: unknown, path: string, depth = 0): Json | undefined => {
-    if (v === null) return null;
-    switch (typeof v) {
-      case "string":
-      case "boolean":
-        return v;
-      case "number":
-        if (!Number.isFinite(v)) throw invalid(what, path, `the number ${String(v)}`);
-        // JSON has no negative zero: what is live must equal what a store reads back.
-        return Object.is(v, -0) ? 0 : v;
-      case "undefined":
-        return undefined;
-      case "bigint":
-        throw invalid(what, path, "a BigInt");
-      case "function":
-        throw invalid(what, path, "a function");
-      case "symbol":
-        throw invalid(what, path, "a symbol");
-      case "object":
-        break;
-    }
-    const obj = v;
-    const withToJson = obj as { toJSON?: unknown };
-    if (typeof withToJson.toJSON === "function") {
-      return walk((withToJson.toJSON as () => unknown).call(obj), path, depth);
-    }
-    if (depth >= MAX_DEPTH) throw invalid(what, path, `nested deeper than ${MAX_DEPTH}`);
-    if (seen.has(obj)) throw invalid(what, path, "a cycle");
-    seen.add(obj);
-    try {
-      if (Array.isArray(obj)) {
-        // Index by index: a hole is null here, as in the JSON the store keeps (`map` skips holes
-        // and keeps them, so the live value and its replay would differ).
-        const items: Json[] = [];
-        for (let i = 0; i < obj.length; i++) {
-          items.push(walk((obj as unknown[])[i], `${path}[${i}]`, depth + 1) ?? null);
-        }
-        return items;
-      }
-      const proto = Object.getPrototypeOf(obj) as unknown;
-      if (proto !== Object.prototype && proto !== null) {
-        const ctor = (obj as { constructor?: { name?: string } }).constructor?.name ?? "object";
-        throw invalid(what, path, `a ${ctor} (only plain objects and arrays have a JSON form)`);
-      }
-      const out: { [key: string]: Json } = {};
-      for (const [k, item] of Object.entries(obj)) {
-        const j = walk(item, `${path}.${k}`, depth + 1);
-        if (j === undefined) continue;
-        // An own "__proto__" key stays data (assignment would set the prototype and drop it).
-        if (k === "__proto__") {
-          Object.defineProperty(out, k, {
-            value: j,
-            enumerable: true,
-            writable: true,
-            configurable: true,
-          });
-        } else out[k] = j;
-      }
-      return out;
-    } finally {
-      seen.delete(obj);
-    }
-  };
-  return walk(value, "$");
+  return walk(value, { what, seen: undefined }, ROOT, 0);
+}
+
+/**
+ * Where a walked value sits: its parent's place and its key or index. The path text is made only
+ * for an error: a valid value costs no string per key.
+ */
+interface Place {
+  readonly parent: Place | undefined;
+  readonly key: string | number;
+}
+const ROOT: Place = { parent: undefined, key: "$" };
+
+function pathOf(place: Place): string {
+  const keys: (string | number)[] = [];
+  for (let p: Place | undefined = place; p; p = p.parent) keys.push(p.key);
+  let path = "";
+  for (let i = keys.length - 1; i >= 0; i--) {
+    const k = keys[i] as string | number;
+    path += i === keys.length - 1 ? String(k) : typeof k === "number" ? `[${k}]` : `.${k}`;
+  }
+  return path;
+}
+
+/** One walk's own state: what it names in errors, and the objects on its path (cycles). */
+interface Walk {
+  readonly what: string;
+  seen: Set<object> | undefined;
+}
+
+/** A module function, not a closure made per call (tsx names each one it makes, ~1 µs). */
+function walk(v: unknown, w: Walk, place: Place, depth: number): Json | undefined {
+  if (v === null) return null;
+  switch (typeof v) {
+    case "string":
+    case "boolean":
+      return v;
+    case "number":
+      if (!Number.isFinite(v)) throw invalid(w.what, pathOf(place), `the number ${String(v)}`);
+      // JSON has no negative zero: what is live must equal what a store reads back.
+      return Object.is(v, -0) ? 0 : v;
+    case "undefined":
+      return undefined;
+    case "bigint":
+      throw invalid(w.what, pathOf(place), "a BigInt");
+    case "function":
+      throw invalid(w.what, pathOf(place), "a function");
+    case "symbol":
+      throw invalid(w.what, pathOf(place), "a symbol");
+    case "object":
+      break;
+  }
+  const obj = v;
+  const withToJson = obj as { toJSON?: unknown };
+  if (typeof withToJson.toJSON === "function") {
+    return walk((withToJson.toJSON as () => unknown).call(obj), w, place, depth);
+  }
+  if (depth >= MAX_DEPTH) throw invalid(w.what, pathOf(place), `nested deeper than ${MAX_DEPTH}`);
+  const seen = (w.seen ??= new Set<object>());
+  if (seen.has(obj)) throw invalid(w.what, pathOf(place), "a cycle");
+  seen.add(obj);
+  try {
+    return Array.isArray(obj) ? walkArray(obj, w, place, depth) : walkObject(obj, w, place, depth);
+  } finally {
+    seen.delete(obj);
+  }
+}
+
+function walkArray(obj: unknown[], w: Walk, place: Place, depth: number): Json[] {
+  // Index by index: a hole is null here, as in the JSON the store keeps (`map` skips holes
+  // and keeps them, so the live value and its replay would differ).
+  const items: Json[] = [];
+  for (let i = 0; i < obj.length; i++) {
+    items.push(walk(obj[i], w, { parent: place, key: i }, depth + 1) ?? null);
+  }
+  return items;
+}
+
+function walkObject(obj: object, w: Walk, place: Place, depth: number): Json {
+  const proto = Object.getPrototypeOf(obj) as unknown;
+  if (proto !== Object.prototype && proto !== null) {
+    const ctor = (obj as { constructor?: { name?: string } }).constructor?.name ?? "object";
+    throw invalid(
+      w.what,
+      pathOf(place),
+      `a ${ctor} (only plain objects and arrays have a JSON form)`,
+    );
+  }
+  const out: { [key: string]: Json } = {};
+  for (const k of Object.keys(obj)) {
+    const item = (obj as { [key: string]: unknown })[k];
+    const j = walk(item, w, { parent: place, key: k }, depth + 1);
+    if (j === undefined) continue;
+    // An own "__proto__" key stays data (assignment would set the prototype and drop it).
+    if (k === "__proto__") {
+      Object.defineProperty(out, k, {
+        value: j,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    } else out[k] = j;
+  }
+  return out;
 }
 
 function invalid(what: string, path: string, found: string): InvalidInputError {

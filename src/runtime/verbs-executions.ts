@@ -309,6 +309,10 @@ export async function waitForCompletion(
   return outcome(s, id, options);
 }
 
+/** Module functions, not closures made on every wait (tsx names each closure it makes). */
+const wrapOutcome = (o: Outcome) => ({ o });
+const nothing = () => undefined;
+
 /** Waits for `id`'s outcome (authorized by the caller of this function). */
 async function outcome(
   s: RuntimeState,
@@ -318,7 +322,6 @@ async function outcome(
   if (options.timeoutMs !== undefined) positive(options.timeoutMs, 0, "timeoutMs");
   const giveUpAt =
     options.timeoutMs === undefined ? Infinity : performance.now() + options.timeoutMs;
-  const remaining = () => giveUpAt - performance.now();
   let pause = 10;
   for (;;) {
     const stuck = s.stuck.get(id);
@@ -330,8 +333,8 @@ async function outcome(
       // The run settles `done` while this process drives it; once it parks, another process
       // may finish it, so the log decides from then on.
       const settled = await withDeadline(
-        Promise.race([run.done.then((o) => ({ o })), run.whenParked().then(() => undefined)]),
-        remaining(),
+        Promise.race([run.done.then(wrapOutcome), run.whenParked().then(nothing)]),
+        giveUpAt - performance.now(),
       ).catch((e: unknown) => {
         if (isLoomError(e, "LOOM_WAIT_TIMEOUT") || e instanceof NonDeterminismError) throw e;
         return undefined;
@@ -343,10 +346,11 @@ async function outcome(
     const head = await s.store.head(id);
     if (head < 0) throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
     if (await endEvent(s.store, id)) return outcomeOf(await mustLoad(s.store, id));
-    if (remaining() <= 0) {
+    const remaining = giveUpAt - performance.now();
+    if (remaining <= 0) {
       throw new WaitTimeoutError(`execution "${id}" did not end within ${options.timeoutMs} ms`);
     }
-    await delay(Math.min(pause, Math.max(1, remaining())));
+    await delay(Math.min(pause, Math.max(1, remaining)));
     pause = Math.min(pause * 2, 250);
   }
 }

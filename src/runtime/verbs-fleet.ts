@@ -233,8 +233,9 @@ function quarantined(s: RuntimeState, id: string, e: unknown): false {
 async function claimRunnable(s: RuntimeState, fleet: FleetMember): Promise<string[]> {
   const recovered: string[] = [];
   // Executions this member claims but cannot drive (stuck here, a version it does not accept)
-  // come back first at every claim (claims go in id order): it claims past them, a bounded
-  // number, and stops when a claim drives nothing new.
+  // come back at every claim (given back, they are released, and claims take released leases in
+  // id order, after any expired ones): it claims past them, a bounded number, and stops when a
+  // claim drives nothing new.
   let skip = 0;
   for (;;) {
     const room = s.maxActive - s.activeRuns();

@@ -1,6 +1,6 @@
 /**
  * Event rows of a PostgreSQL schema read and written behind the store's back, in the row format
- * of migration 3 (src/store/postgres/event-rows.ts E1..E3): tests that spoil or forge a row see
+ * of migration 4 (src/store/postgres/event-rows.ts E1..E3): tests that spoil or forge a row see
  * the kind and meta as text, as they were appended.
  */
 import type pg from "pg";

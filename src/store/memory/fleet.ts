@@ -6,7 +6,9 @@
  * F1. A claim runs whole within one call on the JavaScript thread, as every write of the memory
  *     store does, so no other handle's call interleaves with it: of concurrent claimers each
  *     execution goes to one, and a lease taken or an execution ended before the claim is not
- *     claimed. Candidates are taken in id order, as PostgreSQL's claim does.
+ *     claimed. Candidates are taken in id order (PostgreSQL's claim takes expired leases first,
+ *     oldest expiry first, then released ones in id order: with a limit it may pick others of
+ *     the same set, which is what the conformance suite checks).
  * F2. A wake is sent only for what committed: `appendMany` collects its batches' wakes as they
  *     apply and sends them once the whole call committed (none for a refused batch or a call
  *     rolled back). Wakes are delivered on a microtask after the call, in commit order, to every

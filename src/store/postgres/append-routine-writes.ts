@@ -8,13 +8,15 @@
  * - R3: a claimed lease is created only where no lease row exists; a claim that finds one is
  *   refused (R5 `{n, c: true}`) having written nothing (S3). A release, snapshot (S8), notice
  *   (S10) and timer rows (S7, S15) are the batch's, in its turn.
+ * - R9: every accepted batch leaves its lease row's `runnable` flag equal to whether its status is
+ *   pending or running: set where the lease row is created or released, else where it changes.
  * - R4: one execution's events and execution row are written as its batch is taken; a call for
  *   several keeps them for the routine's writes after its loop.
  * - R10: the events are written after their execution row, under the key it holds.
  * - wakes.ts N1, N2: every wake goes out with `pg_notify` in the call's transaction, so only if the
  *   batch commits, and not at all when its JSON is over PostgreSQL's payload limit.
  */
-import type { Tables } from "./tables.ts";
+import { RUNNABLE_SQL, type Tables } from "./tables.ts";
 import { MAX_PAYLOAD_BYTES } from "./wakes.ts";
 import { NOT_A_WAKE_ROW } from "../rows.ts";
 
@@ -35,6 +37,7 @@ export function batchWrites(t: Tables, channel: string): string[] {
     claimLease(t),
     appendEvents(t),
     releaseLease(t),
+    syncRunnable(t),
     saveSnapshot(t),
     postNotice(t, notify),
     timerRows(t, channel),
@@ -54,14 +57,16 @@ function notifier(channel: string): Notify {
 /** R3, S3: a claimed lease is created only where no row exists; else the claim lost (R5 `c`). */
 function claimLease(t: Tables): string {
   return `    IF b.co IS NOT NULL THEN
-      INSERT INTO ${t.leases} (execution_id, owner, fence, expires_at)
-        VALUES (b.i, b.co, 1, b.ce) ON CONFLICT (execution_id) DO NOTHING;
+      INSERT INTO ${t.leases} (execution_id, owner, fence, expires_at, runnable)
+        VALUES (b.i, b.co, 1, b.ce, b.s IN (${RUNNABLE_SQL}))
+        ON CONFLICT (execution_id) DO NOTHING;
       IF NOT FOUND THEN
         refused := refused || json_build_object('n', k, 'c', true);
         CONTINUE;
       END IF;
       lease_fence := 1;
       lease_owner := b.co;
+      lease_runnable := b.s IN (${RUNNABLE_SQL});
     END IF;`;
 }
 
@@ -95,12 +100,29 @@ function appendEvents(t: Tables): string {
 /** S9: the batch's release, if its owner holds the lease; the lease kept for the next batch. */
 function releaseLease(t: Tables): string {
   return `    IF b.r IS NOT NULL AND b.r = lease_owner THEN
-      UPDATE ${t.leases} SET owner = NULL WHERE execution_id = b.i;
+      -- R9: the flag in the same row version.
+      UPDATE ${t.leases} SET owner = NULL, runnable = b.s IN (${RUNNABLE_SQL})
+        WHERE execution_id = b.i;
       lease_owner := NULL;
+      lease_runnable := b.s IN (${RUNNABLE_SQL});
     END IF;
     IF NOT single THEN
       fences[j] := lease_fence;
       owners[j] := lease_owner;
+    END IF;`;
+}
+
+/**
+ * R9: the lease row's `runnable` flag follows the batch's status, written only when it changes.
+ * (A batch accepted has a lease row: its fence was checked against it.)
+ */
+function syncRunnable(t: Tables): string {
+  return `    IF (b.s IN (${RUNNABLE_SQL})) IS DISTINCT FROM lease_runnable THEN
+      UPDATE ${t.leases} SET runnable = b.s IN (${RUNNABLE_SQL}) WHERE execution_id = b.i;
+      lease_runnable := b.s IN (${RUNNABLE_SQL});
+    END IF;
+    IF NOT single THEN
+      runnables[j] := lease_runnable;
     END IF;`;
 }
 

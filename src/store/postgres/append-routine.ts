@@ -48,6 +48,12 @@
  *     is 2.3x a raw insert otherwise: docs/benchmarks.md). A batch the UPDATE does not take (a
  *     first batch, a claim, an erasure after the end, or one to refuse) writes nothing there and
  *     is read and checked as before, so a refusal answers what it was checked against (R5).
+ * R9. (Since `loom_append_6`.) Every accepted batch leaves its lease row's `runnable` flag equal to
+ *     whether the batch's status is pending or running (leases.ts L4): a claimed lease row is
+ *     created with it, a release writes it, and otherwise the row is updated only when the flag
+ *     changes (a start, an end, a park or a wake; never a step that stays running). The flag is
+ *     read with the lease row's lock (R2), so it is the committed one, and the write is in the
+ *     batch's transaction, so the flag and the status commit together.
  * R10. (Since `loom_append_7`.) Events are rows of the lean format (event-rows.ts E1..E4): each
  *     event arrives with its kind's code or name and its bare fence or meta text (append.ts
  *     computes them), and is written under its execution's key, so after the execution row
@@ -122,6 +128,8 @@ function declarations(): string {
   -- The batch's execution as the locked rows and the batches before it left it.
   lease_fence bigint;
   lease_owner text;
+  -- R9: the lease row's runnable flag, as the batches so far left it.
+  lease_runnable boolean;
   log_head bigint;
   log_status text;
   -- R10: the execution's key (executions.n), once its row is written or read.
@@ -133,6 +141,7 @@ function declarations(): string {
   locked_leases text[];
   locked_fences bigint[];
   locked_owners text[];
+  locked_runnables boolean[];
   locked_executions text[];
   locked_heads bigint[];
   locked_statuses text[];
@@ -140,6 +149,7 @@ function declarations(): string {
   seen boolean[];
   fences bigint[];
   owners text[];
+  runnables boolean[];
   heads bigint[];
   statuses text[];
   fresh boolean[];
@@ -161,6 +171,7 @@ function lockRows(t: Tables): string {
     seen := array_fill(NULL::boolean, ARRAY[cardinality(ids)]);
     fences := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
     owners := array_fill(NULL::text, ARRAY[cardinality(ids)]);
+    runnables := array_fill(NULL::boolean, ARRAY[cardinality(ids)]);
     heads := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
     statuses := array_fill(NULL::text, ARRAY[cardinality(ids)]);
     fresh := array_fill(NULL::boolean, ARRAY[cardinality(ids)]);
@@ -168,9 +179,10 @@ function lockRows(t: Tables): string {
     created := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
     updated := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
     -- R2
-    SELECT array_agg(l.execution_id), array_agg(l.fence), array_agg(l.owner)
-      INTO locked_leases, locked_fences, locked_owners
-      FROM (SELECT execution_id, fence, owner FROM ${t.leases} WHERE execution_id = ANY(ids)
+    SELECT array_agg(l.execution_id), array_agg(l.fence), array_agg(l.owner),
+        array_agg(l.runnable)
+      INTO locked_leases, locked_fences, locked_owners, locked_runnables
+      FROM (SELECT execution_id, fence, owner, runnable FROM ${t.leases} WHERE execution_id = ANY(ids)
             ORDER BY execution_id FOR UPDATE) AS l;
     SELECT array_agg(x.id), array_agg(x.head), array_agg(x.status)
       INTO locked_executions, locked_heads, locked_statuses
@@ -197,7 +209,8 @@ function batchState(t: Tables): string {
     IF single THEN
       -- R2, for one execution: its rows, locked as they are read; the batches before this one
       -- in the call wrote theirs already.
-      SELECT l.fence, l.owner INTO lease_fence, lease_owner FROM ${t.leases} l
+      SELECT l.fence, l.owner, l.runnable INTO lease_fence, lease_owner, lease_runnable
+        FROM ${t.leases} l
         WHERE l.execution_id = b.i FOR UPDATE;
       -- R8: a batch that claims nothing, under its fence, writes its execution row at once if
       -- the row takes it (the next sequence number, no terminal status): that UPDATE locks and
@@ -221,6 +234,7 @@ function batchState(t: Tables): string {
         p := array_position(locked_leases, b.i);
         fences[j] := locked_fences[p];
         owners[j] := locked_owners[p];
+        runnables[j] := locked_runnables[p];
         p := array_position(locked_executions, b.i);
         heads[j] := coalesce(locked_heads[p], -1);
         statuses[j] := locked_statuses[p];
@@ -228,6 +242,7 @@ function batchState(t: Tables): string {
       END IF;
       lease_fence := fences[j];
       lease_owner := owners[j];
+      lease_runnable := runnables[j];
       log_head := heads[j];
       log_status := statuses[j];
     END IF;`;

@@ -1,5 +1,5 @@
 /**
- * How an event is laid out in a PostgreSQL row since migration 3 (migrations.ts), and read back
+ * How an event is laid out in a PostgreSQL row since migration 4 (migrations.ts), and read back
  * as the envelope that was appended: readers (the fold, verifyLog, the audit chain) see the same
  * envelope whatever the row format. The SQLite store's rows (sqlite/row-codec.ts) are the model.
  *
@@ -23,7 +23,7 @@ import { parsedRow } from "../rows.ts";
 /** The largest fence the `fence` column holds (PostgreSQL's `integer`). */
 const MAX_FENCE_CELL = 2_147_483_647;
 
-/** An events row as read (migration 3 on). */
+/** An events row as read (migration 4 on). */
 export interface PgEventRow {
   seq: number;
   kind: number | null;
@@ -100,7 +100,7 @@ export function kindLists(kinds: Iterable<string>): { codes: number[]; names: st
 }
 
 /**
- * SQL for migration 3: the `kind` code of a kind name held in `column`, over the first `count`
+ * SQL for migration 4: the `kind` code of a kind name held in `column`, over the first `count`
  * codes (the migration names how many existed when it was released, so its text never changes),
  * NULL for a name without one.
  */
@@ -112,7 +112,7 @@ export function kindCodeSql(column: string, count: number): string {
 }
 
 /**
- * SQL for migration 3 (E3): the bare fence of a meta text in `column` that the runtime wrote for
+ * SQL for migration 4 (E3): the bare fence of a meta text in `column` that the runtime wrote for
  * `{ fence }` (`{"fence":N}`, N of at most 9 digits, so within `integer`), else NULL. Matched as
  * text: a row whose meta is no JSON at all converts too, and reads as corrupt as before.
  */

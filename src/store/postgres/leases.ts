@@ -12,11 +12,26 @@
  *     Two claimers never get the same execution.
  * L3. Only executions with a lease row can be claimed: every execution has one from its first
  *     append (S3) until it is deleted.
+ * L4. The claim walks the partial index `leases_claimable` (migration 3): lease rows whose
+ *     `runnable` flag is set, by when their lease is free (`freeAtSql`: a released one at once,
+ *     a held one at its expiry), then id. The claim reads two ranges of it, the expired leases
+ *     (0 to now) and then the released ones (-1), so it reads only what is free or expired, not
+ *     the executions in flight. Found: every runnable execution (pending or
+ *     running) whose lease is free or expired, because the flag is true on every lease row whose
+ *     execution is runnable: the append routine (R9) sets it exactly with each batch's status, in
+ *     the batch's transaction under the lease row's lock; an acquire that creates a row has no
+ *     execution yet (false, the routine sets it with the first batch); the column's default is
+ *     true, so a row an earlier release's routine creates is found too. Claimed: only a runnable
+ *     one, because the claim still reads the execution's status on the row it locks (L2), and never
+ *     trusts the flag alone: an earlier release's routine (`loom_append_4` and before, during a
+ *     rolling upgrade) leaves the flag true on an execution it ends. Such a stale flag costs a walk
+ *     only, and the claim that walks it clears it, in the same statement.
  */
 import type pg from "pg";
 import { checkClaim } from "../append-check.ts";
 import type { FleetStore, Lease, LeaseStore } from "../spi.ts";
 import { run, statement, type Tables } from "./db.ts";
+import { freeAtSql, RUNNABLE_SQL } from "./tables.ts";
 import { wakeText } from "./wakes.ts";
 
 interface LeaseRow {
@@ -34,21 +49,38 @@ const toLease = (r: LeaseRow): Lease => ({
 });
 
 /**
- * L2: the claim ($1 flows, $2 now, $3 limit, $4 owner, $5 the new expiry). The outer UPDATE
- * repeats the lease test: belt and braces for the row's latest version. Exported for the
- * benchmark's EXPLAIN (bench/fleet-claim.ts).
+ * L2, L4: the claim ($1 flows, $2 now, $3 limit, $4 owner, $5 the new expiry). Candidates are
+ * what the index finds free at $2, expired leases first (oldest expiry first: a dead member's
+ * work does not wait behind a backlog of new work), then released ones in id order, each locked
+ * with its execution row; `live` is the status read on the locked row (L2), the flag's stale ones
+ * are cleared (`stale`, L4) and the live ones taken. The outer UPDATE repeats the lease test:
+ * belt and braces for the row's latest version. Exported for the benchmark's EXPLAIN
+ * (bench/fleet-claim.ts).
  */
 export function claimRunnableSql(t: Tables): string {
-  return `WITH candidates AS (
-       SELECT l.execution_id FROM ${t.leases} l JOIN ${t.executions} e ON e.id = l.execution_id
-       WHERE e.status IN ('pending', 'running') AND e.flow = ANY($1::text[])
-         AND (l.owner IS NULL OR l.expires_at <= $2)
-       ORDER BY e.id LIMIT $3
-       FOR UPDATE OF l, e SKIP LOCKED
+  const walk = (where: string, order: string, limit: string) => `
+       SELECT l.execution_id, e.status IN (${RUNNABLE_SQL}) AS live
+       FROM ${t.leases} l JOIN ${t.executions} e ON e.id = l.execution_id
+       WHERE l.runnable AND ${where} AND e.flow = ANY($1::text[])
+       ORDER BY ${order} LIMIT ${limit}
+       FOR UPDATE OF l, e SKIP LOCKED`;
+  const freeAt = freeAtSql("l");
+  return `WITH expired AS (${walk(`${freeAt} BETWEEN 0 AND $2`, `${freeAt}, l.execution_id`, "$3")}
+     ),
+     released AS (${walk(
+       `${freeAt} = -1`,
+       "l.execution_id",
+       "greatest($3 - (SELECT count(*) FROM expired), 0)",
+     )}
+     ),
+     candidates AS (SELECT * FROM expired UNION ALL SELECT * FROM released),
+     stale AS (
+       UPDATE ${t.leases} l SET runnable = false FROM candidates c
+       WHERE l.execution_id = c.execution_id AND NOT c.live
      )
      UPDATE ${t.leases} l SET owner = $4, fence = l.fence + 1, expires_at = $5
      FROM candidates c
-     WHERE l.execution_id = c.execution_id AND (l.owner IS NULL OR l.expires_at <= $2)
+     WHERE l.execution_id = c.execution_id AND c.live AND (l.owner IS NULL OR l.expires_at <= $2)
      RETURNING l.execution_id, l.owner, l.fence, l.expires_at`;
 }
 
@@ -58,7 +90,8 @@ function leaseStatements(t: Tables) {
     // L1: mirrors leaseAvailable: free, released, the same owner's, expired, or taken over.
     acquire: statement(
       "acquire_lease",
-      `INSERT INTO ${t.leases} AS l (execution_id, owner, fence, expires_at) VALUES ($1, $2, 1, $3)
+      `INSERT INTO ${t.leases} AS l (execution_id, owner, fence, expires_at, runnable)
+       VALUES ($1, $2, 1, $3, false)
        ON CONFLICT (execution_id) DO UPDATE
          SET owner = excluded.owner, fence = l.fence + 1, expires_at = excluded.expires_at
        WHERE l.owner IS NULL OR l.owner = excluded.owner OR l.expires_at <= $4

@@ -20,11 +20,12 @@
 import type pg from "pg";
 import { APPEND_ROUTINE, APPEND_ROUTINE_ARGS, appendRoutineSql } from "./append-routine.ts";
 import { tables, type Tables } from "./db.ts";
+import { freeAtSql, RUNNABLE_SQL } from "./tables.ts";
 import { wakeChannel } from "./wakes.ts";
 import { bareFenceSql, kindCodeSql } from "./event-rows.ts";
 
 /**
- * Migration 3, leaner event rows (issue 23 item 3, event-rows.ts E1..E4): an execution's events
+ * Migration 4, leaner event rows (issue 23 item 3, event-rows.ts E1..E4): an execution's events
  * are keyed by a `bigint` given once, on its executions row (`n`, an identity column never
  * written otherwise, so never repeated; not indexed: an execution is looked up by its id), the
  * kind is its code and a `{ fence }` meta the bare fence. The old rows are converted (the 22
@@ -36,7 +37,7 @@ import { bareFenceSql, kindCodeSql } from "./event-rows.ts";
 export function leanEventRows(t: Tables): string {
   return `
   ALTER TABLE ${t.executions} ADD COLUMN n BIGINT GENERATED ALWAYS AS IDENTITY;
-  CREATE TABLE ${t.events}_v3 (
+  CREATE TABLE ${t.events}_v4 (
     x BIGINT NOT NULL,
     seq BIGINT NOT NULL,
     at BIGINT NOT NULL,
@@ -45,9 +46,9 @@ export function leanEventRows(t: Tables): string {
     kind_name TEXT,
     payload TEXT NOT NULL,
     meta TEXT,
-    CONSTRAINT events_v3_pkey PRIMARY KEY (x, seq)
+    CONSTRAINT events_v4_pkey PRIMARY KEY (x, seq)
   );
-  INSERT INTO ${t.events}_v3 (x, seq, at, fence, kind, kind_name, payload, meta)
+  INSERT INTO ${t.events}_v4 (x, seq, at, fence, kind, kind_name, payload, meta)
     SELECT e.n, ev.seq, ev.at, c.fence, c.kind,
       CASE WHEN c.kind IS NULL THEN ev.kind END, ev.payload,
       CASE WHEN c.fence IS NULL THEN ev.meta END
@@ -55,8 +56,8 @@ export function leanEventRows(t: Tables): string {
       LATERAL (SELECT ${bareFenceSql("ev.meta")} AS fence,
         ${kindCodeSql("ev.kind", 22)} AS kind) AS c;
   DROP TABLE ${t.events};
-  ALTER TABLE ${t.events}_v3 RENAME TO events;
-  ALTER INDEX ${t.events}_v3_pkey RENAME TO events_pkey;
+  ALTER TABLE ${t.events}_v4 RENAME TO events;
+  ALTER INDEX ${t.events}_v4_pkey RENAME TO events_pkey;
   `;
 }
 
@@ -141,6 +142,17 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
     id TEXT COLLATE "C" PRIMARY KEY,
     material TEXT NOT NULL
   );
+  `,
+  // Claims (leases.ts L4): whether a lease row's execution is runnable, kept on the row, and an
+  // index of the runnable ones by when their lease is free (a released one at -1). Added false
+  // (no table rewrite), the runnable ones back-filled, then defaulting to true: a row inserted by
+  // an earlier release's routine, which knows nothing of the column, is then still found (L4).
+  (t) => `
+  ALTER TABLE ${t.leases} ADD COLUMN runnable BOOLEAN NOT NULL DEFAULT false;
+  UPDATE ${t.leases} l SET runnable = true FROM ${t.executions} e
+    WHERE e.id = l.execution_id AND e.status IN (${RUNNABLE_SQL});
+  ALTER TABLE ${t.leases} ALTER COLUMN runnable SET DEFAULT true;
+  CREATE INDEX leases_claimable ON ${t.leases} (${freeAtSql()}, execution_id) WHERE runnable;
   `,
   leanEventRows,
 ];

@@ -11,10 +11,25 @@
  * processes of the release before. Version 4 checks a step's execution row in the UPDATE that
  * writes it (R8) instead of reading it locked first; a schema upgraded from version 3 keeps
  * `loom_append_3` for the processes of the release before, which take the same locks in the same
- * order. Version 7 writes the lean event rows of migration 3 (R10); the earlier versions, which
- * write the old rows, fail on a schema migrated past them (migrations.ts `leanEventRows`).
+ * order. Version 6 keeps each lease row's `runnable` flag (migration 3, leases.ts L4) as it writes
+ * a batch's status; a schema upgraded from version 4 keeps `loom_append_4` for the processes of the
+ * release before, whose writes leave the flag true where it was (L4 says why that is safe).
+ * Version 7 writes the lean event rows of migration 4 (R10) and keeps the flag as 6 does; the
+ * earlier versions, which write the old rows, fail on a schema migrated past them (migrations.ts
+ * `leanEventRows`).
  */
 export const APPEND_ROUTINE = "loom_append_7";
+
+/** The statuses a claim takes (S17), as an SQL list: whatever a lease row's `runnable` mirrors. */
+export const RUNNABLE_SQL = "'pending', 'running'";
+
+/**
+ * When a lease row's lease is free, as SQL over the row's columns (prefixed `${p}.` if given): a
+ * released lease at once (-1, before any expiry: claims take times of 0 or more), a held one at its
+ * expiry. The claim index (migration 3) is on it; the claim (leases.ts L4) must name it alike.
+ */
+export const freeAtSql = (p = "") =>
+  `(CASE WHEN ${p && `${p}.`}owner IS NULL THEN -1 ELSE ${p && `${p}.`}expires_at END)`;
 
 /** The schema's tables, quoted and qualified. */
 export interface Tables {

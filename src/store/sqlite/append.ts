@@ -13,6 +13,16 @@
  * A3. A batch's lease claim and release, snapshot, notice and timer rows are written in its
  *     transaction, after its events (S9, S15). A first batch writes the executions row, which
  *     gives the execution its integer key (row-codec.ts C1), before its events.
+ * A4. Integer keys are reserved KEY_BLOCK at a time (one `counters` update per block, not per
+ *     start: a start then writes one page fewer). A block is this connection's once the
+ *     transaction that reserved it commits, whoever commits after; when a transaction rolls back,
+ *     what is left of the block is dropped, since its reservation may be what rolled back. Keys
+ *     are unique, not dense: a dropped block, or one a closed store did not use up, is a gap.
+ * A5. An execution's own timer rows are written by its own batches only (S7; others' batches
+ *     write it wake rows, which its end never clears, S15). So while A2 caches an execution whose
+ *     executions row this connection inserted, and none of its batches since set a timer row, it
+ *     has none, and its terminal batch runs no delete of them. Whatever drops the cached entry
+ *     (another connection's commit, a rollback, `forget`) drops that knowledge with it.
  */
 import type Database from "better-sqlite3";
 import type { Envelope, ExecutionStatus } from "../../kernel/events.ts";
@@ -26,6 +36,13 @@ import { snapshotCell } from "./snapshots.ts";
 import type { Statements } from "./statements.ts";
 
 const NOTICE_TTL_MS = 24 * 60 * 60 * 1000;
+const KEY_BLOCK = 32;
+
+/** A4: the keys this connection reserved and has not used yet, `next` up to `end` (excluded). */
+interface KeyBlock {
+  next: number;
+  end: number;
+}
 
 /** What an append checks about an execution (A2). */
 interface Checked {
@@ -34,6 +51,8 @@ interface Checked {
   head: number;
   status?: ExecutionStatus;
   fence?: number;
+  /** A5: known to have no timer rows of its own (never set while cached since its creation). */
+  noTimers?: true;
 }
 
 /** The store's `appendMany`, and `forget(id)`, which drops what A2 caches about `id`. */
@@ -43,6 +62,7 @@ export function sqliteAppend(
   hooks: StoreHooks,
 ): Pick<EventStore, "appendMany"> & { forget: (id: string) => void } {
   const known = new Map<string, Checked>();
+  const keys: KeyBlock = { next: 0, end: 0 };
   const dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
   let seenVersion = -1;
 
@@ -54,7 +74,7 @@ export function sqliteAppend(
     }
     const outcomes: AppendOutcome[] = batches.map((b) => {
       try {
-        applyBatch(q, known, b);
+        applyBatch(q, known, keys, b);
         return { ok: true };
       } catch (e) {
         if (!(e instanceof LoomError)) throw e;
@@ -69,10 +89,14 @@ export function sqliteAppend(
   return {
     async appendMany(batches) {
       let outcomes: AppendOutcome[];
+      // A4: inside another transaction (a savepoint), the reservation is not final here.
+      const nested = db.inTransaction;
       try {
         outcomes = appendTx.immediate(batches);
+        if (nested) keys.next = keys.end = 0;
       } catch (e) {
         known.clear();
+        keys.next = keys.end = 0;
         throw ensureError(e);
       }
       hot(batches, outcomes);
@@ -94,8 +118,22 @@ function checked(q: Statements, known: Map<string, Checked>, id: string): Checke
   return fresh;
 }
 
+/** A4: a new integer key, from this connection's block (reserving the next one first if empty). */
+function newKey(q: Statements, keys: KeyBlock): number {
+  if (keys.next === keys.end) {
+    keys.end = (q.reserveKeys.get(KEY_BLOCK) as number) + 1;
+    keys.next = keys.end - KEY_BLOCK;
+  }
+  return keys.next++;
+}
+
 /** A1, A3: checks the batch, then writes it. */
-function applyBatch(q: Statements, known: Map<string, Checked>, b: AppendBatch): void {
+function applyBatch(
+  q: Statements,
+  known: Map<string, Checked>,
+  keys: KeyBlock,
+  b: AppendBatch,
+): void {
   const id = b.executionId;
   const row = checked(q, known, id);
   const leaseFence = row.fence;
@@ -106,7 +144,7 @@ function applyBatch(q: Statements, known: Map<string, Checked>, b: AppendBatch):
   const first = b.events[0] as Envelope;
   const last = b.events[b.events.length - 1] as Envelope;
   // An executions row and its key come together (migration 6 gave every older row one).
-  const x = row.x ?? q.nextKey.get();
+  const x = row.x ?? newKey(q, keys);
   if (row.x === undefined) {
     q.insertExecution.run({ id, flow: b.flow ?? "", status: b.status, at0: first.at, x });
   } else if (row.status !== b.status) {
@@ -116,19 +154,22 @@ function applyBatch(q: Statements, known: Map<string, Checked>, b: AppendBatch):
     q.insertEvent.run(x, e.seq, kindCell(e.kind), e.at, jsonText(e.payload), metaCell(e.meta));
   }
   if (known.size > 10_000) known.clear();
-  known.set(id, { x, head: last.seq, status: b.status, fence: b.fence });
+  const ix = b.index;
+  const noTimers = (row.x === undefined || row.noTimers) && !ix?.timersSet.length;
+  const next: Checked = { x, head: last.seq, status: b.status, fence: b.fence };
+  if (noTimers) next.noTimers = true;
+  known.set(id, next);
   if (b.releaseLease !== undefined) q.releaseLease.run(id, b.releaseLease, b.fence);
   if (b.snapshot) q.saveSnapshot.run(id, b.snapshot.seq, snapshotCell(b.snapshot.stateJson));
   if (b.notice) {
     q.pruneNotices.run(last.at - NOTICE_TTL_MS);
     q.postNotice.run(b.notice.owner, id, b.notice.kind, last.at);
   }
-  const ix = b.index;
   if (!ix) return;
   // S15: other executions' wake rows, in this batch's transaction.
   for (const w of ix.wakes ?? []) q.setTimer.run(w.executionId, w.timerId, w.wakeAtMs);
   if (ix.clearAllTimers) {
-    q.clearTimers.run(id);
+    if (!noTimers) q.clearTimers.run(id);
     return;
   }
   for (const t of ix.timersCleared) q.clearTimer.run(id, t);

@@ -4,7 +4,7 @@
  * envelope whatever the row format.
  *
  * C1. The execution is its integer key (`executions.n`), not its id: the id is written once, on
- *     its executions row.
+ *     its executions row. Keys are unique, not dense (append.ts A4 reserves them in blocks).
  * C2. The kind is a small integer code (KIND_CODES, ../kind-codes.ts, shared with the PostgreSQL
  *     store); a kind without one is kept as its name.
  * C3. A meta that is exactly `{ fence }` (nearly every event's) is kept as the integer fence;

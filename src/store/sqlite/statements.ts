@@ -4,7 +4,8 @@
  * what the other parts read and change (a batch's lease, snapshot, notice and timer rows, S9).
  *
  * Q1. An execution's head is the higher of its last sequence numbers in `events` and in the
- *     append-ordered `events_hot` (hot-events.ts H1): every head read is `headOf`.
+ *     append-ordered `events_hot` (hot-events.ts H1): every head read is `headOf` (`headOfKey`
+ *     where the key is at hand).
  * Q2. Each statement is prepared once per store, when it opens: an append runs prepared
  *     statements only.
  */
@@ -52,7 +53,7 @@ export interface Statements {
   // Events and executions (S1..S3, S5).
   head: Stmt<{ id: string }, { head: number | null }>;
   check: Stmt<{ id: string }, CheckRow>;
-  nextKey: Stmt<[], number>;
+  reserveKeys: Stmt<[number], number>;
   insertExecution: Stmt;
   setStatus: Stmt;
   insertEvent: Stmt;
@@ -106,14 +107,15 @@ function eventStatements(db: Db) {
     head: db.prepare<{ id: string }, { head: number | null }>(`SELECT ${headOf("@id")} AS head`),
     /** Everything an append checks, in one statement. */
     check: db.prepare<{ id: string }, CheckRow>(
-      `SELECT ${keyOf("@id")} AS x, ${headOf("@id")} AS head,
-              (SELECT status FROM executions WHERE id = @id) AS status,
-              (SELECT fence FROM leases WHERE execution_id = @id) AS fence`,
+      // An id without an executions row has no key, so no events: its head is not looked for.
+      `SELECT e.n AS x, CASE WHEN e.n IS NULL THEN NULL ELSE ${headOfKey("e.n")} END AS head,
+              e.status AS status, (SELECT fence FROM leases WHERE execution_id = @id) AS fence
+         FROM (SELECT 1) LEFT JOIN executions e ON e.id = @id`,
     ),
-    /** A new execution's integer key (row-codec.ts C1), in the transaction that inserts it. */
-    nextKey: db
-      .prepare<[], number>(
-        "UPDATE counters SET value = value + 1 WHERE name = 'execution' RETURNING value",
+    /** The last of `?` new integer keys (row-codec.ts C1; append.ts A4), in an append's transaction. */
+    reserveKeys: db
+      .prepare<[number], number>(
+        "UPDATE counters SET value = value + ? WHERE name = 'execution' RETURNING value",
       )
       .pluck(),
     insertExecution: db.prepare(
