@@ -48,6 +48,9 @@
  *     is 2.3x a raw insert otherwise: docs/benchmarks.md). A batch the UPDATE does not take (a
  *     first batch, a claim, an erasure after the end, or one to refuse) writes nothing there and
  *     is read and checked as before, so a refusal answers what it was checked against (R5).
+ *     (A call of one step, end or start now goes first to the client's fast path, append-fast.ts,
+ *     one plain statement taking the same locks in the same order; the routine gets what that
+ *     does not take, every other call, and the calls of a previous release's processes.)
  */
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { ERASURE_KIND } from "../append-check.ts";
