@@ -48,6 +48,9 @@
  *     is 2.3x a raw insert otherwise: docs/benchmarks.md). A batch the UPDATE does not take (a
  *     first batch, a claim, an erasure after the end, or one to refuse) writes nothing there and
  *     is read and checked as before, so a refusal answers what it was checked against (R5).
+ *     (A call of one step, end or start now goes first to the client's fast path, append-fast.ts,
+ *     one plain statement taking the same locks in the same order; the routine gets what that
+ *     does not take, every other call, and the calls of a previous release's processes.)
  * R9. (Since `loom_append_6`.) Every accepted batch leaves its lease row's `runnable` flag equal to
  *     whether the batch's status is pending or running (leases.ts L4): a claimed lease row is
  *     created with it, a release writes it, and otherwise the row is updated only when the flag
