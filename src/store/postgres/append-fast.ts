@@ -42,6 +42,8 @@ import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { jsonText } from "../../kernel/json.ts";
 import { NOT_A_WAKE_ROW } from "../rows.ts";
 import type { AppendBatch } from "../spi.ts";
+import { EVENT_INSERT_COLUMNS } from "./append-routine-writes.ts";
+import { eventCells } from "./event-rows.ts";
 import { pgCode, runRetried, statement, type Statement, type Tables } from "./db.ts";
 import { RUNNABLE_SQL } from "./tables.ts";
 
@@ -82,22 +84,25 @@ export function fastShape(b: AppendBatch): Shape | undefined {
   return { start: false, many, release, clear };
 }
 
-/** The events' insert of a batch, from the row `source` answers (its column `id`). */
+/**
+ * The events' insert of a batch, from the row `source` answers (its column `n`, the execution's
+ * key: event-rows.ts E1), six parameters from `first` (`eventValues`, E2 and E3).
+ */
 function insertEvents(t: Tables, source: string, seq: string, first: number, many: boolean) {
-  const k = `$${first}::text`;
-  const at = `$${first + 1}::bigint`;
-  const p = `$${first + 2}::text`;
-  const m = `$${first + 3}::text`;
-  const into = `INSERT INTO ${t.events} (execution_id, seq, kind, at, payload, meta)`;
-  if (!many) return `${into} SELECT s.id, ${seq}, ${k}, ${at}, ${p}, ${m} FROM ${source} s`;
-  return `${into} SELECT s.id, ${seq} + ev.n - 1, ev.k, ev.t, ev.p, ev.m FROM ${source} s,
-      ROWS FROM (pg_catalog.unnest(${k}[]), pg_catalog.unnest(${at}[]), pg_catalog.unnest(${p}[]),
-        pg_catalog.unnest(${m}[])) WITH ORDINALITY AS ev(k, t, p, m, n)`;
+  const types = ["smallint", "text", "bigint", "text", "integer", "text"];
+  const [k, kn, at, p, f, m] = types.map((type, i) => `$${first + i}::${type}`);
+  const into = `INSERT INTO ${t.events} (${EVENT_INSERT_COLUMNS})`;
+  if (!many)
+    return `${into} SELECT s.n, ${seq}, ${at}, ${f}, ${k}, ${kn}, ${p}, ${m} FROM ${source} s`;
+  const arrays = [k, kn, at, p, f, m].map((x) => `pg_catalog.unnest(${x}[])`).join(", ");
+  return `${into} SELECT s.n, ${seq} + ev.o - 1, ev.t, ev.f, ev.k, ev.kn, ev.p, ev.m
+      FROM ${source} s, ROWS FROM (${arrays}) WITH ORDINALITY AS ev(k, kn, t, p, f, m, o)`;
 }
 
 /**
- * F2: $1 id, $2 fence, $3 status, $4 head, $5 updated_at, $6 expected sequence number, $7..$10
- * the events (kind, at, payload, meta), $11 the released owner.
+ * F2: $1 id, $2 fence, $3 status, $4 head, $5 updated_at, $6 expected sequence number, $7..$12
+ * the events (kind code, kind name, at, payload, fence, meta: `eventValues`), $13 the released
+ * owner.
  */
 function advanceSql(t: Tables, s: Shape): string {
   // F4: without a release, a runnable status needs the lease's owner to stay.
@@ -113,7 +118,7 @@ function advanceSql(t: Tables, s: Shape): string {
        WHERE x.id = $1::text AND x.head = $6::bigint - 1
          AND x.status NOT IN (${quoted(TERMINAL_STATUSES)})
          AND EXISTS (SELECT FROM lease l ${gate})
-       RETURNING x.id
+       RETURNING x.id, x.n
      ), appended AS (
        ${insertEvents(t, "advanced", "$6::bigint", 7, s.many)}
      )`,
@@ -123,10 +128,10 @@ function advanceSql(t: Tables, s: Shape): string {
   if (s.release) {
     parts.push(`, released AS (
        UPDATE ${t.leases} AS l
-       SET owner = CASE WHEN l.owner = $11::text THEN NULL ELSE l.owner END, runnable = ${runnable}
+       SET owner = CASE WHEN l.owner = $13::text THEN NULL ELSE l.owner END, runnable = ${runnable}
        FROM advanced a
        WHERE l.execution_id = a.id
-         AND (l.owner = $11::text OR l.runnable IS DISTINCT FROM ${runnable})
+         AND (l.owner = $13::text OR l.runnable IS DISTINCT FROM ${runnable})
      )`);
   } else {
     parts.push(`, flagged AS (
@@ -146,7 +151,7 @@ function advanceSql(t: Tables, s: Shape): string {
 
 /**
  * F3: $1 id, $2 owner, $3 expiry, $4 flow, $5 status, $6 head, $7 created_at, $8 updated_at,
- * $9..$12 the events (kind, at, payload, meta).
+ * $9..$14 the events (kind code, kind name, at, payload, fence, meta: `eventValues`).
  */
 function startSql(t: Tables, s: Shape): string {
   return `WITH claimed AS (
@@ -158,7 +163,7 @@ function startSql(t: Tables, s: Shape): string {
      ), created AS (
        INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at)
        SELECT c.id, $4::text, $5::text, $6::bigint, $7::bigint, $8::bigint FROM claimed c
-       RETURNING id
+       RETURNING id, n
      ), appended AS (
        ${insertEvents(t, "created", "0::bigint", 9, s.many)}
      )
@@ -170,19 +175,14 @@ export function fastSql(t: Tables, s: Shape): string {
   return s.start ? startSql(t, s) : advanceSql(t, s);
 }
 
-/** The batch's events as the statement's parameters (one each, or arrays: `many`). */
+/** The batch's events as the statement's parameters (one each, or arrays: `many`; E2, E3). */
 function eventValues(events: readonly Envelope[], many: boolean): unknown[] {
-  const meta = (e: Envelope) => (e.meta === undefined ? null : JSON.stringify(e.meta));
-  if (!many) {
-    const e = events[0] as Envelope;
-    return [e.kind, e.at, jsonText(e.payload), meta(e)];
-  }
-  return [
-    events.map((e) => e.kind),
-    events.map((e) => e.at),
-    events.map((e) => jsonText(e.payload)),
-    events.map(meta),
-  ];
+  const cells = events.map((e) => {
+    const c = eventCells(e.kind, e.meta);
+    return [c.k ?? null, c.kn ?? null, e.at, jsonText(e.payload), c.f ?? null, c.m];
+  });
+  if (!many) return cells[0] ?? [];
+  return [0, 1, 2, 3, 4, 5].map((i) => cells.map((c) => c[i]));
 }
 
 /** The fast path's statements, each prepared (per connection) the first time it is used. */
