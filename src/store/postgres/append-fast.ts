@@ -35,6 +35,8 @@
  *     in the same row version, and otherwise an advance writes it only where it changes (an end,
  *     a park, a wake; never a step that stays running), all in the statement that writes the
  *     status, on the lease row it locked first.
+ * F7. The events are rows of the lean format (event-rows.ts E1..E4), as the routine writes them
+ *     (R10): under the key that the UPDATE or INSERT of their execution row returns, so after it.
  */
 import type pg from "pg";
 import type { Envelope } from "../../kernel/events.ts";
