@@ -49,6 +49,13 @@ import {
   type TableBytes,
 } from "./storage-bytes.ts";
 
+/**
+ * How many one-step flows the store holds before the long flow is measured: a store holds other
+ * executions, whose pages an execution's one row in each table shares. Alone in an empty store
+ * (`bytesPerStepAlone`), that row takes a page of each table and of each index to itself.
+ */
+const PREFILL = 50;
+
 const TARGET = { sqlite: 2, postgres: 1.6 } as const;
 type StoreName = keyof typeof TARGET;
 
@@ -93,10 +100,12 @@ async function measured(
   target: Target,
   label: string,
   body: (rt: ReturnType<typeof createRuntime>) => Promise<string[]>,
+  prefill?: (rt: ReturnType<typeof createRuntime>) => Promise<unknown>,
 ): Promise<Run> {
   const { store, bytes } = await target.open(label);
-  const before = await bytes();
   const runtime = createRuntime({ store });
+  if (prefill) await prefill(runtime);
+  const before = await bytes();
   let ids: string[];
   try {
     ids = await body(runtime);
@@ -118,16 +127,26 @@ async function completed(h: { result(): Promise<{ status: string }>; id: string 
   return h.id;
 }
 
+/** `n` one-step flows run to their end; their ids. */
+async function oneStepFlows(rt: ReturnType<typeof createRuntime>, n: number, bytes: number) {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) ids.push(await completed(await rt.start(oneStepFlow, { i, bytes })));
+  return ids;
+}
+
 const perUnit = (t: TableBytes, n: number): { [k: string]: number } =>
   Object.fromEntries(Object.entries(t).map(([k, v]) => [k, round(v / n, 1)]));
 
 async function storeBench(target: Target, steps: number, flows: number, bytes: number) {
   const name = "storage";
   const store = target.name;
-  note(`storage: ${store}: a flow of ${steps} steps`);
-  const seq = await measured(target, "steps", async (rt) => [
+  note(`storage: ${store}: a flow of ${steps} steps, in a store holding ${PREFILL} others`);
+  const runSteps = async (rt: ReturnType<typeof createRuntime>) => [
     await completed(await rt.start(stepsFlow, { steps, bytes })),
-  ]);
+  ];
+  const seq = await measured(target, "steps", runSteps, (rt) => oneStepFlows(rt, PREFILL, bytes));
+  note(`storage: ${store}: a flow of ${steps} steps, alone in an empty store`);
+  const alone = await measured(target, "steps-alone", runSteps);
   const rawSteps = await target.raw(
     Array.from({ length: steps }, (_, i) => ({
       key: `${randomUUID()}/${i}`,
@@ -135,13 +154,7 @@ async function storeBench(target: Target, steps: number, flows: number, bytes: n
     })),
   );
   note(`storage: ${store}: ${flows} one-step flows`);
-  const one = await measured(target, "one", async (rt) => {
-    const ids: string[] = [];
-    for (let i = 0; i < flows; i++) {
-      ids.push(await completed(await rt.start(oneStepFlow, { i, bytes })));
-    }
-    return ids;
-  });
+  const one = await measured(target, "one", (rt) => oneStepFlows(rt, flows, bytes));
   const rawOne = await target.raw(
     Array.from({ length: flows }, (_, i) => ({
       key: `${randomUUID()}/0`,
@@ -198,6 +211,7 @@ async function storeBench(target: Target, steps: number, flows: number, bytes: n
     flows,
     payloadBytes: bytes,
     bytesPerStep: round(perStep, 1),
+    bytesPerStepAlone: round(total(alone.tables) / steps, 1),
     rawBytesPerStep: round(rawPerStep, 1),
     stepRatio: round(stepRatio),
     bytesPerOneStepFlow: round(perFlow, 1),
