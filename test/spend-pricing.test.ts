@@ -23,6 +23,7 @@ import {
   type Runtime,
   type RuntimeOptions,
 } from "../src/index.ts";
+import { formatUsd } from "../src/analytics/numbers.ts";
 import { costAt, type ModelPrice } from "../src/kernel/prices.ts";
 import { anthropicEffect } from "../src/providers/anthropic.ts";
 import { openAiEffect } from "../src/providers/openai.ts";
@@ -215,7 +216,7 @@ describe("a cost that could not be priced (issue 20)", () => {
       );
       const rows = detail.timeline.filter((x) => x.kind === "RESOURCE_METERED");
       expect(rows[1]?.text).toMatch(/cost unknown \(could not be priced\)/);
-      expect(rows[0]?.text).toContain(`$${usd} (claude-sonnet-4-6)`);
+      expect(rows[0]?.text).toContain(`${formatUsd(usd)} (claude-sonnet-4-6)`);
     } finally {
       await r.close();
     }

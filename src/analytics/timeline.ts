@@ -4,6 +4,7 @@
  */
 import type { Envelope } from "../kernel/events.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
+import { formatUsd } from "./numbers.ts";
 
 export interface TimelineRow {
   seq: number;
@@ -89,7 +90,7 @@ function amounts(v: Json | undefined): string {
       parts.push(`${text(x.input ?? 0)} in / ${text(x.output ?? 0)} out tokens`);
     } else if (k === "costUsd" && typeof x === "number") {
       const model = isPlainObject(v.priced) ? v.priced.model : undefined;
-      parts.push(`$${x}${typeof model === "string" ? ` (${model})` : ""}`);
+      parts.push(`${formatUsd(x)}${typeof model === "string" ? ` (${model})` : ""}`);
     } else if (k === "wallMs" || k === "ms")
       parts.push(`${text(x)} ms${k === "wallMs" ? " wall" : ""}`);
     else if (k === "memBytes" || k === "netBytes") parts.push(`${text(x)} bytes ${k.slice(0, 3)}`);

@@ -12,6 +12,7 @@ import type { Erasure } from "../runtime/erase-subject.ts";
 import type { VerifyReport } from "../trust/verify.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
 import { timeline } from "../analytics/timeline.ts";
+import { formatUsd } from "../analytics/numbers.ts";
 
 /** `loom run`'s result: the outcome, with the execution's id first. */
 export function formatOutcome(id: string, outcome: Outcome): string {
@@ -131,9 +132,9 @@ export function formatShow(
  */
 function costText(state: ExecutionState): string | undefined {
   const usd = state._resources?.costUsd;
-  if (state._resources?.costUnknown !== true) return usd === undefined ? undefined : `$${usd}`;
+  if (state._resources?.costUnknown !== true) return usd === undefined ? undefined : formatUsd(usd);
   if (usd === undefined) return "unknown (its calls could not be priced)";
-  return `≥ $${usd} (some calls could not be priced)`;
+  return `≥ ${formatUsd(usd)} (some calls could not be priced)`;
 }
 
 /** `[seq, text]` for an event whose payload an erasure made unrecoverable (`{ $erased }`). */
