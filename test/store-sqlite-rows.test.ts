@@ -273,4 +273,24 @@ describe("sqlite rows (migration 6)", () => {
     ]);
     expect(cells[0]?.bytes).toBeLessThan(JSON.stringify(big).length / 4);
   });
+
+  it("N2: a deflated state past one inflate chunk, ASCII or not, reads back whole", async () => {
+    const store = sqliteStore(fresh(), { synchronous: "NORMAL" });
+    const frames = (text: (i: number) => string) =>
+      Object.fromEntries(
+        Array.from({ length: 3000 }, (_, i) => [
+          `s#${i}`,
+          { status: "completed", output: text(i) },
+        ]),
+      );
+    const ascii = { frames: frames((i) => `r${i}-${"x".repeat(i % 40)}`) };
+    // Characters whose UTF-8 bytes are above 0x7f: read as latin1 they would come back as others.
+    const wide = { frames: frames((i) => `r${i}-é✓ÿ😀${"\u0000".repeat(i % 3)}`) };
+    expect(JSON.stringify(ascii).length).toBeGreaterThan(3 * 64 * 1024);
+    await store.saveSnapshot("ascii", { seq: 5, state: ascii as never });
+    await store.saveSnapshot("wide", { seq: 6, state: wide as never });
+    expect((await store.loadSnapshot("ascii"))?.state).toEqual(ascii);
+    expect((await store.loadSnapshot("wide"))?.state).toEqual(wide);
+    await store.close();
+  });
 });
