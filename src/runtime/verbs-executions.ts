@@ -8,8 +8,7 @@
  * idempotent start), ADR 0111 (every verb on an existing execution authorizes first), ADR 0109
  * D4 (resume: addressed to a continued generation, routed to the chain's head).
  */
-import { isTerminalStatus } from "../kernel/events.ts";
-import type { Envelope } from "../kernel/events.ts";
+import { isTerminalStatus, type Envelope } from "../kernel/events.ts";
 import {
   ExecutionConflictError,
   ExecutionNotFoundError,

@@ -4,7 +4,7 @@
  * runtime made, so what is read is what was appended. Event rows have a format per store
  * (sqlite/row-codec.ts, postgres/event-rows.ts), both read back as the envelope appended.
  */
-import type { ExecutionStatus } from "../kernel/events.ts";
+import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../kernel/events.ts";
 import { LogCorruptError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { ExecutionSummary, InboxMessage, Schedule } from "./spi.ts";
@@ -91,4 +91,39 @@ export function messageOf(chainId: string, r: MessageRow): InboxMessage {
     payload: JSON.parse(r.payload) as Json,
     atMs: r.at,
   };
+}
+
+/** An event row's cells as both SQL stores decode them (row-codec.ts C1..C3, event-rows.ts E1..E3). */
+export interface EventCells {
+  seq: number;
+  /** The kind its code or name gives; undefined when the row's code names none. */
+  kind: string | undefined;
+  /** The row's kind cell as stored, named in the error when `kind` is undefined. */
+  storedKind: unknown;
+  at: number;
+  payload: string;
+  /** A bare fence (the meta was exactly `{ fence }`), or null. */
+  fence: number | null;
+  /** The meta's JSON text when it is not a bare fence, or null. */
+  meta: string | null;
+}
+
+/** The envelope of `executionId` that `c` holds; a kind code no kind has is LogCorruptError. */
+export function envelopeOfCells(executionId: string, c: EventCells): Envelope {
+  if (c.kind === undefined) {
+    throw new LogCorruptError(
+      `the log of execution ${JSON.stringify(executionId)} cannot be read at seq ${c.seq}: unknown kind code ${String(c.storedKind)}`,
+      { executionId, seq: c.seq },
+    );
+  }
+  const e: Envelope = {
+    executionId,
+    seq: c.seq,
+    kind: c.kind as EventKind,
+    at: c.at,
+    payload: parsedRow(executionId, c.seq, c.payload) as Json,
+  };
+  if (c.fence !== null) e.meta = { fence: c.fence };
+  else if (c.meta !== null) e.meta = parsedRow(executionId, c.seq, c.meta) as EnvelopeMeta;
+  return e;
 }

@@ -15,10 +15,8 @@
  *     payload plus 30 bytes and the tuple header, and its index entry 24 bytes.
  */
 import type { Envelope, EnvelopeMeta } from "../../kernel/events.ts";
-import { LogCorruptError } from "../../kernel/errors.ts";
-import type { Json } from "../../kernel/json.ts";
 import { KIND_CODES, kindCode, kindOfCode } from "../kind-codes.ts";
-import { parsedRow } from "../rows.ts";
+import { envelopeOfCells } from "../rows.ts";
 
 /** The largest fence the `fence` column holds (PostgreSQL's `integer`). */
 const MAX_FENCE_CELL = 2_147_483_647;
@@ -68,23 +66,8 @@ function bareFence(meta: EnvelopeMeta | undefined): number | undefined {
 
 /** E1..E3: the envelope row `r` of `executionId` holds; a code no kind has is LogCorruptError. */
 export function envelopeOfPgRow(executionId: string, r: PgEventRow): Envelope {
-  const kind = r.kind === null ? r.kind_name : kindOfCode(r.kind);
-  if (kind === undefined || kind === null) {
-    throw new LogCorruptError(
-      `the log of execution ${JSON.stringify(executionId)} cannot be read at seq ${r.seq}: unknown kind code ${String(r.kind)}`,
-      { executionId, seq: r.seq },
-    );
-  }
-  const e: Envelope = {
-    executionId,
-    seq: r.seq,
-    kind: kind as Envelope["kind"],
-    at: r.at,
-    payload: parsedRow(executionId, r.seq, r.payload) as Json,
-  };
-  if (r.fence !== null) e.meta = { fence: r.fence };
-  else if (r.meta !== null) e.meta = parsedRow(executionId, r.seq, r.meta) as EnvelopeMeta;
-  return e;
+  const kind = r.kind === null ? (r.kind_name ?? undefined) : kindOfCode(r.kind);
+  return envelopeOfCells(executionId, { ...r, kind, storedKind: r.kind });
 }
 
 /** E2: the codes and the names of `kinds` (a compaction's kept kinds), for `kind`/`kind_name`. */

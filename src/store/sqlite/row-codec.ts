@@ -10,11 +10,9 @@
  * C3. A meta that is exactly `{ fence }` (nearly every event's) is kept as the integer fence;
  *     any other is its JSON text; none is NULL.
  */
-import type { Envelope, EnvelopeMeta, EventKind } from "../../kernel/events.ts";
-import { LogCorruptError } from "../../kernel/errors.ts";
-import type { Json } from "../../kernel/json.ts";
+import type { Envelope, EnvelopeMeta } from "../../kernel/events.ts";
 import { KIND_CODES, kindCode } from "../kind-codes.ts";
-import { parsedRow } from "../rows.ts";
+import { envelopeOfCells } from "../rows.ts";
 
 export { KIND_CODES } from "../kind-codes.ts";
 
@@ -45,22 +43,9 @@ export interface StoredEventRow {
 /** C1..C3: the envelope `row` of `executionId` holds; an unknown kind code is LogCorruptError. */
 export function envelopeOfRow(executionId: string, r: StoredEventRow): Envelope {
   const kind = typeof r.kind === "number" ? KIND_CODES[r.kind] : r.kind;
-  if (kind === undefined) {
-    throw new LogCorruptError(
-      `the log of execution ${JSON.stringify(executionId)} cannot be read at seq ${r.seq}: unknown kind code ${String(r.kind)}`,
-      { executionId, seq: r.seq },
-    );
-  }
-  const e: Envelope = {
-    executionId,
-    seq: r.seq,
-    kind: kind as EventKind,
-    at: r.at,
-    payload: parsedRow(executionId, r.seq, r.payload) as Json,
-  };
-  if (typeof r.meta === "number") e.meta = { fence: r.meta };
-  else if (r.meta !== null) e.meta = parsedRow(executionId, r.seq, r.meta) as EnvelopeMeta;
-  return e;
+  const fence = typeof r.meta === "number" ? r.meta : null;
+  const meta = typeof r.meta === "string" ? r.meta : null;
+  return envelopeOfCells(executionId, { ...r, kind, storedKind: r.kind, fence, meta });
 }
 
 /**
