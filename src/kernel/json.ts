@@ -114,15 +114,7 @@ function walkObject(obj: object, w: Walk, place: Place, depth: number): Json {
     const item = (obj as { [key: string]: unknown })[k];
     const j = walk(item, w, { parent: place, key: k }, depth + 1);
     if (j === undefined) continue;
-    // An own "__proto__" key stays data (assignment would set the prototype and drop it).
-    if (k === "__proto__") {
-      Object.defineProperty(out, k, {
-        value: j,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    } else out[k] = j;
+    setOwn(out, k, j);
   }
   return out;
 }
@@ -219,21 +211,28 @@ export function jsonText(value: Json | undefined): string {
  * plain objects, arrays and primitives (no -0: toJson normalises it), so a structural copy is
  * what structuredClone would give, at a fraction of its cost.
  */
+/**
+ * `out[key] = value`, except that an own "__proto__" key stays data: assignment would set the
+ * prototype and drop the key.
+ */
+function setOwn(out: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === "__proto__") {
+    Object.defineProperty(out, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else out[key] = value;
+}
+
 export function copyJson<T>(value: T): T {
   if (value === null || typeof value !== "object") return value;
   if (Array.isArray(value)) return value.map(copyJson) as T;
   const out: Record<string, unknown> = {};
   for (const key of Object.keys(value)) {
     const item = copyJson((value as Record<string, unknown>)[key]);
-    // An own "__proto__" key stays a key (assignment would set the prototype).
-    if (key === "__proto__") {
-      Object.defineProperty(out, key, {
-        value: item,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    } else out[key] = item;
+    setOwn(out, key, item);
   }
   return out as T;
 }
