@@ -150,6 +150,13 @@ export function faultyStore(
     listSchedules: () => guard("listSchedules", () => inner.listSchedules()),
     advanceSchedule: (n, at) => guard("advanceSchedule", () => inner.advanceSchedule(n, at)),
     deleteSchedule: (n) => guard("deleteSchedule", () => inner.deleteSchedule(n)),
+    setSchedulePaused: (n, p, at) =>
+      guard("setSchedulePaused", () => inner.setSchedulePaused(n, p, at), true),
+    forksOf: (id, limit) => guard("forksOf", () => inner.forksOf(id, limit)),
+    heartbeat: (m) => guard("heartbeat", () => inner.heartbeat(m), true),
+    members: (since) => guard("members", () => inner.members(since)),
+    leaveFleet: (o) => guard("leaveFleet", () => inner.leaveFleet(o), true),
+    leasesOf: (o, now, limit) => guard("leasesOf", () => inner.leasesOf(o, now, limit)),
     appendMessage: (c, m) => guard("appendMessage", () => inner.appendMessage(c, m), true),
     readMessages: (c, t, after, limit) =>
       guard("readMessages", () => inner.readMessages(c, t, after, limit)),

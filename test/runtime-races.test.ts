@@ -59,6 +59,13 @@ function delayed(inner: MemoryStore, ms: number, calls: readonly (keyof Store)[]
     destroyKey: (...a: Parameters<Store["destroyKey"]>) => inner.destroyKey(...a),
     advanceSchedule: (...a: Parameters<Store["advanceSchedule"]>) => inner.advanceSchedule(...a),
     deleteSchedule: (...a: Parameters<Store["deleteSchedule"]>) => inner.deleteSchedule(...a),
+    setSchedulePaused: (...a: Parameters<Store["setSchedulePaused"]>) =>
+      inner.setSchedulePaused(...a),
+    forksOf: (...a: Parameters<Store["forksOf"]>) => inner.forksOf(...a),
+    heartbeat: (...a: Parameters<Store["heartbeat"]>) => inner.heartbeat(...a),
+    members: (...a: Parameters<Store["members"]>) => inner.members(...a),
+    leaveFleet: (...a: Parameters<Store["leaveFleet"]>) => inner.leaveFleet(...a),
+    leasesOf: (...a: Parameters<Store["leasesOf"]>) => inner.leasesOf(...a),
     dueTimers: slow("dueTimers", (...a: Parameters<Store["dueTimers"]>) => inner.dueTimers(...a)),
     nextWakeAt: slow("nextWakeAt", (...a: Parameters<Store["nextWakeAt"]>) =>
       inner.nextWakeAt(...a),

@@ -79,6 +79,12 @@ function watched(
     listSchedules: () => call(() => inner.listSchedules()),
     advanceSchedule: (name, at) => call(() => inner.advanceSchedule(name, at)),
     deleteSchedule: (name) => call(() => inner.deleteSchedule(name)),
+    setSchedulePaused: (name, paused, at) => call(() => inner.setSchedulePaused(name, paused, at)),
+    forksOf: (id, limit) => call(() => inner.forksOf(id, limit)),
+    heartbeat: (member) => call(() => inner.heartbeat(member)),
+    members: (sinceMs) => call(() => inner.members(sinceMs)),
+    leaveFleet: (owner) => call(() => inner.leaveFleet(owner)),
+    leasesOf: (owner, nowMs, limit) => call(() => inner.leasesOf(owner, nowMs, limit)),
     appendMessage: (chain, m) => call(() => inner.appendMessage(chain, m)),
     readMessages: (chain, t, after, limit) =>
       call(() => inner.readMessages(chain, t, after, limit)),

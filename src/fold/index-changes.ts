@@ -25,6 +25,8 @@ export interface IndexChanges {
   clearAllTimers: boolean;
   /** Timer rows of OTHER executions, written in this batch's transaction (W1, W2). */
   wakes?: WakeRow[];
+  /** The origin a fork's batch copied, and its fork point: the store's fork row (W4). */
+  forkedFrom?: { executionId: string; seq: number };
 }
 
 /** A due timer row for another execution: its supervisor acts on it (runtime/children.ts). */
@@ -64,6 +66,9 @@ export const isWakeId = (timerId: string): boolean =>
  *     supervisor moves on (store S16) until the child has ended, then settles the slot in the
  *     fork's chain head. Like a wake row, the fork's own end does not clear it (a fork that
  *     continues hands the slot on); it goes once the chain's head no longer holds the slot open.
+ * W4. A batch holding a fork point's envelope (its `meta.forkedFrom.seq` is its own seq, as the
+ *     fold reads it: fork-point.ts F12) records its origin and fork point as `forkedFrom`: the
+ *     store keeps a row per fork under its origin (store S21), so an execution lists its forks.
  */
 export function indexChanges(
   events: readonly Envelope[],
@@ -71,6 +76,8 @@ export function indexChanges(
 ): IndexChanges | undefined {
   if (!events.some(touchesIndex)) return undefined;
   const out: IndexChanges = { timersSet: [], timersCleared: [], clearAllTimers: false };
+  const forkPoint = events.map(forkOrigin).find((origin) => origin !== undefined);
+  if (forkPoint) out.forkedFrom = forkPoint;
   const end = state ? events.find(isTerminalEvent) : undefined;
   if (state && end) {
     const wakes = wakesOf(state, end);
@@ -108,8 +115,18 @@ export function indexChanges(
   return out;
 }
 
+/** W4: the origin and fork point `e` names when it is a fork point's envelope. */
+function forkOrigin(e: Envelope): { executionId: string; seq: number } | undefined {
+  const from = isPlainObject(e.meta) ? e.meta.forkedFrom : undefined;
+  if (!isPlainObject(from) || typeof from.executionId !== "string" || from.seq !== e.seq) {
+    return undefined;
+  }
+  return { executionId: from.executionId, seq: e.seq };
+}
+
 function touchesIndex(e: Envelope): boolean {
   return (
+    forkOrigin(e) !== undefined ||
     e.kind === "TIMER_SCHEDULED" ||
     e.kind === "SUSPENDED" ||
     e.kind === "TIMER_FIRED" ||

@@ -117,7 +117,7 @@ export async function schedule(
   const timezone = options.timezone ?? "UTC";
   cronOf(options.cron, timezone, `schedule "${name}"`);
   const input = boundedJson(options.input, `input of schedule "${name}"`, s.limits.maxInputBytes);
-  const stored: Omit<Schedule, "cursorMs"> = {
+  const stored: Omit<Schedule, "cursorMs" | "paused"> = {
     name,
     flow: flowName,
     cron: options.cron,

@@ -7,7 +7,7 @@
 import type { Envelope, EnvelopeMeta, EventKind, ExecutionStatus } from "../kernel/events.ts";
 import { LogCorruptError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
-import type { ExecutionSummary, InboxMessage, Schedule } from "./spi.ts";
+import type { ExecutionSummary, InboxMessage, Member, Schedule } from "./spi.ts";
 import { WAKE_ID_PREFIXES } from "../fold/index-changes.ts";
 
 /** SQL: a timer row an execution's own end clears, not a wake row (S15; isWakeId). */
@@ -32,6 +32,18 @@ export interface ScheduleRow {
   input: string | null;
   from_ms: number;
   cursor_ms: number;
+  /** S23: an integer on SQLite, a boolean on PostgreSQL. */
+  paused: number | boolean;
+}
+
+/** A member's row (S22): its flows as a JSON array. */
+export interface MemberRow {
+  owner: string;
+  flows: string;
+  started_at: number;
+  heartbeat_at: number;
+  host: string | null;
+  pid: number | null;
 }
 
 export interface MessageRow {
@@ -77,9 +89,23 @@ export function scheduleOf(r: ScheduleRow): Schedule {
     timezone: r.timezone,
     fromMs: r.from_ms,
     cursorMs: r.cursor_ms,
+    paused: r.paused === true || r.paused === 1,
   };
   if (r.input !== null) schedule.input = JSON.parse(r.input) as Json;
   return schedule;
+}
+
+export function memberOf(r: MemberRow): Member {
+  const flows: unknown = JSON.parse(r.flows);
+  const member: Member = {
+    owner: r.owner,
+    flows: Array.isArray(flows) ? flows.filter((f): f is string => typeof f === "string") : [],
+    startedAtMs: r.started_at,
+    lastHeartbeatMs: r.heartbeat_at,
+  };
+  if (r.host !== null) member.host = r.host;
+  if (r.pid !== null) member.pid = r.pid;
+  return member;
 }
 
 export function messageOf(chainId: string, r: MessageRow): InboxMessage {

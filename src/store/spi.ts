@@ -60,6 +60,11 @@
  *     Keys survive a reopen (S5).
  * S20. A batch whose events are all SUBJECT_ERASED is appended to an ended log too (E4): the
  *     terminal status check (append-check.ts) does not refuse it; the fence and sequence checks do.
+ * S21, S22 (forks by origin, the fleet's members) are stated in spi-records.ts.
+ * S23. A schedule is paused or not (`paused`, false when put first); `putSchedule` keeps it as it
+ *     keeps the cursor (S11). `setSchedulePaused(name, paused, cursorMs)` sets it and, in the same
+ *     write, moves the cursor to `cursorMs` if that is later (a resume skips what it missed);
+ *     it answers whether the schedule exists, and writes nothing when it does not.
  *
  * A store shared by a fleet of processes also implements `FleetStore` (S17, S18, below), checked by
  * `runFleetConformance`.
@@ -69,6 +74,9 @@ import type { ErrorData, LoomError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Snapshot } from "../fold/state.ts";
 import type { IndexChanges } from "../fold/index-changes.ts";
+import type { ForkStore, MemberStore } from "./spi-records.ts";
+
+export type { ForkLink, ForkStore, HeldLease, Member, MemberStore } from "./spi-records.ts";
 
 export interface AppendBatch {
   executionId: string;
@@ -220,15 +228,19 @@ export interface Schedule {
   fromMs: number;
   /** The latest occurrence started, or `fromMs` (a hint: starts are idempotent by id). */
   cursorMs: number;
+  /** A paused schedule starts no occurrence (S23). */
+  paused: boolean;
 }
 
 export interface ScheduleStore {
-  /** Creates the schedule, or updates its definition keeping `fromMs` and the cursor (S11). */
-  putSchedule(schedule: Omit<Schedule, "cursorMs">): Promise<void>;
+  /** Creates the schedule, or updates its definition keeping `fromMs`, the cursor (S11) and the pause (S23). */
+  putSchedule(schedule: Omit<Schedule, "cursorMs" | "paused">): Promise<void>;
   listSchedules(): Promise<Schedule[]>;
   /** Moves the cursor to `cursorMs` if that is later (S11). */
   advanceSchedule(name: string, cursorMs: number): Promise<void>;
   deleteSchedule(name: string): Promise<void>;
+  /** Pauses or resumes it, moving the cursor to `cursorMs` if later (S23); false: no such schedule. */
+  setSchedulePaused(name: string, paused: boolean, cursorMs: number): Promise<boolean>;
 }
 
 /** A message in a chain's inbox (ADR 0110): `runtime.send` appends it, `ctx.receive` takes it. */
@@ -305,7 +317,9 @@ export interface Store
     TimerStore,
     NoticeStore,
     ScheduleStore,
-    InboxStore {
+    InboxStore,
+    ForkStore,
+    MemberStore {
   /** A short name for messages and benchmarks ("memory", "sqlite"). */
   readonly kind: string;
   close(): Promise<void>;

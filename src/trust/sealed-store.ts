@@ -82,7 +82,7 @@ export function sealStore(inner: Store, options: SealOptions): Store {
     appendMessage: (chainId: string, m: MessageIn) => sealer.appendMessage(chainId, m),
     readMessages: (chainId: string, topic: string, after: number, limit: number) =>
       sealer.readMessages(chainId, topic, after, limit),
-    putSchedule: (s: Omit<Schedule, "cursorMs">) => sealer.putSchedule(s),
+    putSchedule: (s: Omit<Schedule, "cursorMs" | "paused">) => sealer.putSchedule(s),
     listSchedules: () => sealer.listSchedules(),
     deleteExecution: (id: string) => sealer.deleteExecution(id),
     acquireLease: (id: string, owner: string, opts: Parameters<Store["acquireLease"]>[2]) =>

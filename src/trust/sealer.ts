@@ -193,7 +193,7 @@ export class Sealer {
     return out;
   }
 
-  async putSchedule(s: Omit<Schedule, "cursorMs">): Promise<void> {
+  async putSchedule(s: Omit<Schedule, "cursorMs" | "paused">): Promise<void> {
     if (!this.codec || s.input === undefined) {
       return this.inner.putSchedule(s.input === undefined ? s : { ...s, input: escaped(s.input) });
     }

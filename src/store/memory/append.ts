@@ -6,7 +6,7 @@
  *     batch is undone from its mark, so it writes nothing, and the others in the call stand (S4).
  * A2. Anything else thrown (an invariant violation, a failing test hook) undoes the whole call, in
  *     reverse order of the changes: the call is one transaction, committed or not at all (S1).
- * A3. A batch's lease claim and release, snapshot, notice and timer rows apply with it and are
+ * A3. A batch's lease claim and release, snapshot, notice, timer rows and fork row apply with it and are
  *     undone with it (S9); its wakes are collected as it applies and sent only once the call
  *     committed (fleet.ts F2).
  */
@@ -68,6 +68,20 @@ function applyBatch(data: Data, b: AppendBatch, undo: Undo): void {
   applyNotice(data, b, undo);
   applyEvents(data, b, log, undo);
   applyTimers(data, b, undo);
+  applyFork(data, b, undo);
+}
+
+/** S21: the fork's row under its origin. */
+function applyFork(data: Data, b: AppendBatch, undo: Undo): void {
+  const from = b.index?.forkedFrom;
+  if (!from) return;
+  const forks = data.forks.get(from.executionId) ?? [];
+  if (forks.length === 0) data.forks.set(from.executionId, forks);
+  forks.push({ executionId: b.executionId, seq: from.seq });
+  undo.push(() => {
+    forks.pop();
+    if (forks.length === 0) data.forks.delete(from.executionId);
+  });
 }
 
 /** The batch's events, and its execution's summary. */

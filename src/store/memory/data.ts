@@ -13,9 +13,11 @@ import { InvariantViolation } from "../../kernel/errors.ts";
 import type {
   DueTimer,
   ExecutionSummary,
+  ForkLink,
   FleetWake,
   InboxMessage,
   Lease,
+  Member,
   Notice,
   Schedule,
   StoreHooks,
@@ -34,6 +36,10 @@ export interface Data {
   inbox: Map<string, InboxMessage[]>;
   /** Key material by id (S19): part of the data, so `reopen()` keeps it (S5). */
   keys: Map<string, string>;
+  /** The forks of each origin, oldest first (S21). */
+  forks: Map<string, ForkLink[]>;
+  /** The fleet's members by owner (S22). */
+  members: Map<string, Member>;
   /** The wake subscriptions of every handle over the data (a fleet store's only). */
   subscribers: Subscribers;
 }
@@ -50,6 +56,8 @@ export function newData(): Data {
     schedules: new Map(),
     inbox: new Map(),
     keys: new Map(),
+    forks: new Map(),
+    members: new Map(),
     subscribers: new Set(),
   };
 }

@@ -16,7 +16,7 @@
  * The store is assembled here from its parts, split as the SPI's groups are (as the PostgreSQL
  * store is): the data and a handle over it (data.ts H1..H3), events (stored-event.ts E1, E2),
  * appends (append.ts A1..A3), reads, snapshots, leases, timers, schedules and notices, the inbox,
- * retention, and keys.
+ * retention, keys, and forks and members (records.ts).
  */
 import type { FleetStore, Store, StoreHooks } from "../spi.ts";
 import { memoryAppend } from "./append.ts";
@@ -26,6 +26,7 @@ import { memoryInbox } from "./inbox.ts";
 import { memoryKeys } from "./keys.ts";
 import { memoryLeases } from "./leases.ts";
 import { memoryReads } from "./reads.ts";
+import { memoryRecords } from "./records.ts";
 import { memoryRetention } from "./retention.ts";
 import { memorySchedules } from "./schedules.ts";
 import { memorySnapshots } from "./snapshots.ts";
@@ -94,6 +95,7 @@ function open(h: Handle): MemoryStore {
     ...memoryInbox(h),
     ...memoryRetention(h),
     ...memoryKeys(h),
+    ...memoryRecords(h),
 
     async close() {
       h.closed = true;

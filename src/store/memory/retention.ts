@@ -20,6 +20,13 @@ export function memoryRetention(h: Handle): RetentionStore {
       data.snapshots.delete(id);
       data.leases.delete(id);
       for (const [key, t] of data.timers) if (t.executionId === id) data.timers.delete(key);
+      // S21: no one's fork, and no forks of its own.
+      data.forks.delete(id);
+      for (const [origin, forks] of data.forks) {
+        const kept = forks.filter((f) => f.executionId !== id);
+        if (kept.length === 0) data.forks.delete(origin);
+        else if (kept.length < forks.length) data.forks.set(origin, kept);
+      }
       return existed;
     },
 

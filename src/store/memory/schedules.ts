@@ -9,7 +9,7 @@ import { live, type Handle } from "./data.ts";
 export function memorySchedules(h: Handle): ScheduleStore & NoticeStore {
   const { data } = h;
   return {
-    // S11: a redefinition keeps fromMs and the cursor.
+    // S11, S23: a redefinition keeps fromMs, the cursor and the pause.
     async putSchedule(schedule) {
       live(h);
       const known = data.schedules.get(schedule.name);
@@ -17,8 +17,8 @@ export function memorySchedules(h: Handle): ScheduleStore & NoticeStore {
       data.schedules.set(
         schedule.name,
         known
-          ? { ...copy, fromMs: known.fromMs, cursorMs: known.cursorMs }
-          : { ...copy, cursorMs: copy.fromMs },
+          ? { ...copy, fromMs: known.fromMs, cursorMs: known.cursorMs, paused: known.paused }
+          : { ...copy, cursorMs: copy.fromMs, paused: false },
       );
     },
 
@@ -38,6 +38,15 @@ export function memorySchedules(h: Handle): ScheduleStore & NoticeStore {
     async deleteSchedule(name) {
       live(h);
       data.schedules.delete(name);
+    },
+
+    async setSchedulePaused(name, paused, cursorMs) {
+      live(h);
+      const known = data.schedules.get(name);
+      if (!known) return false;
+      known.paused = paused;
+      if (cursorMs > known.cursorMs) known.cursorMs = cursorMs;
+      return true;
     },
 
     async takeNotices(owner) {

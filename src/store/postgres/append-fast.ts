@@ -6,8 +6,8 @@
  * unique key) wrote nothing, and goes to the routine, which judges it anew and answers a refusal
  * as ever (append-routine.ts R5).
  *
- * F1. Only these shapes are sent here (`fastShape`): no snapshot, no notice, no timer rows but an
- *     end's clearing of its own; an advance (no claim) whose wake the statement need not send; a
+ * F1. Only these shapes are sent here (`fastShape`): no snapshot, no notice, no fork row (S21), no
+ *     timer rows but an end's clearing of its own; an advance (no claim) whose wake the statement need not send; a
  *     start (a claim at sequence 0, fence 1) that releases nothing. Everything else, and every
  *     call of several batches, is the routine's.
  * F2. An advance locks the lease row FOR UPDATE, filtered on the batch's fence, first; the UPDATE
@@ -71,7 +71,8 @@ export function fastShape(b: AppendBatch): Shape | undefined {
   let clear = false;
   const ix = b.index;
   if (ix) {
-    if (ix.wakes?.length) return undefined;
+    // A fork's row (S21) is the routine's to write.
+    if (ix.wakes?.length || ix.forkedFrom) return undefined;
     if (ix.clearAllTimers) clear = true;
     else if (ix.timersSet.length || ix.timersCleared.length) return undefined;
   }

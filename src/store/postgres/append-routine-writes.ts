@@ -7,7 +7,7 @@
  * The invariants are the routine's, kept here:
  * - R3: a claimed lease is created only where no lease row exists; a claim that finds one is
  *   refused (R5 `{n, c: true}`) having written nothing (S3). A release, snapshot (S8), notice
- *   (S10) and timer rows (S7, S15) are the batch's, in its turn.
+ *   (S10), timer rows (S7, S15) and fork row (R11, S21) are the batch's, in its turn.
  * - R9: every accepted batch leaves its lease row's `runnable` flag equal to whether its status is
  *   pending or running: set where the lease row is created or released, else where it changes.
  * - R4: one execution's events and execution row are written as its batch is taken; a call for
@@ -41,8 +41,16 @@ export function batchWrites(t: Tables, channel: string): string[] {
     saveSnapshot(t),
     postNotice(t, notify),
     timerRows(t, channel),
+    forkRow(t),
     runnableWake(notify),
   ];
+}
+
+/** R11, S21: a fork's row under its origin. */
+function forkRow(t: Tables): string {
+  return `    IF b.fo IS NOT NULL THEN
+      INSERT INTO ${t.forks} (origin_id, fork_id, seq) VALUES (b.fo, b.i, b.fp);
+    END IF;`;
 }
 
 /** N2: `PERFORM`s a wake built as JSON; one over PostgreSQL's payload limit is not sent (N2). */

@@ -5,7 +5,7 @@
  * fragments in the order they run (a batch's writes, after its checks: append-routine-writes.ts).
  *
  * R1. It is installed beside the migrations, under their lock (migrations.ts M3), and named with
- *     its version (`loom_append_7`). A changed routine is a new name, never a replaced body: a
+ *     its version (`loom_append_8`). A changed routine is a new name, never a replaced body: a
  *     process of the previous release, still running during a rolling upgrade, keeps the routine
  *     it was written for (or its own two-round-trip transaction, which takes the same locks in the
  *     same order).
@@ -61,6 +61,9 @@
  *     event arrives with its kind's code or name and its bare fence or meta text (append.ts
  *     computes them), and is written under its execution's key, so after the execution row
  *     that holds it: a new execution's row is inserted before its events.
+ * R11. (Since `loom_append_8`.) A fork's batch (`fo`, store S21) writes its row under its origin
+ *     with its timer rows, in its turn: only if it is accepted. The fast path never takes one
+ *     (append-fast.ts F1), so every fork goes through here.
  */
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { ERASURE_KIND } from "../append-check.ts";
@@ -86,7 +89,8 @@ const quoted = (values: Iterable<string>) => [...values].map((v) => `'${v}'`).jo
  * event time, e events ({q seq, k kind code, kn kind name without one, t at, p payload, f bare
  * fence, m meta text}: event-rows.ts EventCells), co/ce claimed lease owner and
  * expiry, r released lease owner, ss/sj snapshot sequence and state, nw/nk notice owner (who) and
- * kind, tc clear all own timer rows, td timer rows deleted ({e, t}), ts timer rows set ({e, t, a}).
+ * kind, tc clear all own timer rows, td timer rows deleted ({e, t}), ts timer rows set ({e, t, a}),
+ * fo/fp a fork's origin and fork point (S21).
  * `x`, `f` and `h` are numeric: a fence or sequence number no row can hold refuses its batch only
  * (as a mismatch), and is never cast to BIGINT.
  */
@@ -199,7 +203,7 @@ function batchLoop(): string {
   return `  -- R3
   FOR b IN SELECT * FROM json_to_recordset(batches) AS q(i text, j int, x numeric, f numeric,
       s text, fl text, h numeric, a0 bigint, a1 bigint, e json, co text, ce bigint, r text,
-      ss bigint, sj text, nw text, nk text, tc boolean, td json, ts json)
+      ss bigint, sj text, nw text, nk text, tc boolean, td json, ts json, fo text, fp bigint)
   LOOP
     k := k + 1;
     j := b.j;`;

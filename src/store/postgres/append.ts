@@ -77,6 +77,9 @@ interface SentBatch {
   tc?: true;
   td?: { e: string; t: string }[];
   ts?: { e: string; t: string; a: number }[];
+  /** A fork's origin and fork point (S21). */
+  fo?: string;
+  fp?: number;
 }
 
 /** A batch the routine refused (R5): its place in the call, and what it was checked against. */
@@ -104,7 +107,7 @@ export function postgresAppend(
     "append_routine",
     `SELECT ${t.appendRoutine}($1::text[], $2::json, $3::bigint) AS refused
      /* locks and writes ${t.leases}, ${t.executions}, ${t.events}, ${t.snapshots},
-        ${t.notices}, ${t.timers} */`,
+        ${t.notices}, ${t.timers}, ${t.forks} */`,
   );
 
   const fast = fastAppender(pool, t);
@@ -250,6 +253,10 @@ function toSent(b: AppendBatch): SentBatch {
     row.nw = wellFormed(b.notice.owner);
     row.nk = wellFormed(b.notice.kind);
   }
+  if (b.index?.forkedFrom) {
+    row.fo = wellFormed(b.index.forkedFrom.executionId);
+    row.fp = b.index.forkedFrom.seq;
+  }
   if (b.index) {
     // The batch's net effect on timer rows, deduplicated (T1..T3).
     const timers = new TimerPlan();
@@ -295,6 +302,7 @@ function assertStorable(b: AppendBatch): void {
     ...(b.index?.timersCleared ?? []),
     ...(b.index?.timersSet ?? []).map((x) => x.timerId),
     ...(b.index?.wakes ?? []).flatMap((x) => [x.executionId, x.timerId]),
+    b.index?.forkedFrom?.executionId,
   ];
   const bad = texts.find((x) => x?.includes("\u0000"));
   if (bad !== undefined) {

@@ -61,6 +61,36 @@ export function leanEventRows(t: Tables): string {
   `;
 }
 
+/**
+ * Migration 5 (issue 25): forks by origin (S21; `id` is the order they were recorded in), the
+ * fleet's members (S22) with the leases each holds found by owner (a partial index: only held
+ * leases are in it, and a lease row's owner changes only where the claim index's key changes
+ * anyway), and a schedule's pause (S23). Self-contained: it names only what it creates and the
+ * two tables it alters.
+ */
+export function forksMembersPauses(t: Tables): string {
+  return `
+  CREATE TABLE ${t.forks} (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    origin_id TEXT COLLATE "C" NOT NULL,
+    fork_id TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL
+  );
+  CREATE INDEX forks_by_origin ON ${t.forks} (origin_id, id);
+  CREATE INDEX forks_by_fork ON ${t.forks} (fork_id);
+  CREATE TABLE ${t.members} (
+    owner TEXT COLLATE "C" PRIMARY KEY,
+    flows TEXT NOT NULL,
+    started_at BIGINT NOT NULL,
+    heartbeat_at BIGINT NOT NULL,
+    host TEXT,
+    pid INTEGER
+  );
+  CREATE INDEX leases_by_owner ON ${t.leases} (owner, execution_id) WHERE owner IS NOT NULL;
+  ALTER TABLE ${t.schedules} ADD COLUMN paused BOOLEAN NOT NULL DEFAULT false;
+  `;
+}
+
 export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   (t) => `
   CREATE TABLE ${t.executions} (
@@ -155,6 +185,7 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   CREATE INDEX leases_claimable ON ${t.leases} (${freeAtSql()}, execution_id) WHERE runnable;
   `,
   leanEventRows,
+  forksMembersPauses,
 ];
 
 /** Brings `schema` to the latest version (M1..M3); returns the versions it applied. */

@@ -25,6 +25,7 @@ import { postgresKeys } from "./keys.ts";
 import { postgresLeases } from "./leases.ts";
 import { migrate } from "./migrations.ts";
 import { postgresReads } from "./reads.ts";
+import { postgresRecords } from "./records.ts";
 import { postgresRetention } from "./retention.ts";
 import { postgresSchedules } from "./schedules.ts";
 import { postgresSnapshots } from "./snapshots.ts";
@@ -88,6 +89,7 @@ export async function postgresStore(options: PostgresStoreOptions): Promise<Post
     ...postgresInbox(pool, t, channel),
     ...postgresRetention(pool, t),
     ...postgresKeys(pool, t, options.keyScrubWaitMs),
+    ...postgresRecords(pool, t),
     listen: (onWake) => listener.subscribe(onWake),
     close() {
       closing ??= listener.close().then(() => pool.end());

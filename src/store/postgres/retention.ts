@@ -30,7 +30,9 @@ export function postgresRetention(pool: pg.Pool, t: Tables): RetentionStore {
          x AS (DELETE FROM ${t.executions} WHERE id = $1 RETURNING 1),
          l AS (DELETE FROM ${t.leases} WHERE execution_id = $1 RETURNING 1),
          tm AS (DELETE FROM ${t.timers} WHERE execution_id = $1 RETURNING 1),
-         s AS (DELETE FROM ${t.snapshots} WHERE execution_id = $1 RETURNING 1)
+         s AS (DELETE FROM ${t.snapshots} WHERE execution_id = $1 RETURNING 1),
+         -- S21: where it is the fork or the origin.
+         fk AS (DELETE FROM ${t.forks} WHERE fork_id = $1 OR origin_id = $1)
        SELECT (SELECT count(*) FROM e) + (SELECT count(*) FROM x) + (SELECT count(*) FROM l)
          + (SELECT count(*) FROM tm) + (SELECT count(*) FROM s) AS removed`,
     ),

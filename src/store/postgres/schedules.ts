@@ -1,5 +1,5 @@
 /**
- * Cron schedules (S11) and notices (S10) on PostgreSQL: the small tables a runtime's background
+ * Cron schedules (S11, S23) and notices (S10) on PostgreSQL: the small tables a runtime's background
  * loop reads.
  */
 import type pg from "pg";
@@ -10,7 +10,7 @@ import { scheduleOf, type ScheduleRow } from "../rows.ts";
 
 export function postgresSchedules(pool: pg.Pool, t: Tables): ScheduleStore & NoticeStore {
   const s = {
-    // S11: a redefinition keeps fromMs and the cursor.
+    // S11, S23: a redefinition keeps fromMs, the cursor and the pause.
     put: statement(
       "put_schedule",
       `INSERT INTO ${t.schedules} (name, flow, cron, timezone, input, from_ms, cursor_ms)
@@ -20,7 +20,7 @@ export function postgresSchedules(pool: pg.Pool, t: Tables): ScheduleStore & Not
     ),
     list: statement(
       "list_schedules",
-      `SELECT name, flow, cron, timezone, input, from_ms, cursor_ms FROM ${t.schedules}
+      `SELECT name, flow, cron, timezone, input, from_ms, cursor_ms, paused FROM ${t.schedules}
        ORDER BY name`,
     ),
     advance: statement(
@@ -28,6 +28,12 @@ export function postgresSchedules(pool: pg.Pool, t: Tables): ScheduleStore & Not
       `UPDATE ${t.schedules} SET cursor_ms = $2 WHERE name = $1 AND cursor_ms < $2`,
     ),
     delete: statement("delete_schedule", `DELETE FROM ${t.schedules} WHERE name = $1`),
+    // S23: the pause and, in the same write, the cursor moved forward only.
+    pause: statement(
+      "pause_schedule",
+      `UPDATE ${t.schedules} SET paused = $2, cursor_ms = GREATEST(cursor_ms, $3)
+       WHERE name = $1`,
+    ),
     // S10: taken once. A DELETE that finds nothing writes nothing (no transaction id, no WAL):
     // the empty answer a busy runtime gets most of the time costs an index read.
     takeNotices: statement(
@@ -53,6 +59,11 @@ export function postgresSchedules(pool: pg.Pool, t: Tables): ScheduleStore & Not
 
     async deleteSchedule(name) {
       await run(pool, s.delete([name]));
+    },
+
+    async setSchedulePaused(name, paused, cursorMs) {
+      const { rowCount } = await run(pool, s.pause([name, paused, cursorMs]));
+      return (rowCount ?? 0) > 0;
     },
 
     async takeNotices(owner) {

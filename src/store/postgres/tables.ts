@@ -16,9 +16,11 @@
  * release before, whose writes leave the flag true where it was (L4 says why that is safe).
  * Version 7 writes the lean event rows of migration 4 (R10) and keeps the flag as 6 does; the
  * earlier versions, which write the old rows, fail on a schema migrated past them (migrations.ts
- * `leanEventRows`).
+ * `leanEventRows`). Version 8 also writes a fork's row under its origin (store S21, migration 5);
+ * a schema upgraded from version 7 keeps `loom_append_7` for the processes of the release before,
+ * whose forks get no row (their origin does not list them).
  */
-export const APPEND_ROUTINE = "loom_append_7";
+export const APPEND_ROUTINE = "loom_append_8";
 
 /** The statuses a claim takes (S17), as an SQL list: whatever a lease row's `runnable` mirrors. */
 export const RUNNABLE_SQL = "'pending', 'running'";
@@ -45,6 +47,9 @@ export interface Tables {
   inboxHeads: string;
   /** Key material (keys.ts, S19). */
   keys: string;
+  /** Forks by origin (S21) and the fleet's members (S22): migration 5, records.ts. */
+  forks: string;
+  members: string;
   /** The append routine (append-routine.ts). */
   appendRoutine: string;
 }
@@ -63,6 +68,8 @@ export function tables(schema: string): Tables {
     inbox: t("inbox"),
     inboxHeads: t("inbox_heads"),
     keys: t("keys"),
+    forks: t("forks"),
+    members: t("members"),
     appendRoutine: t(APPEND_ROUTINE),
   };
 }

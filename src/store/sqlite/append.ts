@@ -10,7 +10,7 @@
  *     group commit of many executions then runs no check query. The cache is cleared on a
  *     rollback and on anything another process committed; an id is dropped from it (`forget`) by
  *     this connection's own lease acquire and delete, which `data_version` does not see.
- * A3. A batch's lease claim and release, snapshot, notice and timer rows are written in its
+ * A3. A batch's lease claim and release, snapshot, notice, timer rows and fork row are written in its
  *     transaction, after its events (S9, S15). A first batch writes the executions row, which
  *     gives the execution its integer key (row-codec.ts C1), before its events.
  * A4. Integer keys are reserved KEY_BLOCK at a time (one `counters` update per block, not per
@@ -166,6 +166,8 @@ function applyBatch(
     q.postNotice.run(b.notice.owner, id, b.notice.kind, last.at);
   }
   if (!ix) return;
+  // S21: the fork's row under its origin.
+  if (ix.forkedFrom) q.insertFork.run(ix.forkedFrom.executionId, id, ix.forkedFrom.seq);
   // S15: other executions' wake rows, in this batch's transaction.
   for (const w of ix.wakes ?? []) q.setTimer.run(w.executionId, w.timerId, w.wakeAtMs);
   if (ix.clearAllTimers) {

@@ -132,4 +132,26 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TABLE events_hot (${EVENT_COLUMNS});
   CREATE UNIQUE INDEX events_hot_by_execution ON events_hot (x, seq);
   `,
+  // Issue 25: forks by origin (S21: `id` is the order they were recorded in), the fleet's
+  // members (S22) with the leases each holds found by owner, and a schedule's pause (S23).
+  `
+  CREATE TABLE forks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    origin_id TEXT NOT NULL,
+    fork_id TEXT NOT NULL,
+    seq INTEGER NOT NULL
+  );
+  CREATE INDEX forks_by_origin ON forks (origin_id, id);
+  CREATE INDEX forks_by_fork ON forks (fork_id);
+  CREATE TABLE members (
+    owner TEXT PRIMARY KEY,
+    flows TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    host TEXT,
+    pid INTEGER
+  ) WITHOUT ROWID;
+  CREATE INDEX leases_by_owner ON leases (owner, execution_id) WHERE owner IS NOT NULL;
+  ALTER TABLE schedules ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

@@ -29,6 +29,8 @@ export function sqliteRetention(
         ? `x = ${keyOf("?")}`
         : "execution_id = ?";
   const deletes = tables.map((t) => db.prepare(`DELETE FROM ${t} WHERE ${where(t)}`));
+  // S21: the rows where it is the fork or the origin.
+  const deleteForks = db.prepare("DELETE FROM forks WHERE fork_id = @id OR origin_id = @id");
   const snapshotSeq = db
     .prepare<[string], number>("SELECT seq FROM snapshots WHERE execution_id = ?")
     .pluck();
@@ -45,6 +47,7 @@ export function sqliteRetention(
   const deleteTx = db.transaction((id: string): boolean => {
     let changes = 0;
     for (const d of deletes) changes += d.run(id).changes;
+    deleteForks.run({ id });
     return changes > 0;
   });
 

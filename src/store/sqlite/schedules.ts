@@ -33,6 +33,10 @@ export function sqliteSchedules(q: Statements): ScheduleStore & NoticeStore {
       q.deleteSchedule.run(name);
     },
 
+    async setSchedulePaused(name, paused, cursorMs) {
+      return q.setSchedulePaused.run({ name, paused: paused ? 1 : 0, cursorMs }).changes > 0;
+    },
+
     async takeNotices(owner) {
       const rows = q.notices.all(owner);
       const lastRow = rows[rows.length - 1];

@@ -10,7 +10,7 @@
  * The store is assembled here from its parts, split as the SPI's groups are (as the PostgreSQL
  * store is), over one connection and its prepared statements (statements.ts Q1, Q2): appends
  * (append.ts A1..A3, hot-events.ts H1, H2), reads, snapshots, leases, timers, schedules and
- * notices, the inbox, keys (keys.ts K1..K3), and retention.
+ * notices, the inbox, keys (keys.ts K1..K3), retention, and forks and members (records.ts).
  */
 import type Database from "better-sqlite3";
 import { requirePeer } from "../../peers.ts";
@@ -21,6 +21,7 @@ import { sqliteKeys } from "./keys.ts";
 import { sqliteLeases } from "./leases.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import { sqliteReads } from "./reads.ts";
+import { sqliteRecords } from "./records.ts";
 import { sqliteRetention } from "./retention.ts";
 import { sqliteSchedules } from "./schedules.ts";
 import { sqliteSnapshots } from "./snapshots.ts";
@@ -53,6 +54,7 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     ...sqliteInbox(db),
     ...sqliteKeys(db),
     ...sqliteRetention(db, headOf, forget),
+    ...sqliteRecords(db),
 
     async close() {
       if (db.open) db.close();

@@ -61,6 +61,8 @@ export interface Statements {
   settle: Stmt;
   clearHot: Stmt;
   read: Stmt<{ id: string; from: number; limit: number }, StoredEventRow>;
+  // A fork's row under its origin (S21).
+  insertFork: Stmt;
   // Snapshots (S8).
   saveSnapshot: Stmt;
   loadSnapshot: Stmt<[string], { seq: number; state: string | Buffer }>;
@@ -87,6 +89,7 @@ export interface Statements {
   schedules: Stmt<[], ScheduleRow>;
   advanceSchedule: Stmt;
   deleteSchedule: Stmt;
+  setSchedulePaused: Stmt;
 }
 
 /** Q2: every statement of the store but those of its inbox, keys and retention (their modules'). */
@@ -131,6 +134,7 @@ function eventStatements(db: Db) {
        SELECT x, seq, kind, at, payload, meta FROM events_hot ORDER BY x, seq`,
     ),
     clearHot: db.prepare("DELETE FROM events_hot"),
+    insertFork: db.prepare("INSERT INTO forks (origin_id, fork_id, seq) VALUES (?, ?, ?)"),
     read: db.prepare<{ id: string; from: number; limit: number }, StoredEventRow>(
       `SELECT seq, kind, at, payload, meta FROM events WHERE x = ${keyOf("@id")} AND seq >= @from
        UNION ALL
@@ -211,7 +215,7 @@ function noticeStatements(db: Db) {
   };
 }
 
-/** S11: a redefinition keeps fromMs and the cursor; a cursor never moves back. */
+/** S11, S23: a redefinition keeps fromMs, the cursor and the pause; a cursor never moves back. */
 function scheduleStatements(db: Db) {
   return {
     putSchedule: db.prepare(
@@ -221,11 +225,15 @@ function scheduleStatements(db: Db) {
          timezone = excluded.timezone, input = excluded.input`,
     ),
     schedules: db.prepare<[], ScheduleRow>(
-      "SELECT name, flow, cron, timezone, input, from_ms, cursor_ms FROM schedules ORDER BY name",
+      "SELECT name, flow, cron, timezone, input, from_ms, cursor_ms, paused FROM schedules ORDER BY name",
     ),
     advanceSchedule: db.prepare(
       "UPDATE schedules SET cursor_ms = ? WHERE name = ? AND cursor_ms < ?",
     ),
     deleteSchedule: db.prepare("DELETE FROM schedules WHERE name = ?"),
+    setSchedulePaused: db.prepare(
+      `UPDATE schedules SET paused = @paused, cursor_ms = MAX(cursor_ms, @cursorMs)
+        WHERE name = @name`,
+    ),
   };
 }

@@ -1,7 +1,8 @@
 /**
  * The one store conformance suite (STYLE 3): every store's test file calls
- * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S20 in `../spi.ts`
- * (S17 and S18, a fleet's, are `runFleetConformance`'s: fleet.ts).
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S23 in `../spi.ts`
+ * (S21 and S22 in `../spi-records.ts`; S17 and S18, a fleet's, are `runFleetConformance`'s:
+ * fleet.ts).
  *
  * @example
  * runStoreConformance({
@@ -22,6 +23,7 @@ import { inboxSuite } from "./inbox.ts";
 import { keysSuite } from "./keys.ts";
 import type { Harness } from "./helpers.ts";
 import { leaseSuite } from "./leases.ts";
+import { recordsSuite } from "./records.ts";
 import { retentionSuite } from "./retention.ts";
 import { scheduleSuite } from "./schedules.ts";
 import { snapshotSuite } from "./snapshots-and-reopen.ts";
@@ -75,5 +77,6 @@ export function runStoreConformance<S extends Store>(opts: StoreConformanceOptio
     inboxSuite(h);
     retentionSuite(h);
     keysSuite(h);
+    recordsSuite(h);
   });
 }
