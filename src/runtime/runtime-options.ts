@@ -49,6 +49,12 @@ export interface RuntimeOptions {
   /** How often the background loop fires due timers and recovers abandoned executions. */
   pollIntervalMs?: number;
   /**
+   * How often a runtime running its background loop writes its fleet member row (members.ts
+   * M1; default 10 000 ms of the runtime clock). `fleet()` leaves out a member silent for three
+   * of these (M3).
+   */
+  heartbeatMs?: number;
+  /**
    * Which abandoned executions this runtime recovers (default: every one whose flow it has).
    * `loom run` limits it to its own execution, so a short command does not adopt other work.
    */

@@ -85,6 +85,10 @@ export class RuntimeState implements RunHost {
   /** `features.continueAsNew`: chains exist, so addressing routes to a chain's head. */
   readonly chains: boolean;
   readonly pollIntervalMs: number;
+  /** How often a member's heartbeat is written (members.ts M1). */
+  readonly heartbeatMs: number;
+  /** This runtime as a fleet member (members.ts M1, M2): when it started, its last heartbeat. */
+  readonly membership: { startedAtMs: number; lastBeatMs?: number; flows?: string };
   readonly flows = new Map<string, Flow>();
   readonly runs = new Map<string, Run>();
   readonly stuck = new Map<string, Error>();
@@ -127,6 +131,8 @@ export class RuntimeState implements RunHost {
     this.leaseTtlMs = positive(options.leaseTtlMs, 30_000, "leaseTtlMs");
     this.snapshotEvery = positive(options.snapshotEvery, 1000, "snapshotEvery");
     this.pollIntervalMs = positive(options.pollIntervalMs, 500, "pollIntervalMs");
+    this.heartbeatMs = positive(options.heartbeatMs, 10_000, "heartbeatMs");
+    this.membership = { startedAtMs: this.clock.now() };
     this.maxActive = positive(options.maxActive, Infinity, "maxActive");
     this.maxCarryBytes = positive(options.maxCarryBytes, 1024 * 1024, "maxCarryBytes");
     this.negotiation = checkedNegotiation(options.negotiation);
@@ -315,6 +321,10 @@ export class RuntimeState implements RunHost {
     // Duties in flight (a claim whose leases come back after the close) finish, and give back
     // what they took, before the store goes; bounded, since a duty stops at its next check.
     await this.loop?.settled(CLOSE_WAIT_MS);
+    // members.ts M2: after the last heartbeat settled.
+    if (this.membership.lastBeatMs !== undefined) {
+      await this.store.leaveFleet(this.ownerId).catch((e: unknown) => this.report(e));
+    }
     if (this.options.closeStore !== false) await this.store.close();
   }
 }

@@ -25,20 +25,16 @@
  * The Runtime class below is the face: each public method hands the state to the verb that does
  * the work, in the module of what it acts on: verbs-executions.ts (one execution), verbs-list.ts
  * (many), verbs-chains.ts (a chain, a fork, a restore), verbs-fleet.ts (schedules, recovery, the
- * background duties) and verbs-trust.ts (what a log proves and keeps).
+ * background duties), members.ts (the fleet's members) and verbs-trust.ts (what a log proves and
+ * keeps). Its getters and the callbacks a run makes are runtime-base.ts's RuntimeFace, which it
+ * extends.
  */
 import type { Envelope } from "../kernel/events.ts";
-import type { Json } from "../kernel/json.ts";
-import type { Clock } from "../kernel/clock.ts";
-import type { Limits } from "../kernel/limits.ts";
 import type { ExecutionState } from "../fold/state.ts";
-import type { ExecutionSummary, InboxMessage, Store } from "../store/spi.ts";
+import type { ExecutionSummary, ForkLink } from "../store/spi.ts";
 import type { LiveDelta } from "../effects/deltas.ts";
 import type { VerifyReport } from "../trust/verify.ts";
 import { optionsOf, type Flow } from "./flow.ts";
-import type { Journal } from "./journal.ts";
-import type { Tracing } from "./tracing.ts";
-import type { Run } from "./run.ts";
 import type { Outcome } from "./outcome.ts";
 import type { Compaction, CompactOptions } from "./compaction.ts";
 import type { RetentionPolicy } from "./retention.ts";
@@ -54,6 +50,9 @@ import type {
   StartOptions,
 } from "./runtime-options.ts";
 import { RuntimeState, type RuntimeWiring } from "./runtime-state.ts";
+import { RuntimeFace } from "./runtime-base.ts";
+import type { FleetAnswer } from "./fleet-answer.ts";
+import * as members from "./members.ts";
 import { contextDeps } from "./runtime-wiring.ts";
 import * as executions from "./verbs-executions.ts";
 import { list, type ListOptions } from "./verbs-list.ts";
@@ -73,48 +72,16 @@ export type {
 const WIRING: RuntimeWiring = {
   contextDeps,
   fireTimer: fleet.fireTimer,
-  duties: [fleet.fireDueTimers, fleet.fireSchedules, fleet.recoverAbandoned],
+  duties: [members.heartbeat, fleet.fireDueTimers, fleet.fireSchedules, fleet.recoverAbandoned],
 };
 
 export function createRuntime(options: RuntimeOptions): Runtime {
   return new Runtime(options);
 }
 
-export class Runtime {
-  /** Everything this runtime holds (W7). */
-  private readonly state: RuntimeState;
-
+export class Runtime extends RuntimeFace {
   constructor(options: RuntimeOptions) {
-    this.state = new RuntimeState(options, WIRING);
-  }
-
-  get store(): Store {
-    return this.state.store;
-  }
-  get clock(): Clock {
-    return this.state.clock;
-  }
-  get journal(): Journal {
-    return this.state.journal;
-  }
-  get leaseTtlMs(): number {
-    return this.state.leaseTtlMs;
-  }
-  get ownerId(): string {
-    return this.state.ownerId;
-  }
-  get limits(): Limits {
-    return this.state.limits;
-  }
-  get snapshotEvery(): number {
-    return this.state.snapshotEvery;
-  }
-  get tracing(): Tracing {
-    return this.state.tracing;
-  }
-  /** Runs this runtime stopped because another owner took their lease over (fleet L2). */
-  get fencedRuns(): number {
-    return this.state.fencedRuns;
+    super(new RuntimeState(options, WIRING));
   }
 
   // ---- executions (verbs-executions.ts) ------------------------------------------------------
@@ -247,6 +214,14 @@ export class Runtime {
   }
 
   /**
+   * The forks made of `id`, oldest first, each with its fork point (at most `options.limit`, 100
+   * by default). An owned execution's need `{ as }` naming its owner, as `getState` does.
+   */
+  forksOf(id: string, options: CallerOptions & { limit?: number } = {}): Promise<ForkLink[]> {
+    return chains.forksOf(this.state, id, optionsOf(options, "forksOf"));
+  }
+
+  /**
    * Drives `id` on from `state`, a folded state as `getState` gives it (moved from another store,
    * repaired by hand): its frames, call order, decisions, queued resume payloads and input replace
    * the execution's, as a STATE_RESTORED fact in its log, and `flow` drives it from then on. What
@@ -301,6 +276,27 @@ export class Runtime {
    */
   unschedule(name: string, options: CallerOptions = {}): Promise<void> {
     return fleet.unschedule(this.state, name, optionsOf(options, "unschedule"));
+  }
+
+  /**
+   * Pauses a schedule: it starts no occurrence until resumed, and a `schedule()` put again keeps
+   * the pause (schedules.ts SC4). An owned schedule needs `{ as }` naming its owner.
+   */
+  pauseSchedule(name: string, options: CallerOptions = {}): Promise<OwnedSchedule> {
+    return fleet.setPaused(this.state, name, true, optionsOf(options, "pauseSchedule"));
+  }
+
+  /** Resumes a schedule from now: the occurrences missed while it was paused never start (SC4). */
+  resumeSchedule(name: string, options: CallerOptions = {}): Promise<OwnedSchedule> {
+    return fleet.setPaused(this.state, name, false, optionsOf(options, "resumeSchedule"));
+  }
+
+  /**
+   * The fleet's live members (every runtime sharing this store that runs its background loop),
+   * each with its flows, last heartbeat and the leases it holds now (members.ts M1..M4).
+   */
+  fleet(): Promise<FleetAnswer> {
+    return members.fleet(this.state);
   }
 
   /** The stored schedules: with `{ as }`, only that principal's (SC2); without it, every one. */
@@ -368,32 +364,5 @@ export class Runtime {
 
   report(e: unknown): void {
     this.state.report(e);
-  }
-
-  // The callbacks a run makes (RunHost, run.ts) are the state's: runs are driven with the state
-  // as their host. They stay on the face so that its surface does not change.
-  boundOutput(value: unknown, flowName: string): Json | undefined {
-    return this.state.boundOutput(value, flowName);
-  }
-  parked(run: Run): void {
-    this.state.parked(run);
-  }
-  ended(run: Run): void {
-    this.state.ended(run);
-  }
-  stopped(run: Run, error: Error): void {
-    this.state.stopped(run, error);
-  }
-  renew(run: Run): void {
-    this.state.renew(run);
-  }
-  readInbox(chainId: string, topic: string, afterSeq: number): Promise<InboxMessage[]> {
-    return this.state.readInbox(chainId, topic, afterSeq);
-  }
-  armTimer(executionId: string, callId: string, wakeAtMs: number): void {
-    this.state.armTimer(executionId, callId, wakeAtMs);
-  }
-  disarmTimer(executionId: string, callId: string): void {
-    this.state.disarmTimer(executionId, callId);
   }
 }

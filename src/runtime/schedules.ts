@@ -19,6 +19,10 @@
  *     so the schedule never adopts a caller's input nor is stopped by another principal's
  *     execution. One that exists under another owner all the same (made before the shape was
  *     reserved) is reported and passed over: the schedule goes on.
+ * SC4. A paused schedule starts no occurrence (store S23); a pause is its owner's act, as a
+ *     removal is (SC2), and kept when the schedule is put again. Resuming moves the cursor to the
+ *     runtime clock's now in the write that resumes, so the occurrences missed while paused are
+ *     never started (as Temporal's pause): the first one started is the first after the resume.
  *
  * Occurrences are measured on the runtime clock, never wall time: a simulated clock drives them.
  * Missed occurrences (every runtime was down) are started when one comes back, up to
@@ -173,7 +177,8 @@ export async function fireSchedules(deps: FireDeps): Promise<string[]> {
   const started: string[] = [];
   for (const s of await deps.store.listSchedules()) {
     const flow = deps.flow(s.flow);
-    if (!flow) continue;
+    // SC4: a paused schedule starts nothing.
+    if (!flow || s.paused) continue;
     try {
       await fireOne(deps, s, flow, started);
     } catch (e) {
@@ -217,8 +222,26 @@ async function fireOne(deps: FireDeps, s: Schedule, flow: Flow, started: string[
  * waiting to be caught up shows (in the past), else the next one after now.
  */
 export function nextOccurrence(s: Schedule, nowMs: number): number | undefined {
+  if (s.paused) return undefined;
   const cron = cronOf(s.cron, s.timezone, `schedule "${s.name}"`);
   const pending = cron.nextRun(new Date(Math.max(s.fromMs, s.cursorMs)))?.getTime();
   if (pending !== undefined && pending <= nowMs) return pending;
   return cron.nextRun(new Date(Math.max(nowMs, s.fromMs)))?.getTime();
+}
+
+/**
+ * The next `count` occurrences to start, soonest first (the dashboard's schedules page): from the
+ * one `nextOccurrence` gives, in the schedule's time zone; none while it is paused (SC4).
+ */
+export function nextOccurrences(s: Schedule, nowMs: number, count: number): number[] {
+  const first = nextOccurrence(s, nowMs);
+  if (first === undefined) return [];
+  const cron = cronOf(s.cron, s.timezone, `schedule "${s.name}"`);
+  const out = [first];
+  while (out.length < count) {
+    const next = cron.nextRun(new Date(out[out.length - 1] as number))?.getTime();
+    if (next === undefined) break;
+    out.push(next);
+  }
+  return out;
 }

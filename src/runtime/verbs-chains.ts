@@ -12,6 +12,7 @@ import { isTerminalStatus } from "../kernel/events.ts";
 import {
   ChainHopLimitError,
   ExecutionConflictError,
+  ExecutionNotFoundError,
   InvalidInputError,
   LeaseHeldError,
   NotResumableError,
@@ -37,6 +38,7 @@ import { assertOwner, authorize, create, deliver, deliverMessages, drive } from 
 import { isContinued, refuseIfSucceeded, route } from "./runtime-routing.ts";
 import { handle, registered } from "./verbs-executions.ts";
 import type { RuntimeState } from "./runtime-state.ts";
+import type { ForkLink } from "../store/spi.ts";
 
 /** A chain head's state: held here once its start is committed (a repeat start the store will
  * refuse may be held before, W5), else read. */
@@ -166,6 +168,34 @@ export async function fork(
   });
   // The fork has its origin's owner (its copied sequence 0): the caller who forked acts on it.
   return handle(s, target, options.as === undefined ? {} : { as: options.as });
+}
+
+/** The most forks `forksOf` answers in one call. */
+export const MAX_FORKS_LISTED = 1000;
+
+/**
+ * The forks made of `id`, oldest first, each with its fork point (runtime.ts `forksOf`, store
+ * S21), at most `options.limit` (100 by default); authorized as `getState` is (ADR 0111): a fork
+ * copies its origin's start, so it has its origin's owner.
+ */
+export async function forksOf(
+  s: RuntimeState,
+  id: string,
+  options: CallerOptions & { limit?: number } = {},
+): Promise<ForkLink[]> {
+  s.assertOpen();
+  assertValidId(id);
+  const limit = options.limit ?? 100;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_FORKS_LISTED) {
+    throw new InvalidInputError(
+      `forksOf: limit must be an integer from 1 to ${MAX_FORKS_LISTED}, got ${String(limit)}`,
+    );
+  }
+  await authorize(s, id, options);
+  if ((await s.store.head(id)) < 0) {
+    throw new ExecutionNotFoundError(`no execution has the id "${id}"`);
+  }
+  return s.store.forksOf(id, limit);
 }
 
 /** Drives `id` on from a folded `state` (runtime.ts `restoreFromState`, restore.ts R2..R5). */

@@ -148,6 +148,30 @@ export async function unschedule(
   await s.store.deleteSchedule(checked);
 }
 
+/**
+ * Pauses or resumes a schedule (runtime.ts `pauseSchedule`, `resumeSchedule`; SC4): its owner's
+ * act (SC2). A resume moves the cursor to now, so what was missed while paused never starts.
+ */
+export async function setPaused(
+  s: RuntimeState,
+  name: string,
+  paused: boolean,
+  options: CallerOptions = {},
+): Promise<OwnedSchedule> {
+  s.assertOpen();
+  const checked = checkedScheduleName(name);
+  const owner = await scheduleOwner(s.store, checked);
+  authorizeSchedule(checked, owner, callerOf(options));
+  const cursorMs = paused ? Number.MIN_SAFE_INTEGER : s.clock.now();
+  if (!(await s.store.setSchedulePaused(checked, paused, cursorMs))) {
+    throw new ExecutionNotFoundError(`no schedule is named "${checked}"`);
+  }
+  if (!paused) s.nudge();
+  const found = (await s.store.listSchedules()).find((x) => x.name === checked);
+  if (!found) throw new ExecutionNotFoundError(`no schedule is named "${checked}"`);
+  return owner === undefined ? found : { ...found, principal: owner };
+}
+
 /** The schedules `options.as` owns; without `as`, every one (runtime.ts `schedules`, SC2). */
 export async function schedules(
   s: RuntimeState,
