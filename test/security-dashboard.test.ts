@@ -145,6 +145,8 @@ describe("the token on every route (auth.ts A1, routes.ts P3)", () => {
       await runtime.start(gated, { card: SECRET }, { id });
       await until(async () => (await runtime.getState(id)).status === "parked");
     }
+    // The schedule routes act on a schedule's name (ui/fleet-pages.ts).
+    await runtime.schedule(gated, { cron: "0 3 * * *", name: "nightly" });
     const bodies: Record<string, unknown> = {
       cancel: { reason: "signed in" },
       resume: { payload: { approved: false } },
@@ -152,7 +154,8 @@ describe("the token on every route (auth.ts A1, routes.ts P3)", () => {
     };
     for (const r of UI_ROUTES) {
       const action = r.write === true ? (r.path.split("/").at(-1) ?? "") : "";
-      const id = { cancel: "pay-2", send: "pay-3" }[action] ?? "pay-1";
+      const schedule = r.path.startsWith("/api/schedules/");
+      const id = schedule ? "nightly" : ({ cancel: "pay-2", send: "pay-3" }[action] ?? "pay-1");
       const got = await fetch(`${ui.url}${pathOf(r, id)}`, {
         method: r.methods[0],
         redirect: "manual",

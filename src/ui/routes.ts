@@ -18,6 +18,7 @@ import { APP_CSS } from "./assets/styles.ts";
 import { APP_JS } from "./assets/app.ts";
 import { SIGN_IN_PATH } from "./auth.ts";
 import { executionDetail } from "./detail.ts";
+import { fleetAnswer, schedulesAnswer, setSchedulePaused } from "./fleet-pages.ts";
 import { HttpRefusal, readJsonBody, SECURITY_HEADERS, sendJson, sendText } from "./http.ts";
 import { listPage } from "./list.ts";
 import type { LiveStreams } from "./live.ts";
@@ -71,6 +72,26 @@ export const UI_ROUTES: readonly Route[] = [
     handle: async (c) => sendJson(c.res, 200, await executionDetail(c.runtime, c.id)),
   },
   { path: "/api/executions/:id/live", methods: ["GET"], handle: live },
+  {
+    path: "/api/schedules",
+    methods: ["GET"],
+    handle: async (c) => sendJson(c.res, 200, await schedulesAnswer(c.runtime)),
+  },
+  ...(["pause", "resume"] as const).map((verb): Route => ({
+    path: `/api/schedules/:id/${verb}`,
+    methods: ["POST"],
+    write: true,
+    handle: async (c) => {
+      // H2: a JSON body (`{}`), so that a cross-site form cannot post it.
+      await readJsonBody(c.req);
+      sendJson(c.res, 200, await setSchedulePaused(c.runtime, c.id, verb === "pause"));
+    },
+  })),
+  {
+    path: "/api/fleet",
+    methods: ["GET"],
+    handle: async (c) => sendJson(c.res, 200, await fleetAnswer(c.runtime)),
+  },
   ...ACTIONS.map((action): Route => ({
     path: `/api/executions/:id/${action}`,
     methods: ["POST"],
