@@ -15,7 +15,7 @@
  * | resume        | here: "a parked run says how to resume it ..."                               |
  * | serve         | remote.test.ts: "loom serve: prints its URL, answers /health ..."            |
  * | cancel        | here: "loom cancel stops a running loom run and records why"                 |
- * | schedules     | here: "lists the stored schedules with their next occurrence ..."            |
+ * | schedules     | here: "lists the stored schedules ...", "pause and resume a schedule ..."   |
  * | verify        | cli-trust.test.ts: the three tests of "loom verify"                          |
  * | erase-subject | cli-trust.test.ts: the two tests of "loom erase-subject"                     |
  * | send          | cli-send-fork-ui.test.ts: "send posts to the inbox a loom run receives ..."  |
@@ -314,6 +314,24 @@ describe("loom schedules", () => {
     }[];
     expect(json).toHaveLength(1);
     expect(json[0]?.nextId).toMatch(/^nightly-report@\d{4}-\d\d-\d\dT02:00:00\.000Z$/);
+  });
+
+  it("pause and resume a schedule by name (schedules.ts SC4); a wrong verb is a usage error", async () => {
+    const cwd = tempDir();
+    const nightly = flow$("nightly", async () => "ran");
+    const runtime = createRuntime({ store: sqliteStore(join(cwd, "loom.db")), background: false });
+    await runtime.schedule(nightly, { cron: "0 2 * * *", name: "nightly-report" });
+    await runtime.close();
+    const paused = await loom(cwd, "schedules", "pause", "nightly-report");
+    expect(paused.code).toBe(0);
+    expect(paused.stdout.trim()).toBe("paused nightly-report");
+    expect((await loom(cwd, "schedules")).stdout).toMatch(/^nightly-report\s.*\spaused$/m);
+    const resumed = await loom(cwd, "schedules", "resume", "nightly-report", "--json");
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ name: "nightly-report", paused: false });
+    const unknown = await loom(cwd, "schedules", "pause", "nope");
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toContain('no schedule is named "nope"');
+    expect((await loom(cwd, "schedules", "stop", "nightly-report")).code).not.toBe(0);
   });
 });
 

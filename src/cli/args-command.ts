@@ -60,7 +60,11 @@ export type Command =
   | (Common & { name: "show"; id: string; json: boolean })
   | (Common & { name: "resume"; id: string; payload: unknown })
   | (Common & { name: "cancel"; id: string; reason?: string })
-  | (Common & { name: "schedules"; json: boolean })
+  | (Common & {
+      name: "schedules";
+      json: boolean;
+      set?: { verb: "pause" | "resume"; name: string };
+    })
   | (Common & { name: "verify"; id: string; json: boolean })
   | (Common & { name: "erase-subject"; subject: string; json: boolean })
   | (Common & { name: "send"; id: string; message: unknown; topic?: string; key?: string })

@@ -81,7 +81,15 @@ export const PARSERS: Record<CommandName, Parser> = {
     id: arg(0),
     json: values.json ?? false,
   }),
-  schedules: ({ values, where }) => ({ name: "schedules", ...where, json: values.json ?? false }),
+  schedules: ({ values, where, rest }) => {
+    const json = values.json ?? false;
+    const [verb, name] = rest;
+    if (verb === undefined) return { name: "schedules", ...where, json };
+    if ((verb !== "pause" && verb !== "resume") || name === undefined) {
+      throw new UsageError("loom schedules takes no argument, or pause|resume and a schedule name");
+    }
+    return { name: "schedules", ...where, json, set: { verb, name } };
+  },
   verify: ({ values, where, arg }) => ({
     name: "verify",
     ...where,

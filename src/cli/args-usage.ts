@@ -39,7 +39,10 @@ commands:
                          prints its URL
   cancel <id> [--reason TEXT]
                          cancel an execution; its owner aborts what is in flight
-  schedules [--json]     the cron schedules, with each one's next occurrence
+  schedules [--json]     the cron schedules, with each one's next occurrence (none if paused)
+  schedules pause|resume <name>
+                         pause a schedule (it starts nothing), or resume it from now (the
+                         occurrences missed while paused never start)
   verify <id> [--json]   check an execution's audit chain (exit 1 when it was tampered with)
   erase-subject <subject> --yes [--json]
                          make a data subject's payloads unrecoverable: cancel its live

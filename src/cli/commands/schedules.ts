@@ -1,6 +1,8 @@
 /**
  * `loom schedules [--json]`: the cron schedules stored in the database, with each one's next
- * occurrence (on this machine's clock) and the id its execution will have.
+ * occurrence (on this machine's clock; none while paused) and the id its execution will have.
+ * `loom schedules pause|resume <name>`: `runtime.pauseSchedule` / `resumeSchedule` (schedules.ts
+ * SC4), as no principal: an owned schedule is refused, as `runtime.unschedule` refuses it.
  */
 import type { Command } from "../args.ts";
 import type { Io } from "../io.ts";
@@ -12,6 +14,17 @@ type SchedulesCommand = Extract<Command, { name: "schedules" }>;
 export async function schedulesCommand(cmd: SchedulesCommand, io: Io): Promise<number> {
   const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
   try {
+    if (cmd.set) {
+      const { verb, name } = cmd.set;
+      const s =
+        verb === "pause" ? await runtime.pauseSchedule(name) : await runtime.resumeSchedule(name);
+      io.out(
+        cmd.json
+          ? JSON.stringify(s, null, 2)
+          : `${verb === "pause" ? "paused" : "resumed"} ${s.name}`,
+      );
+      return 0;
+    }
     const now = runtime.clock.now();
     const rows = (await runtime.store.listSchedules()).map((s) => {
       const next = nextOccurrence(s, now);
@@ -31,7 +44,13 @@ export async function schedulesCommand(cmd: SchedulesCommand, io: Io): Promise<n
     }
     const table = [
       ["NAME", "FLOW", "CRON", "TZ", "NEXT"],
-      ...rows.map((r) => [r.name, r.flow, r.cron, r.timezone, r.next ?? "never"]),
+      ...rows.map((r) => [
+        r.name,
+        r.flow,
+        r.cron,
+        r.timezone,
+        r.paused ? "paused" : (r.next ?? "never"),
+      ]),
     ];
     const widths = table[0]?.map((_, i) => Math.max(...table.map((row) => row[i]?.length ?? 0)));
     io.out(
