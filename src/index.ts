@@ -60,6 +60,7 @@ export {
 export { childTree, type ChildNode, type ChildTree } from "./analytics/child-tree.ts";
 export type { RestoredRecord } from "./fold/restored.ts";
 export { occurrenceId, type OwnedSchedule, type ScheduleOptions } from "./runtime/schedules.ts";
+export type { FleetAnswer, FleetMemberRow } from "./runtime/fleet-answer.ts";
 export type { ListOptions } from "./runtime/verbs-list.ts";
 export { memoryStore, type MemoryStore } from "./store/memory/index.ts";
 export type * from "./store/spi.ts";
