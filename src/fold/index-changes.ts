@@ -126,7 +126,8 @@ function forkOrigin(e: Envelope): { executionId: string; seq: number } | undefin
 
 function touchesIndex(e: Envelope): boolean {
   return (
-    forkOrigin(e) !== undefined ||
+    // W4: a step's envelope has no `forkedFrom`: one property read, no more.
+    (e.meta?.forkedFrom !== undefined && forkOrigin(e) !== undefined) ||
     e.kind === "TIMER_SCHEDULED" ||
     e.kind === "SUSPENDED" ||
     e.kind === "TIMER_FIRED" ||
