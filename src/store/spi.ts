@@ -60,6 +60,15 @@
  *     Keys survive a reopen (S5).
  * S20. A batch whose events are all SUBJECT_ERASED is appended to an ended log too (E4): the
  *     terminal status check (append-check.ts) does not refuse it; the fence and sequence checks do.
+ * S21. An execution's row keeps the `principal` of the batch that holds sequence 0 (as `flow`), and
+ *     the `spent` of the latest appended batch that carried one; `list` shows both, a field absent
+ *     where none was given. A batch without `spent` leaves the row's as it was.
+ * S22. `list` returns the rows that every filter given admits (status, flow, principal,
+ *     `minCostUsd` on the cost or 0, `createdFromMs <= created < createdToMs`), ordered by the
+ *     sort key (list-query.ts `listKeyOf`) and then the id, both ascending or both descending;
+ *     `afterId` (with `afterKey` for a sort other than the id) starts after that row in the
+ *     order, whether or not the row still exists, so paging by the last row of each page returns
+ *     every admitted row once. A malformed query is InvalidInputError (`checkListQuery`).
  *
  * A store shared by a fleet of processes also implements `FleetStore` (S17, S18, below), checked by
  * `runFleetConformance`.
@@ -69,6 +78,7 @@ import type { ErrorData, LoomError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Snapshot } from "../fold/state.ts";
 import type { IndexChanges } from "../fold/index-changes.ts";
+import type { ResourceSnapshot } from "../kernel/resources.ts";
 
 export interface AppendBatch {
   executionId: string;
@@ -80,6 +90,14 @@ export interface AppendBatch {
   status: ExecutionStatus;
   /** The flow's name; read from the batch that holds sequence 0. */
   flow?: string;
+  /** The principal that started the execution (its folded `_principal`); read like `flow`. */
+  principal?: string;
+  /**
+   * What the execution has spent after these events (S21): present only when they changed it (a
+   * RESOURCE_METERED, a CHILD_DONE, a start that carries what a chain spent), so a batch without
+   * it writes nothing more.
+   */
+  spent?: Spent;
   index?: IndexChanges;
   /**
    * Creates the execution's lease in the same transaction (a start needs no separate one): only
@@ -105,6 +123,35 @@ export interface AppendBatch {
 
 export type NoticeKind = "cancel";
 
+/** What an execution has spent, as its row keeps it: from its folded `_resources` (`spentOf`). */
+export interface Spent {
+  costUsd?: number;
+  /** `costUsd` is a lower bound: some call could not be priced. */
+  costUnknown?: true;
+  /** Input plus output tokens. */
+  tokens?: number;
+}
+
+/** The `Spent` of a folded `_resources`; undefined when it holds none of the three. */
+export function spentOf(r: ResourceSnapshot | undefined): Spent | undefined {
+  if (!r) return undefined;
+  const out: Spent = {};
+  if (r.costUsd !== undefined) out.costUsd = r.costUsd;
+  if (r.costUnknown === true) out.costUnknown = true;
+  const t = r.tokens;
+  if (t && (t.input !== undefined || t.output !== undefined)) {
+    out.tokens = (t.input ?? 0) + (t.output ?? 0);
+  }
+  return out.costUsd === undefined && out.costUnknown === undefined && out.tokens === undefined
+    ? undefined
+    : out;
+}
+
+/** Whether two `Spent` say the same (both absent counts). */
+export function sameSpent(a: Spent | undefined, b: Spent | undefined): boolean {
+  return a?.costUsd === b?.costUsd && a?.costUnknown === b?.costUnknown && a?.tokens === b?.tokens;
+}
+
 export interface Notice {
   executionId: string;
   kind: NoticeKind;
@@ -122,6 +169,13 @@ export interface ExecutionSummary {
   head: number;
   createdAtMs: number;
   updatedAtMs: number;
+  /** The principal that started it (S21), when one did. */
+  principal?: string;
+  /** What it has spent (S21), each field only once some batch reported it. */
+  costUsd?: number;
+  /** Set (true) only when some call could not be priced: `costUsd` is a lower bound. */
+  costUnknown?: boolean;
+  tokens?: number;
   /**
    * Why the log cannot be read (LogCorruptError), where the lister asked (log-errors.ts); a
    * store's own `list` never sets it.
@@ -129,11 +183,32 @@ export interface ExecutionSummary {
   error?: ErrorData;
 }
 
+/** What `list` orders by (S22): the id, the creation or last update time, or the cost spent. */
+export type ListSort = "id" | "created" | "updated" | "cost";
+
+export const LIST_SORTS: readonly ListSort[] = ["id", "created", "updated", "cost"];
+
 export interface ListQuery {
   status?: readonly ExecutionStatus[];
   flow?: string;
-  /** Ids greater than this (paging). */
+  /** Only the executions this principal started. */
+  principal?: string;
+  /** Only those that have spent at least this (an execution with no cost counts as 0). */
+  minCostUsd?: number;
+  /** Only those created at or after this time. */
+  createdFromMs?: number;
+  /** Only those created before this time (excluded). */
+  createdToMs?: number;
+  /** Default "id". */
+  sort?: ListSort;
+  /** Default "asc". */
+  order?: "asc" | "desc";
+  /**
+   * Paging (S22): the rows after this id in the order, ties of the sort key broken by id. With a
+   * sort other than "id", `afterKey` must come with it: the sort key of that row (`listKeyOf`).
+   */
   afterId?: string;
+  afterKey?: number;
   limit?: number;
 }
 

@@ -1,3 +1,4 @@
+import { kindCode } from "../kind-codes.ts";
 import { kindCodeSql } from "./row-codec.ts";
 
 /** Migration 6 keeps an execution's events under its integer key (row-codec.ts C1..C3). */
@@ -132,4 +133,57 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TABLE events_hot (${EVENT_COLUMNS});
   CREATE UNIQUE INDEX events_hot_by_execution ON events_hot (x, seq);
   `,
+  listColumns(),
 ];
+
+/**
+ * The list's columns (spi.ts S21, issue 25 item 4): who started each execution and what it has
+ * spent, with the indexes a sorted or filtered list of many executions walks (list-sql.ts LS1).
+ * Existing rows are filled from their logs: the principal from sequence 0 (its payload, or the
+ * identity a subject-sealed start keeps in the clear in its meta); what was spent as the fold
+ * adds it, the deltas of RESOURCE_METERED and the resources of CHILD_DONE (each amount a number
+ * >= 0, as kernel/resources.ts Q2 reads them). What a sealed payload holds, and what a chain's
+ * successor was carried, is not read here: such a row shows it from its next metered batch on,
+ * which carries the whole total.
+ */
+function listColumns(): string {
+  const events = `(SELECT x, seq, kind, payload, meta FROM events
+    UNION ALL SELECT x, seq, kind, payload, meta FROM events_hot)`;
+  const amount = (r: string, path: string) =>
+    `CASE WHEN json_type(${r}, '${path}') IN ('integer', 'real') AND json_extract(${r}, '${path}') >= 0
+      THEN json_extract(${r}, '${path}') END`;
+  return `
+  ALTER TABLE executions ADD COLUMN principal TEXT;
+  ALTER TABLE executions ADD COLUMN cost_usd REAL;
+  ALTER TABLE executions ADD COLUMN cost_unknown INTEGER;
+  ALTER TABLE executions ADD COLUMN tokens INTEGER;
+  UPDATE executions SET principal = (
+    SELECT NULLIF(COALESCE(
+      CASE WHEN json_valid(ev.payload) AND json_type(ev.payload, '$.principal') = 'text'
+        THEN json_extract(ev.payload, '$.principal') END,
+      CASE WHEN json_valid(ev.meta) AND json_type(ev.meta, '$.identity.principal') = 'text'
+        THEN json_extract(ev.meta, '$.identity.principal') END), '')
+    FROM ${events} ev WHERE ev.x = executions.n AND ev.seq = 0);
+  WITH r AS (
+    SELECT ev.x, CASE ev.kind WHEN ${kindCode("RESOURCE_METERED")} THEN json_extract(ev.payload, '$.delta')
+      ELSE json_extract(ev.payload, '$.outcome.resources') END AS r
+    FROM ${events} ev
+    WHERE ev.kind IN (${kindCode("RESOURCE_METERED")}, ${kindCode("CHILD_DONE")}) AND json_valid(ev.payload)
+  ), a AS (
+    SELECT x, ${amount("r", "$.costUsd")} AS cost,
+      ${amount("r", "$.tokens.input")} AS input, ${amount("r", "$.tokens.output")} AS output,
+      CASE WHEN json_type(r, '$.costUnknown') = 'true' THEN 1 END AS unknown
+    FROM r WHERE json_type(r) = 'object'
+  ), s AS (
+    SELECT x, SUM(cost) AS cost, MAX(unknown) AS unknown,
+      CASE WHEN COUNT(input) + COUNT(output) > 0
+        THEN COALESCE(SUM(input), 0) + COALESCE(SUM(output), 0) END AS tokens
+    FROM a GROUP BY x
+  )
+  UPDATE executions SET cost_usd = s.cost, cost_unknown = s.unknown, tokens = s.tokens
+    FROM s WHERE s.x = executions.n;
+  CREATE INDEX executions_by_principal ON executions (principal, id);
+  CREATE INDEX executions_by_created ON executions (created_at, id);
+  CREATE INDEX executions_by_cost ON executions (coalesce(cost_usd, 0), id);
+  `;
+}
