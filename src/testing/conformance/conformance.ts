@@ -1,6 +1,6 @@
 /**
  * The one store conformance suite (STYLE 3): every store's test file calls
- * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S20 in `../spi.ts`
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S22 in `../spi.ts`
  * (S17 and S18, a fleet's, are `runFleetConformance`'s: fleet.ts).
  *
  * @example
@@ -22,6 +22,7 @@ import { inboxSuite } from "./inbox.ts";
 import { keysSuite } from "./keys.ts";
 import type { Harness } from "./helpers.ts";
 import { leaseSuite } from "./leases.ts";
+import { listSortedSuite } from "./list-sorted.ts";
 import { retentionSuite } from "./retention.ts";
 import { scheduleSuite } from "./schedules.ts";
 import { snapshotSuite } from "./snapshots-and-reopen.ts";
@@ -68,6 +69,7 @@ export function runStoreConformance<S extends Store>(opts: StoreConformanceOptio
     appendSuite(h);
     batchExtrasSuite(h);
     crashAndListSuite(h);
+    listSortedSuite(h);
     leaseSuite(h);
     timerSuite(h);
     snapshotSuite(h);
