@@ -149,6 +149,11 @@ export const MIGRATIONS: readonly string[] = [
 function listColumns(): string {
   const events = `(SELECT x, seq, kind, payload, meta FROM events
     UNION ALL SELECT x, seq, kind, payload, meta FROM events_hot)`;
+  // Nested CASEs: SQLite does not promise to evaluate AND's terms in order, and json_extract
+  // of text that is no JSON is an error, not NULL.
+  const text = (cell: string, path: string) =>
+    `CASE WHEN json_valid(${cell}) THEN CASE WHEN json_type(${cell}, '${path}') = 'text'
+      THEN json_extract(${cell}, '${path}') END END`;
   const amount = (r: string, path: string) =>
     `CASE WHEN json_type(${r}, '${path}') IN ('integer', 'real') AND json_extract(${r}, '${path}') >= 0
       THEN json_extract(${r}, '${path}') END`;
@@ -158,22 +163,20 @@ function listColumns(): string {
   ALTER TABLE executions ADD COLUMN cost_unknown INTEGER;
   ALTER TABLE executions ADD COLUMN tokens INTEGER;
   UPDATE executions SET principal = (
-    SELECT NULLIF(COALESCE(
-      CASE WHEN json_valid(ev.payload) AND json_type(ev.payload, '$.principal') = 'text'
-        THEN json_extract(ev.payload, '$.principal') END,
-      CASE WHEN json_valid(ev.meta) AND json_type(ev.meta, '$.identity.principal') = 'text'
-        THEN json_extract(ev.meta, '$.identity.principal') END), '')
+    SELECT NULLIF(COALESCE(${text("ev.payload", "$.principal")},
+      ${text("ev.meta", "$.identity.principal")}), '')
     FROM ${events} ev WHERE ev.x = executions.n AND ev.seq = 0);
   WITH r AS (
-    SELECT ev.x, CASE ev.kind WHEN ${kindCode("RESOURCE_METERED")} THEN json_extract(ev.payload, '$.delta')
+    SELECT ev.x, CASE WHEN NOT json_valid(ev.payload) THEN NULL
+      WHEN ev.kind = ${kindCode("RESOURCE_METERED")} THEN json_extract(ev.payload, '$.delta')
       ELSE json_extract(ev.payload, '$.outcome.resources') END AS r
     FROM ${events} ev
-    WHERE ev.kind IN (${kindCode("RESOURCE_METERED")}, ${kindCode("CHILD_DONE")}) AND json_valid(ev.payload)
+    WHERE ev.kind IN (${kindCode("RESOURCE_METERED")}, ${kindCode("CHILD_DONE")})
   ), a AS (
     SELECT x, ${amount("r", "$.costUsd")} AS cost,
       ${amount("r", "$.tokens.input")} AS input, ${amount("r", "$.tokens.output")} AS output,
       CASE WHEN json_type(r, '$.costUnknown') = 'true' THEN 1 END AS unknown
-    FROM r WHERE json_type(r) = 'object'
+    FROM r WHERE CASE WHEN r IS NULL OR NOT json_valid(r) THEN 0 ELSE json_type(r) = 'object' END
   ), s AS (
     SELECT x, SUM(cost) AS cost, MAX(unknown) AS unknown,
       CASE WHEN COUNT(input) + COUNT(output) > 0

@@ -25,29 +25,35 @@ export function sqliteReads(db: Database.Database, q: Statements): Omit<EventSto
     },
 
     async list(query: ListQuery = {}) {
-      const { sort, desc } = checkListQuery(query);
-      if (query.status?.length === 0) return [];
-      const args: unknown[] = [];
-      const param = (v: unknown) => {
-        args.push(v);
-        return "?";
-      };
-      const { where, orderBy } = listSql(query, sort, desc, param, "updated_at");
-      const limit =
-        query.limit === undefined ? "" : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`;
-      // The last update is read from the events (no column an append would have to write): in a
-      // subquery, so that a sort or page by it can name it.
-      const sql =
-        `SELECT * FROM (SELECT id, flow, status, created_at, ${SPENT_COLUMNS},` +
-        ` ${headOfKey("n")} AS head, ${UPDATED_AT} AS updated_at FROM executions)` +
-        (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
-        ` ORDER BY ${orderBy}${limit}`;
+      const statement = listStatement(query);
+      if (!statement) return [];
       return db
-        .prepare<unknown[], ExecutionRow>(sql)
-        .all(...args)
+        .prepare<unknown[], ExecutionRow>(statement.sql)
+        .all(...statement.args)
         .map(summaryOf);
     },
   };
+}
+
+/** The list's SQL and its arguments (S22), or undefined when nothing can match; exported for EXPLAIN. */
+export function listStatement(query: ListQuery): { sql: string; args: unknown[] } | undefined {
+  const { sort, desc } = checkListQuery(query);
+  if (query.status?.length === 0) return undefined;
+  const args: unknown[] = [];
+  const param = (v: unknown) => {
+    args.push(v);
+    return "?";
+  };
+  const { where, orderBy } = listSql(query, sort, desc, param, "updated_at");
+  const limit = query.limit === undefined ? "" : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`;
+  // The last update is read from the events (no column an append would have to write): in a
+  // subquery, so that a sort or page by it can name it.
+  const sql =
+    `SELECT * FROM (SELECT id, flow, status, created_at, ${SPENT_COLUMNS},` +
+    ` ${headOfKey("n")} AS head, ${UPDATED_AT} AS updated_at FROM executions)` +
+    (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
+    ` ORDER BY ${orderBy}${limit}`;
+  return { sql, args };
 }
 
 /**
