@@ -32,6 +32,10 @@ export function listSql(
   const where: string[] = [];
   if (q.status) where.push(`status IN (${q.status.map((s) => param(s)).join(", ")})`);
   if (q.flow !== undefined) where.push(`flow = ${param(q.flow)}`);
+  if (q.idPrefix !== undefined && q.idPrefix !== "") {
+    // Ids are ASCII below DEL (kernel/ids.ts): the ids that start with the prefix are one range.
+    where.push(`id >= ${param(q.idPrefix)} AND id < ${param(`${q.idPrefix}\u007f`)}`);
+  }
   if (q.principal !== undefined) where.push(`principal = ${param(q.principal)}`);
   if (q.minCostUsd !== undefined) where.push(`${COST_KEY_SQL} >= ${param(q.minCostUsd)}`);
   // Times are integers: a bound between two is the next one up, and stays an integer parameter.

@@ -63,7 +63,7 @@
  * S21. An execution's row keeps the `principal` of the batch that holds sequence 0 (as `flow`), and
  *     the `spent` of the latest appended batch that carried one; `list` shows both, a field absent
  *     where none was given. A batch without `spent` leaves the row's as it was.
- * S22. `list` returns the rows that every filter given admits (status, flow, principal,
+ * S22. `list` returns the rows that every filter given admits (status, flow, id prefix, principal,
  *     `minCostUsd` on the cost or 0, `createdFromMs <= created < createdToMs`), ordered by the
  *     sort key (list-query.ts `listKeyOf`) and then the id, both ascending or both descending;
  *     `afterId` (with `afterKey` for a sort other than the id) starts after that row in the
@@ -191,6 +191,8 @@ export const LIST_SORTS: readonly ListSort[] = ["id", "created", "updated", "cos
 export interface ListQuery {
   status?: readonly ExecutionStatus[];
   flow?: string;
+  /** Only the ids that start with this text. */
+  idPrefix?: string;
   /** Only the executions this principal started. */
   principal?: string;
   /** Only those that have spent at least this (an execution with no cost counts as 0). */

@@ -55,6 +55,7 @@ const compareIds = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0
 function admits(q: ListQuery, x: ExecutionSummary): boolean {
   if (q.status && !q.status.includes(x.status)) return false;
   if (q.flow !== undefined && x.flow !== q.flow) return false;
+  if (q.idPrefix !== undefined && !x.executionId.startsWith(q.idPrefix)) return false;
   if (q.principal !== undefined && x.principal !== q.principal) return false;
   if (q.minCostUsd !== undefined && (x.costUsd ?? 0) < q.minCostUsd) return false;
   if (q.createdFromMs !== undefined && x.createdAtMs < q.createdFromMs) return false;

@@ -207,6 +207,7 @@ function bruteForce(rows: readonly Seeded[], q: ListQuery): string[] {
     (x) =>
       (q.status === undefined || q.status.includes(x.status)) &&
       (q.flow === undefined || x.flow === q.flow) &&
+      (q.idPrefix === undefined || x.id.startsWith(q.idPrefix)) &&
       (q.principal === undefined || x.principal === q.principal) &&
       (q.minCostUsd === undefined || (x.spent?.costUsd ?? 0) >= q.minCostUsd) &&
       (q.createdFromMs === undefined || x.createdAtMs >= q.createdFromMs) &&
@@ -253,6 +254,7 @@ function seededTests(h: Harness): void {
       { minCostUsd: 0.001 },
       { createdFromMs: T0 + 100, createdToMs: T0 + 400 },
       { flow: "beta", status: ["running", "failed"] },
+      { idPrefix: "k-b", minCostUsd: 0 },
     ];
     for (const sort of ["id", "created", "updated", "cost"] as const) {
       for (const order of ["asc", "desc"] as const) {
