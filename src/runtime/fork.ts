@@ -46,7 +46,8 @@ import { initialState, type ExecutionState } from "../fold/state.ts";
 import { awaitedChildren } from "../fold/children.ts";
 import { atForkPoint } from "../fold/fork-point.ts";
 import type { Clock } from "../kernel/clock.ts";
-import { spentOf, type Store } from "../store/spi.ts";
+import type { Store } from "../store/spi.ts";
+import { spentOf } from "../store/spent.ts";
 import type { Journal } from "./journal.ts";
 
 export interface ForkDeps {

@@ -15,7 +15,8 @@ import { ExecutionNotFoundError, LogCorruptError } from "../kernel/errors.ts";
 import { fold, foldOnto } from "../fold/fold.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import { indexChanges } from "../fold/index-changes.ts";
-import { spentOf, type AppendBatch, type Store } from "../store/spi.ts";
+import type { AppendBatch, Store } from "../store/spi.ts";
+import { spentOf } from "../store/spent.ts";
 import type { Journal } from "./journal.ts";
 import type { EventSpec } from "./journal.ts";
 

@@ -22,7 +22,8 @@ import type { Clock } from "../kernel/clock.ts";
 import { fold } from "../fold/fold.ts";
 import { indexChanges } from "../fold/index-changes.ts";
 import type { ExecutionState } from "../fold/state.ts";
-import { sameSpent, spentOf, type AppendBatch } from "../store/spi.ts";
+import type { AppendBatch } from "../store/spi.ts";
+import { sameSpent, spentOf } from "../store/spent.ts";
 import type { EventSpec, Journal } from "./journal.ts";
 
 /**

@@ -10,7 +10,9 @@
  *      counted as 0; the id sort has none (the id is the order). Ties are broken by the id.
  */
 import { InvalidInputError } from "../kernel/errors.ts";
-import { LIST_SORTS, type ExecutionSummary, type ListQuery, type ListSort } from "./spi.ts";
+import type { ExecutionSummary, ListQuery, ListSort } from "./spi.ts";
+
+export const LIST_SORTS: readonly ListSort[] = ["id", "created", "updated", "cost"];
 
 /** LQ2: the sort key of `row` under `sort` (0 for the id sort, which orders by the id alone). */
 export function listKeyOf(row: ExecutionSummary, sort: ListSort | undefined): number {

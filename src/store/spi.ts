@@ -63,12 +63,11 @@
  * S21. An execution's row keeps the `principal` of the batch that holds sequence 0 (as `flow`), and
  *     the `spent` of the latest appended batch that carried one; `list` shows both, a field absent
  *     where none was given. A batch without `spent` leaves the row's as it was.
- * S22. `list` returns the rows that every filter given admits (status, flow, id prefix, principal,
- *     `minCostUsd` on the cost or 0, `createdFromMs <= created < createdToMs`), ordered by the
- *     sort key (list-query.ts `listKeyOf`) and then the id, both ascending or both descending;
- *     `afterId` (with `afterKey` for a sort other than the id) starts after that row in the
- *     order, whether or not the row still exists, so paging by the last row of each page returns
- *     every admitted row once. A malformed query is InvalidInputError (`checkListQuery`).
+ * S22. `list` returns the rows every filter admits (status, flow, id prefix, principal,
+ *     `minCostUsd` on the cost or 0, `createdFromMs <= created < createdToMs`) by sort key
+ *     (list-query.ts `listKeyOf`) then id, both ascending or both descending, after `afterId`
+ *     (and `afterKey`, for a sort other than the id) whether or not that row still exists: paging
+ *     by each page's last row returns every row once. Bad queries: InvalidInputError.
  *
  * A store shared by a fleet of processes also implements `FleetStore` (S17, S18, below), checked by
  * `runFleetConformance`.
@@ -78,7 +77,9 @@ import type { ErrorData, LoomError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Snapshot } from "../fold/state.ts";
 import type { IndexChanges } from "../fold/index-changes.ts";
-import type { ResourceSnapshot } from "../kernel/resources.ts";
+import type { Spent } from "./spent.ts";
+
+export type { Spent } from "./spent.ts";
 
 export interface AppendBatch {
   executionId: string;
@@ -92,11 +93,7 @@ export interface AppendBatch {
   flow?: string;
   /** The principal that started the execution (its folded `_principal`); read like `flow`. */
   principal?: string;
-  /**
-   * What the execution has spent after these events (S21): present only when they changed it (a
-   * RESOURCE_METERED, a CHILD_DONE, a start that carries what a chain spent), so a batch without
-   * it writes nothing more.
-   */
+  /** What the execution has spent after these events (S21), only when they changed it. */
   spent?: Spent;
   index?: IndexChanges;
   /**
@@ -123,35 +120,6 @@ export interface AppendBatch {
 
 export type NoticeKind = "cancel";
 
-/** What an execution has spent, as its row keeps it: from its folded `_resources` (`spentOf`). */
-export interface Spent {
-  costUsd?: number;
-  /** `costUsd` is a lower bound: some call could not be priced. */
-  costUnknown?: true;
-  /** Input plus output tokens. */
-  tokens?: number;
-}
-
-/** The `Spent` of a folded `_resources`; undefined when it holds none of the three. */
-export function spentOf(r: ResourceSnapshot | undefined): Spent | undefined {
-  if (!r) return undefined;
-  const out: Spent = {};
-  if (r.costUsd !== undefined) out.costUsd = r.costUsd;
-  if (r.costUnknown === true) out.costUnknown = true;
-  const t = r.tokens;
-  if (t && (t.input !== undefined || t.output !== undefined)) {
-    out.tokens = (t.input ?? 0) + (t.output ?? 0);
-  }
-  return out.costUsd === undefined && out.costUnknown === undefined && out.tokens === undefined
-    ? undefined
-    : out;
-}
-
-/** Whether two `Spent` say the same (both absent counts). */
-export function sameSpent(a: Spent | undefined, b: Spent | undefined): boolean {
-  return a?.costUsd === b?.costUsd && a?.costUnknown === b?.costUnknown && a?.tokens === b?.tokens;
-}
-
 export interface Notice {
   executionId: string;
   kind: NoticeKind;
@@ -171,9 +139,9 @@ export interface ExecutionSummary {
   updatedAtMs: number;
   /** The principal that started it (S21), when one did. */
   principal?: string;
-  /** What it has spent (S21), each field only once some batch reported it. */
+  /** What it has spent (S21), each field once some batch reported it; `costUnknown` (only ever
+   * true): some call could not be priced, so `costUsd` is a lower bound. */
   costUsd?: number;
-  /** Set (true) only when some call could not be priced: `costUsd` is a lower bound. */
   costUnknown?: boolean;
   tokens?: number;
   /**
@@ -183,17 +151,14 @@ export interface ExecutionSummary {
   error?: ErrorData;
 }
 
-/** What `list` orders by (S22): the id, the creation or last update time, or the cost spent. */
+/** What `list` orders by (S22). */
 export type ListSort = "id" | "created" | "updated" | "cost";
-
-export const LIST_SORTS: readonly ListSort[] = ["id", "created", "updated", "cost"];
 
 export interface ListQuery {
   status?: readonly ExecutionStatus[];
   flow?: string;
-  /** Only the ids that start with this text. */
+  /** Only the ids that start with this text; only the executions this principal started. */
   idPrefix?: string;
-  /** Only the executions this principal started. */
   principal?: string;
   /** Only those that have spent at least this (an execution with no cost counts as 0). */
   minCostUsd?: number;
@@ -201,9 +166,8 @@ export interface ListQuery {
   createdFromMs?: number;
   /** Only those created before this time (excluded). */
   createdToMs?: number;
-  /** Default "id". */
+  /** Default "id", "asc". */
   sort?: ListSort;
-  /** Default "asc". */
   order?: "asc" | "desc";
   /**
    * Paging (S22): the rows after this id in the order, ties of the sort key broken by id. With a

@@ -21,9 +21,9 @@
  *     rows are sorted; a row deleted meanwhile does not break it.
  */
 import { EXECUTION_STATUSES, type ExecutionStatus } from "../kernel/events.ts";
-import { listKeyOf } from "../store/list-query.ts";
+import { LIST_SORTS, listKeyOf } from "../store/list-query.ts";
 import { withLogErrors } from "../store/log-errors.ts";
-import { LIST_SORTS, type ListQuery, type ListSort, type Store } from "../store/spi.ts";
+import type { ListQuery, ListSort, Store } from "../store/spi.ts";
 import type { ListAnswer } from "./api-types.ts";
 import { HttpRefusal } from "./http.ts";
 
@@ -115,7 +115,11 @@ function number(v: string | undefined, name: string, form: RegExp): number | und
 }
 
 /** L4: the cursor after the row with sort key `key` and id `id`, in `query`'s sort and order. */
-function cursorOf(query: ListQuery, key: number, id: string): string {
+export function cursorOf(
+  query: Pick<ListQuery, "sort" | "order">,
+  key: number,
+  id: string,
+): string {
   const body = JSON.stringify([query.sort ?? "id", query.order ?? "asc", key, id]);
   return Buffer.from(body, "utf8").toString("base64url");
 }
@@ -128,7 +132,7 @@ function afterOf(query: ListQuery, after: string): Pick<ListQuery, "afterId" | "
   } catch {
     parsed = undefined;
   }
-  const [sort, order, key, id] = Array.isArray(parsed) ? parsed : [];
+  const [sort, order, key, id] = Array.isArray(parsed) ? (parsed as unknown[]) : [];
   const fits =
     Array.isArray(parsed) &&
     parsed.length === 4 &&
