@@ -97,7 +97,7 @@ function spentTests(h: Harness): void {
 }
 
 function filterTests(h: Harness): void {
-  it("S22: filters by principal, minimum cost (none counts as 0) and creation time", async () => {
+  it("S22, LQ2: filters by principal, minimum cost (none counts as 0) and creation time", async () => {
     const store = await h.open();
     const rows: Seeded[] = [
       { id: "f-1", flow: "a", status: "running", createdAtMs: 100, updatedAtMs: 100 },
@@ -243,7 +243,7 @@ function keyOf(x: ExecutionSummary, sort: ListSort | undefined): number {
 }
 
 function seededTests(h: Harness): void {
-  it("S22: every sort, order and filter, paged through, is the brute force's order (seeded)", async () => {
+  it("S22, LS2: every sort, order and filter, paged through, is the brute force's order (seeded)", async () => {
     const seed = Number(process.env.LOOM_LIST_SEED ?? 0x25a4);
     const rows = seededRows(seed, 36);
     const store = await h.open();
