@@ -1,5 +1,5 @@
 /**
- * PostgreSQL migration 5, the list's columns (spi.ts S21): a schema at the version before, with
+ * PostgreSQL migration 6, the list's columns (spi.ts S24): a schema at the version before, with
  * logs as that release wrote them, upgrades with each execution's principal and spend filled in
  * SQL from its log (test/support/list-columns.ts), and the list sorts and filters by them; and
  * the plans of a sorted or filtered list at 10,000 executions use the indexes (list-sql.ts LS1).
@@ -53,7 +53,7 @@ async function previousSchema(): Promise<string> {
   return schema;
 }
 
-describe("postgres migration 5: the list's columns (S21)", () => {
+describe("postgres migration 6: the list's columns (S24)", () => {
   it("fills each old execution's principal and spend from its log, in SQL, and lists by them", async () => {
     const schema = await previousSchema();
     const store = await postgresStore({ connectionString: url, schema, pool: { max: 2 } });

@@ -1,5 +1,5 @@
 /**
- * SQLite migration 7, the list's columns (spi.ts S21): a file at the version before, with logs
+ * SQLite migration 8, the list's columns (spi.ts S24): a file at the version before, with logs
  * as that release wrote them, upgrades with each execution's principal and spend filled from its
  * log (test/support/list-columns.ts), and the list sorts and filters by them; and the query plans
  * of a sorted or filtered list use the indexes (list-sql.ts LS1), not a sort of every row.
@@ -20,7 +20,7 @@ const dir = mkdtempSync(join(tmpdir(), "loom-list-columns-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const BEFORE = MIGRATIONS.length - 1;
 
-/** A file at the version before migration 7, the old logs in it (the last event of each hot). */
+/** A file at the version before migration 8, the old logs in it (the last event of each hot). */
 function previousFile(): string {
   const path = join(dir, `before-${Math.random().toString(36).slice(2)}.db`);
   const db = new Database(path);
@@ -47,7 +47,7 @@ function previousFile(): string {
   return path;
 }
 
-describe("sqlite migration 7: the list's columns (S21)", () => {
+describe("sqlite migration 8: the list's columns (S24)", () => {
   it("fills each old execution's principal and spend from its log, and lists by them", async () => {
     const store = sqliteStore(previousFile(), { synchronous: "NORMAL" });
     try {

@@ -99,7 +99,7 @@ describe("postgres: the append's fast path (append-fast.ts)", () => {
     }
   });
 
-  it("F8, R11: the row keeps the start's principal and the latest spent, on both paths; a step without it runs the statement it ran before", async () => {
+  it("F8, R12: the row keeps the start's principal and the latest spent, on both paths; a step without it runs the statement it ran before", async () => {
     const [store] = (await fleet(1)) as [PostgresStore];
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
@@ -132,7 +132,7 @@ describe("postgres: the append's fast path (append-fast.ts)", () => {
         sent.mockRestore();
       }
       expect(await row("a")).toEqual(["alice", 0.75, true, undefined]);
-      // R11: the routine, for one execution and for several in one call.
+      // R12: the routine, for one execution and for several in one call.
       await admin.query(rows[0]?.def ?? "");
       const b = { ...started("b"), principal: "bob" };
       const a3 = { ...step("a", 3, 3), spent: { costUsd: 1, tokens: 9 } };

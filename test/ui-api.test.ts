@@ -229,7 +229,7 @@ const spends = flow$("spends", async (ctx, usd: number) =>
   usd > 0 ? ctx.execute(paid, usd) : ctx.run("free", async () => 0),
 );
 
-describe("GET /api/executions sorted and filtered (ui/list.ts L2..L4; store S21, S22)", () => {
+describe("GET /api/executions sorted and filtered (ui/list.ts L2..L4; store S24, S25)", () => {
   async function spent(store: Store): Promise<Setup> {
     const s = await setup(store);
     s.runtime.registerFlow(spends);

@@ -124,7 +124,7 @@ export async function appendSpecs(
   }));
   const resourcesBefore = state._resources;
   for (const e of events) fold(state, e);
-  // S21: a kernel batch (a cancel's CHILD_DONE, say) carries what was spent when it changed.
+  // S24: a kernel batch (a cancel's CHILD_DONE, say) carries what was spent when it changed.
   const spent = state._resources === resourcesBefore ? undefined : spentOf(state._resources);
   await journal.append({
     executionId: state.executionId,

@@ -132,7 +132,7 @@ export class RunAppends {
     }
     const lastSeq = state.seq;
     const batch = this.batch(events, expectedSeq, extras);
-    // S21: what was spent rides the batch only when its events changed it (the fold replaces
+    // S24: what was spent rides the batch only when its events changed it (the fold replaces
     // `_resources` whenever it adds to it, so an unchanged reference is an unchanged total).
     if (state._resources !== resourcesBefore) {
       const spent = spentOf(state._resources);

@@ -1,5 +1,5 @@
 /**
- * The execution list's query, as every store reads it (spi.ts S22): its check, and the sort key of
+ * The execution list's query, as every store reads it (spi.ts S25): its check, and the sort key of
  * a row, so the three stores and the pages built on them (ui/list.ts) agree on one order.
  *
  * LQ1. A query is checked before anything is read: a sort or order that is not one of the known

@@ -1,5 +1,5 @@
 /**
- * The execution list's query as SQL (spi.ts S22), for both SQL stores: the filters, the keyset
+ * The execution list's query as SQL (spi.ts S25), for both SQL stores: the filters, the keyset
  * condition and the order, over the columns both keep alike (`id`, `flow`, `status`,
  * `principal`, `created_at`, `cost_usd`); the last update's column is the store's to name
  * (PostgreSQL keeps it, SQLite reads it from the events).
@@ -21,7 +21,7 @@ export interface ListSql {
   orderBy: string;
 }
 
-/** S22 as SQL; `param` adds a value and returns its placeholder; `updated` names the update time. */
+/** S25 as SQL; `param` adds a value and returns its placeholder; `updated` names the update time. */
 export function listSql(
   q: ListQuery,
   sort: ListSort,

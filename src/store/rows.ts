@@ -22,14 +22,14 @@ export interface ExecutionRow {
   head: number;
   created_at: number;
   updated_at: number;
-  /** S21 (both SQL stores read them back as these). */
+  /** S24 (both SQL stores read them back as these). */
   principal: string | null;
   cost_usd: number | null;
   cost_unknown: boolean | number | null;
   tokens: number | string | null;
 }
 
-/** SQL: the S21 columns an execution row is listed with. */
+/** SQL: the S24 columns an execution row is listed with. */
 export const SPENT_COLUMNS = "principal, cost_usd, cost_unknown, tokens";
 
 export interface ScheduleRow {

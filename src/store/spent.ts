@@ -1,5 +1,5 @@
 /**
- * What an execution has spent, as its row keeps it (spi.ts S21): the cost, whether some of it
+ * What an execution has spent, as its row keeps it (spi.ts S24): the cost, whether some of it
  * could not be priced, and the tokens, from the folded `_resources` the runtime sends with a
  * batch that changed them.
  */

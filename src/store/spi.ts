@@ -60,10 +60,10 @@
  *     Keys survive a reopen (S5).
  * S20. A batch whose events are all SUBJECT_ERASED is appended to an ended log too (E4): the
  *     terminal status check (append-check.ts) does not refuse it; the fence and sequence checks do.
- * S21. An execution's row keeps the `principal` of the batch that holds sequence 0 (as `flow`), and
+ * S24. An execution's row keeps the `principal` of the batch that holds sequence 0 (as `flow`), and
  *     the `spent` of the latest appended batch that carried one; `list` shows both, a field absent
  *     where none was given. A batch without `spent` leaves the row's as it was.
- * S22. `list` returns the rows every filter admits (status, flow, id prefix, principal,
+ * S25. `list` returns the rows every filter admits (status, flow, id prefix, principal,
  *     `minCostUsd` on the cost or 0, `createdFromMs <= created < createdToMs`) by sort key
  *     (list-query.ts `listKeyOf`) then id, both ascending or both descending, after `afterId`
  *     (and `afterKey`, for a sort other than the id) whether or not that row still exists: paging
@@ -93,7 +93,7 @@ export interface AppendBatch {
   flow?: string;
   /** The principal that started the execution (its folded `_principal`); read like `flow`. */
   principal?: string;
-  /** What the execution has spent after these events (S21), only when they changed it. */
+  /** What the execution has spent after these events (S24), only when they changed it. */
   spent?: Spent;
   index?: IndexChanges;
   /**
@@ -137,9 +137,9 @@ export interface ExecutionSummary {
   head: number;
   createdAtMs: number;
   updatedAtMs: number;
-  /** The principal that started it (S21), when one did. */
+  /** The principal that started it (S24), when one did. */
   principal?: string;
-  /** What it has spent (S21), each field once some batch reported it; `costUnknown` (only ever
+  /** What it has spent (S24), each field once some batch reported it; `costUnknown` (only ever
    * true): some call could not be priced, so `costUsd` is a lower bound. */
   costUsd?: number;
   costUnknown?: boolean;
@@ -151,7 +151,7 @@ export interface ExecutionSummary {
   error?: ErrorData;
 }
 
-/** What `list` orders by (S22). */
+/** What `list` orders by (S25). */
 export type ListSort = "id" | "created" | "updated" | "cost";
 
 export interface ListQuery {
@@ -170,7 +170,7 @@ export interface ListQuery {
   sort?: ListSort;
   order?: "asc" | "desc";
   /**
-   * Paging (S22): the rows after this id in the order, ties of the sort key broken by id. With a
+   * Paging (S25): the rows after this id in the order, ties of the sort key broken by id. With a
    * sort other than "id", `afterKey` must come with it: the sort key of that row (`listKeyOf`).
    */
   afterId?: string;

@@ -12,12 +12,12 @@
  *     whether there is a next page), whatever the number of executions, plus a read of each
  *     shown log, so that one that cannot be read shows with its LogCorruptError (issue 21
  *     item 3; store/log-errors.ts).
- * L2. `q` matches ids that start with it (the store's `idPrefix`, S22), in whatever sort; in id
+ * L2. `q` matches ids that start with it (the store's `idPrefix`, S25), in whatever sort; in id
  *     order the id equal to it comes first. Text that cannot start an id matches nothing.
  * L3. A malformed parameter (status, sort, order, a number, limit, a cursor that is not one of
  *     this sort and order) is a 400 naming it; nothing is read.
  * L4. `next` is opaque: the sort, the order, and the last row's sort key and id (the keyset of
- *     store S22), so paging by it returns every matching row once, ties included, however the
+ *     store S25), so paging by it returns every matching row once, ties included, however the
  *     rows are sorted; a row deleted meanwhile does not break it.
  */
 import { EXECUTION_STATUSES, type ExecutionStatus } from "../kernel/events.ts";

@@ -1,5 +1,5 @@
 /**
- * Logs written before the list's columns (spi.ts S21; SQLite migration 7, PostgreSQL migration 5)
+ * Logs written before the list's columns (spi.ts S24; SQLite migration 8, PostgreSQL migration 6)
  * and what each execution's row must list after the upgrade fills them from its log: the SQLite
  * and PostgreSQL upgrade tests share them.
  */
@@ -55,7 +55,7 @@ export const OLD_LOGS: Record<string, OldEvent[]> = {
   "m-4": [[0, "EXECUTION_STARTED", 40, '{"flow":"f","principal":""}', null]],
 };
 
-/** What each old execution lists after the upgrade (S21's fields). */
+/** What each old execution lists after the upgrade (S24's fields). */
 export const UPGRADED: Record<string, Partial<ExecutionSummary>> = {
   "m-1": { principal: "alice", costUsd: 1.75, costUnknown: true, tokens: 20 },
   "m-2": { principal: "bob" },
@@ -63,7 +63,7 @@ export const UPGRADED: Record<string, Partial<ExecutionSummary>> = {
   "m-4": {},
 };
 
-/** S21's fields of a listed row, to compare with `UPGRADED`. */
+/** S24's fields of a listed row, to compare with `UPGRADED`. */
 export function spentFields(x: ExecutionSummary): Partial<ExecutionSummary> {
   const out: Partial<ExecutionSummary> = {};
   if (x.principal !== undefined) out.principal = x.principal;

@@ -99,7 +99,7 @@ function applyEvents(data: Data, b: AppendBatch, log: StoredEvent[] | undefined,
     createdAtMs: prev?.createdAtMs ?? (b.events[0] as Envelope).at,
     updatedAtMs: last.at,
   };
-  // S21: the principal of sequence 0, and the latest spent a batch carried.
+  // S24: the principal of sequence 0, and the latest spent a batch carried.
   const principal = prev ? prev.principal : b.principal;
   if (principal !== undefined) row.principal = principal;
   const spent = b.spent ?? (prev && spentOfRow(prev));

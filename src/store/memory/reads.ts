@@ -29,7 +29,7 @@ export function memoryReads(h: Handle): Omit<EventStore, "appendMany"> {
       // Checked before a row is added, so limit 0 gives none (as SQL's LIMIT does).
       const max = query.limit === undefined ? Infinity : Math.max(0, Math.floor(query.limit));
       const sign = desc ? -1 : 1;
-      /** S22: (key, id) pairs in the list's order. */
+      /** S25: (key, id) pairs in the list's order. */
       const compare = (ka: number, a: string, kb: number, b: string): number =>
         sign * (ka - kb || compareIds(a, b));
       const { afterId, afterKey = 0 } = query;
@@ -51,7 +51,7 @@ export function memoryReads(h: Handle): Omit<EventStore, "appendMany"> {
 /** Ids compare by their UTF-16 code units, as `sort()` and SQL's byte order agree for ids. */
 const compareIds = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
-/** S22: whether every filter of `q` admits `x`. */
+/** S25: whether every filter of `q` admits `x`. */
 function admits(q: ListQuery, x: ExecutionSummary): boolean {
   if (q.status && !q.status.includes(x.status)) return false;
   if (q.flow !== undefined && x.flow !== q.flow) return false;

@@ -38,7 +38,7 @@
  * F7. The events are rows of the lean format (event-rows.ts E1..E4), as the routine writes them
  *     (R10): under the key that the UPDATE or INSERT of their execution row returns, so after it.
  * F8. A start writes its principal and what it carries as spent; an advance writes what was spent
- *     only when its batch carries it (a statement of its own, `_s`), as the routine does (R11).
+ *     only when its batch carries it (a statement of its own, `_s`), as the routine does (R12).
  */
 import type pg from "pg";
 import type { Envelope } from "../../kernel/events.ts";

@@ -13,7 +13,7 @@
  * - R4: one execution's events and execution row are written as its batch is taken; a call for
  *   several keeps them for the routine's writes after its loop.
  * - R10: the events are written after their execution row, under the key it holds.
- * - R11: the execution row takes the batch's principal when it is inserted, and its spent
+ * - R12: the execution row takes the batch's principal when it is inserted, and its spent
  *   whenever the batch carries one (`sp`); otherwise it keeps what it had.
  * - wakes.ts N1, N2: every wake goes out with `pg_notify` in the call's transaction, so only if the
  *   batch commits, and not at all when its JSON is over PostgreSQL's payload limit.
@@ -32,10 +32,10 @@ export const EVENT_VALUES = "ev.q, ev.t, ev.f, ev.k, ev.kn, ev.p, ev.m";
 export const EVENT_RECORD =
   "ev(q bigint, k smallint, kn text, t bigint, p text, f integer, m text)";
 
-/** R11: the executions row's S21 columns, as an insert names them. */
+/** R12: the executions row's S24 columns, as an insert names them. */
 export const SPENT_COLUMNS = "principal, cost_usd, cost_unknown, tokens";
 
-/** R11: what a batch that carries `spent` (`b.sp`) sets on its execution row `x`; else kept. */
+/** R12: what a batch that carries `spent` (`b.sp`) sets on its execution row `x`; else kept. */
 export const SPENT_SETS = `cost_usd = CASE WHEN b.sp THEN b.sc ELSE x.cost_usd END,
           cost_unknown = CASE WHEN b.sp THEN b.su ELSE x.cost_unknown END,
           tokens = CASE WHEN b.sp THEN b.st ELSE x.tokens END`;

@@ -61,8 +61,8 @@
  *     event arrives with its kind's code or name and its bare fence or meta text (append.ts
  *     computes them), and is written under its execution's key, so after the execution row
  *     that holds it: a new execution's row is inserted before its events.
- * R11. (Since `loom_append_8`.) The execution row keeps the principal of the batch that inserts
- *     it and, from every batch that carries one (`sp`), what was spent (spi.ts S21); a batch
+ * R12. (Since `loom_append_8`.) The execution row keeps the principal of the batch that inserts
+ *     it and, from every batch that carries one (`sp`), what was spent (spi.ts S24); a batch
  *     without leaves the row's as it was (append-routine-writes.ts SPENT_SETS).
  */
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
@@ -92,7 +92,7 @@ const quoted = (values: Iterable<string>) => [...values].map((v) => `'${v}'`).jo
  * fence, m meta text}: event-rows.ts EventCells), co/ce claimed lease owner and
  * expiry, r released lease owner, ss/sj snapshot sequence and state, nw/nk notice owner (who) and
  * kind, tc clear all own timer rows, td timer rows deleted ({e, t}), ts timer rows set ({e, t, a}),
- * pr principal, sp whether spent is carried, sc/su/st its cost, cost unknown and tokens (R11).
+ * pr principal, sp whether spent is carried, sc/su/st its cost, cost unknown and tokens (R12).
  * `x`, `f` and `h` are numeric: a fence or sequence number no row can hold refuses its batch only
  * (as a mismatch), and is never cast to BIGINT.
  */
@@ -295,7 +295,7 @@ function writeAppended(t: Tables): string {
   return `  -- R4
   IF cardinality(appended_ids) > 0 THEN
     UPDATE ${t.executions} AS x SET status = w.status, head = w.head, updated_at = w.updated,
-        -- R11
+        -- R12
         cost_usd = CASE WHEN w.sp THEN w.cost ELSE x.cost_usd END,
         cost_unknown = CASE WHEN w.sp THEN w.unknown ELSE x.cost_unknown END,
         tokens = CASE WHEN w.sp THEN w.tokens ELSE x.tokens END

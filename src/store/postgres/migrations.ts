@@ -63,8 +63,7 @@ export function leanEventRows(t: Tables): string {
 }
 
 /**
- * The list's columns (spi.ts S21, issue 25 item 4; to be numbered after any migration merged
- * before it): who started each execution and what it has spent, with the indexes a sorted or
+ * Migration 6, the list's columns (spi.ts S24, issue 25 item 4): who started each execution and what it has spent, with the indexes a sorted or
  * filtered list walks (list-sql.ts LS1). None is on `updated_at`, which every step writes: a step
  * stays a HOT update, and a list sorted by it reads the executions rows and sorts them. Existing
  * rows are filled from their logs, in SQL: the principal from sequence 0 (its payload, or the

@@ -16,7 +16,7 @@
  * release before, whose writes leave the flag true where it was (L4 says why that is safe).
  * Version 7 writes the lean event rows of migration 4 (R10) and keeps the flag as 6 does; the
  * earlier versions, which write the old rows, fail on a schema migrated past them (migrations.ts
- * `leanEventRows`). Version 8 writes the list's columns (migration 5, R11); a schema upgraded from
+ * `leanEventRows`). Version 8 writes the list's columns (migration 6, R12); a schema upgraded from
  * version 7 keeps `loom_append_7` for the processes of the release before, whose appends leave
  * those columns as they were (a row they start has no principal or spent until a batch of this
  * release carries one).

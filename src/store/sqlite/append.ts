@@ -118,7 +118,7 @@ function checked(q: Statements, known: Map<string, Checked>, id: string): Checke
   return fresh;
 }
 
-/** S21: the row's cells of what was spent (all null when the batch carries none). */
+/** S24: the row's cells of what was spent (all null when the batch carries none). */
 function spentCells(spent: Spent | undefined) {
   return {
     cost: spent?.costUsd ?? null,
@@ -167,7 +167,7 @@ function applyBatch(
     });
   } else {
     if (row.status !== b.status) q.setStatus.run({ id, status: b.status });
-    // S21: a batch that changed nothing spent writes nothing more.
+    // S24: a batch that changed nothing spent writes nothing more.
     if (b.spent) q.setSpent.run({ id, ...spentCells(b.spent) });
   }
   for (const e of b.events) {

@@ -137,7 +137,7 @@ export const MIGRATIONS: readonly string[] = [
 ];
 
 /**
- * The list's columns (spi.ts S21, issue 25 item 4): who started each execution and what it has
+ * The list's columns (spi.ts S24, issue 25 item 4): who started each execution and what it has
  * spent, with the indexes a sorted or filtered list of many executions walks (list-sql.ts LS1).
  * Existing rows are filled from their logs: the principal from sequence 0 (its payload, or the
  * identity a subject-sealed start keeps in the clear in its meta); what was spent as the fold

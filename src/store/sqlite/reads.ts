@@ -35,7 +35,7 @@ export function sqliteReads(db: Database.Database, q: Statements): Omit<EventSto
   };
 }
 
-/** The list's SQL and its arguments (S22), or undefined when nothing can match; exported for EXPLAIN. */
+/** The list's SQL and its arguments (S25), or undefined when nothing can match; exported for EXPLAIN. */
 export function listStatement(query: ListQuery): { sql: string; args: unknown[] } | undefined {
   const { sort, desc } = checkListQuery(query);
   if (query.status?.length === 0) return undefined;

@@ -124,7 +124,7 @@ function eventStatements(db: Db) {
        VALUES (@id, @flow, @status, @at0, @x, @principal, @cost, @unknown, @tokens)`,
     ),
     setStatus: db.prepare("UPDATE executions SET status = @status WHERE id = @id"),
-    /** S21: only a batch that carries `spent` runs it. */
+    /** S24: only a batch that carries `spent` runs it. */
     setSpent: db.prepare(
       "UPDATE executions SET cost_usd = @cost, cost_unknown = @unknown, tokens = @tokens WHERE id = @id",
     ),

@@ -1,6 +1,6 @@
 /**
  * The one store conformance suite (STYLE 3): every store's test file calls
- * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S22 in `../spi.ts`
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S25 in `../spi.ts`
  * (S17 and S18, a fleet's, are `runFleetConformance`'s: fleet.ts).
  *
  * @example

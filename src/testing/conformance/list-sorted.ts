@@ -1,6 +1,6 @@
 /**
- * What an execution's row keeps beside its status (S21: the principal, what was spent) and the
- * list sorted, filtered and paged by key (S22, list-query.ts LQ1..LQ2, list-sql.ts LS1..LS2),
+ * What an execution's row keeps beside its status (S24: the principal, what was spent) and the
+ * list sorted, filtered and paged by key (S25, list-query.ts LQ1..LQ2, list-sql.ts LS1..LS2),
  * including a seeded comparison with a brute-force sort and filter of the same rows, paged
  * through every page.
  */
@@ -48,7 +48,7 @@ async function put(store: Store, x: Seeded): Promise<void> {
 }
 
 export function listSortedSuite(h: Harness): void {
-  describe("list: principal and spent (S21), sorted and filtered by key (S22)", () => {
+  describe("list: principal and spent (S24), sorted and filtered by key (S25)", () => {
     spentTests(h);
     filterTests(h);
     seededTests(h);
@@ -56,7 +56,7 @@ export function listSortedSuite(h: Harness): void {
 }
 
 function spentTests(h: Harness): void {
-  it("S21: keeps the principal of sequence 0 and the latest spent a batch carried", async () => {
+  it("S24: keeps the principal of sequence 0 and the latest spent a batch carried", async () => {
     const store = await h.open();
     const { fence } = await acquire(store, "s-1");
     const b0 = batch([at("s-1", 0, T0)], fence, {
@@ -85,7 +85,7 @@ function spentTests(h: Harness): void {
     expect(s2?.principal).toBeUndefined();
   });
 
-  it("S21: a refused batch changes no spent", async () => {
+  it("S24: a refused batch changes no spent", async () => {
     const store = await h.open();
     const { fence } = await acquire(store, "r-1");
     expectAllOk(await store.appendMany([batch([at("r-1", 0, T0)], fence)]));
@@ -97,7 +97,7 @@ function spentTests(h: Harness): void {
 }
 
 function filterTests(h: Harness): void {
-  it("S22, LQ2: filters by principal, minimum cost (none counts as 0) and creation time", async () => {
+  it("S25, LQ2: filters by principal, minimum cost (none counts as 0) and creation time", async () => {
     const store = await h.open();
     const rows: Seeded[] = [
       { id: "f-1", flow: "a", status: "running", createdAtMs: 100, updatedAtMs: 100 },
@@ -218,7 +218,7 @@ function bruteForce(rows: readonly Seeded[], q: ListQuery): string[] {
   return admitted.map((x) => x.id);
 }
 
-/** Every page of `q` at `limit`, each from the last row of the one before (S22). */
+/** Every page of `q` at `limit`, each from the last row of the one before (S25). */
 async function allPages(store: Store, q: ListQuery, limit: number): Promise<string[]> {
   const out: string[] = [];
   let last: ExecutionSummary | undefined;
@@ -243,7 +243,7 @@ function keyOf(x: ExecutionSummary, sort: ListSort | undefined): number {
 }
 
 function seededTests(h: Harness): void {
-  it("S22, LS2: every sort, order and filter, paged through, is the brute force's order (seeded)", async () => {
+  it("S25, LS2: every sort, order and filter, paged through, is the brute force's order (seeded)", async () => {
     const seed = Number(process.env.LOOM_LIST_SEED ?? 0x25a4);
     const rows = seededRows(seed, 36);
     const store = await h.open();
