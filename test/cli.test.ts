@@ -27,7 +27,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createRuntime, flow$ } from "../src/index.ts";
+import { createRuntime, flow$, step$ } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { counts, twoSteps } from "./fixtures/cli/flows.ts";
 import {
@@ -210,6 +210,40 @@ describe("loom run, ls and show", () => {
     expect(ids(both)).toEqual(["l-1", "l-2"]);
     expect(badLimit.code).toBe(2);
     expect(oneErrorLine(badLimit)).toBe('loom: --limit needs a whole number >= 1, got "0"');
+  });
+
+  it("ls filters by --principal, sorts by --sort cost (highest first) and shows COST and TOKENS", async () => {
+    const cwd = tempDir();
+    const paid = step$("paid", async (usd: number, ectx) => {
+      ectx.meter({ costUsd: usd, tokens: { input: 7, output: 3 } });
+      return usd;
+    });
+    const spends = flow$("spends", async (ctx, usd: number) => ctx.execute(paid, usd));
+    const runtime = createRuntime({ store: sqliteStore(join(cwd, "loom.db")), background: false });
+    await (await runtime.start(spends, 0.002, { id: "p-1", principal: "alice" })).result();
+    await (await runtime.start(spends, 0.5, { id: "p-2", principal: "bob" })).result();
+    await (await runtime.start(spends, 0.01, { id: "p-3", principal: "alice" })).result();
+    await runtime.close();
+
+    const [byCost, alice, badSort, sortAfter] = await Promise.all([
+      loom(cwd, "ls", "--sort", "cost"),
+      loom(cwd, "ls", "--principal", "alice", "--json"),
+      loom(cwd, "ls", "--sort", "price"),
+      loom(cwd, "ls", "--sort", "cost", "--after", "p-1"),
+    ]);
+    const lines = byCost.stdout.trimEnd().split("\n");
+    expect(lines.map((l) => l.split(/\s+/)[0])).toEqual(["ID", "p-2", "p-3", "p-1"]);
+    expect(lines[0]).toMatch(/COST\s+TOKENS$/);
+    expect(lines[1]).toMatch(/\$0\.5\d*\s+10$/);
+    const rows = JSON.parse(alice.stdout) as { executionId: string; principal: string }[];
+    expect(rows.map((r) => [r.executionId, r.principal])).toEqual([
+      ["p-1", "alice"],
+      ["p-3", "alice"],
+    ]);
+    expect(badSort.code).toBe(2);
+    expect(oneErrorLine(badSort)).toContain("--sort needs one of id, created, updated, cost");
+    expect(sortAfter.code).toBe(2);
+    expect(oneErrorLine(sortAfter)).toContain("--after pages the id order");
   });
 });
 

@@ -7,7 +7,7 @@
  * new owner's first read (S3, F2).
  */
 import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import type { Json } from "../src/kernel/json.ts";
 import type { AppendBatch, AppendOutcome } from "../src/store/spi.ts";
 import { postgresStore, type PostgresStore } from "../src/store/postgres/index.ts";
@@ -93,6 +93,64 @@ describe("postgres: the append's fast path (append-fast.ts)", () => {
       expect(await store.getLease("a")).toMatchObject({ owner: undefined, fence: 1 });
       // A batch the statement does not take (here: after the end) goes to the routine.
       await expect(store.appendMany([step("a", 4, 4)])).rejects.toThrow(/loom_append/);
+    } finally {
+      await admin.end();
+      await store.close();
+    }
+  });
+
+  it("F8, R12: the row keeps the start's principal and the latest spent, on both paths; a step without it runs the statement it ran before", async () => {
+    const [store] = (await fleet(1)) as [PostgresStore];
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    const row = async (id: string) => {
+      const x = (await store.list()).find((r) => r.executionId === id);
+      return [x?.principal, x?.costUsd, x?.costUnknown, x?.tokens];
+    };
+    try {
+      const routine = `"${store.schema}".${APPEND_ROUTINE}${APPEND_ROUTINE_ARGS}`;
+      const { rows } = await admin.query<{ def: string }>(
+        `SELECT pg_get_functiondef($1::regprocedure) AS def`,
+        [routine],
+      );
+      await admin.query(`DROP FUNCTION ${routine}`);
+      // F8: the fast path alone.
+      const start = { ...started("a"), principal: "alice", spent: { costUsd: 0.5, tokens: 3 } };
+      expect(code((await store.appendMany([start]))[0])).toBe("ok");
+      expect(await row("a")).toEqual(["alice", 0.5, undefined, 3]);
+      const sent = vi.spyOn(pg.Client.prototype, "query");
+      try {
+        expect(code((await store.appendMany([step("a", 1, 1)]))[0])).toBe("ok");
+        const spent = { ...step("a", 2, 2), spent: { costUsd: 0.75, costUnknown: true as const } };
+        expect(code((await store.appendMany([spent]))[0])).toBe("ok");
+        const names = sent.mock.calls.map((c) => (c[0] as { name?: string }).name);
+        expect(names.filter((n) => n?.startsWith("loom_append_"))).toEqual([
+          "loom_append_advance",
+          "loom_append_advance_s",
+        ]);
+      } finally {
+        sent.mockRestore();
+      }
+      expect(await row("a")).toEqual(["alice", 0.75, true, undefined]);
+      // R12: the routine, for one execution and for several in one call.
+      await admin.query(rows[0]?.def ?? "");
+      const b = { ...started("b"), principal: "bob" };
+      const a3 = { ...step("a", 3, 3), spent: { costUsd: 1, tokens: 9 } };
+      expect((await store.appendMany([a3, b])).map(code)).toEqual(["ok", "ok"]);
+      expect(await row("a")).toEqual(["alice", 1, undefined, 9]);
+      expect(await row("b")).toEqual(["bob", undefined, undefined, undefined]);
+      const b1 = {
+        ...step("b", 1, 1),
+        spent: { tokens: 4 },
+        snapshot: { seq: 1, stateJson: "{}" },
+      };
+      expect((await store.appendMany([step("a", 4, 4), b1])).map(code)).toEqual(["ok", "ok"]);
+      expect(await row("a")).toEqual(["alice", 1, undefined, 9]);
+      expect(await row("b")).toEqual(["bob", undefined, undefined, 4]);
+      // A later batch's spent replaces the row's whole: what it lacks is gone (never in practice).
+      const b2 = { ...step("b", 2, 2), spent: { costUsd: 2 } };
+      expect(code((await store.appendMany([b2]))[0])).toBe("ok");
+      expect(await row("b")).toEqual(["bob", 2, undefined, undefined]);
     } finally {
       await admin.end();
       await store.close();

@@ -9,12 +9,19 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Script } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
-import { createRuntime, flow$, memoryStore, type Runtime, type Store } from "../src/index.ts";
+import {
+  createRuntime,
+  flow$,
+  memoryStore,
+  step$,
+  type Runtime,
+  type Store,
+} from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { startUiServer } from "../src/ui/server.ts";
 import { MAX_STREAMS } from "../src/ui/live.ts";
 import { APP_JS } from "../src/ui/assets/app.ts";
-import { justBefore, type ListPage } from "../src/ui/list.ts";
+import type { ListAnswer as ListPage } from "../src/ui/api-types.ts";
 import type { ExecutionDetail, Projection } from "../src/ui/detail.ts";
 import type { ErrorBody } from "../src/ui/http.ts";
 import type { Envelope, TimelineRow } from "../src/index.ts";
@@ -180,10 +187,11 @@ describe("GET /api/executions (ui/list.ts)", () => {
       expect(await q("ab", "&status=completed")).toEqual(["ab", "ab-1"]);
       const page1 = await get(`${url}/api/executions?q=ab&limit=3`);
       expect(ids(page1.body)).toEqual(["ab", "ab-1", "ab-2"]);
-      expect(page1.body.next).toBe("ab-2");
-      const page2 = await get(`${url}/api/executions?q=ab&limit=3&after=ab-2`);
+      const page2 = await get(`${url}/api/executions?q=ab&limit=3&after=${page1.body.next}`);
       expect(ids(page2.body)).toEqual(["abc"]);
       expect(page2.body.next).toBeNull();
+      // In any sort: the same matches, in that sort's order.
+      expect(await q("ab", "&sort=id&order=desc")).toEqual(["abc", "ab-2", "ab-1", "ab"]);
     });
   }
 
@@ -195,7 +203,9 @@ describe("GET /api/executions (ui/list.ts)", () => {
     expect(await list("status=failed,parked")).toEqual(["ab-2", "abc", "b/1"]);
     expect(await list("flow=done")).toEqual(["ab", "ab-1", "c"]);
     expect(await list("flow=done&status=parked")).toEqual([]);
-    expect(await list("status=completed&limit=1&after=ab")).toEqual(["ab-1"]);
+    const first = await get(`${url}/api/executions?status=completed&limit=1`);
+    expect(ids(first.body)).toEqual(["ab"]);
+    expect(await list(`status=completed&limit=1&after=${first.body.next}`)).toEqual(["ab-1"]);
   });
 
   it("L3: a malformed status or limit is a 400 naming it", async () => {
@@ -208,12 +218,106 @@ describe("GET /api/executions (ui/list.ts)", () => {
       expect((await get(`${url}/api/executions?limit=${limit}`)).status).toBe(400);
     }
   });
+});
 
-  it("L2: justBefore(q) sorts below q and above every other id below q", () => {
-    const before = justBefore("ab");
-    expect(before < "ab").toBe(true);
-    for (const id of ["aa", "aa~", "aa~~~~", "aaz", "a", "aZ"]) expect(id < before).toBe(true);
-    expect(justBefore("0") < "0").toBe(true);
+/** An effect that meters what it is given, as an LLM call would. */
+const paid = step$("paid", async (usd: number, ectx) => {
+  ectx.meter({ costUsd: usd, tokens: { input: 3, output: 2 } });
+  return usd;
+});
+const spends = flow$("spends", async (ctx, usd: number) =>
+  usd > 0 ? ctx.execute(paid, usd) : ctx.run("free", async () => 0),
+);
+
+describe("GET /api/executions sorted and filtered (ui/list.ts L2..L4; store S24, S25)", () => {
+  async function spent(store: Store): Promise<Setup> {
+    const s = await setup(store);
+    s.runtime.registerFlow(spends);
+    const run = async (id: string, usd: number, principal?: string) =>
+      (await s.runtime.start(spends, usd, { id, ...(principal ? { principal } : {}) })).result();
+    await run("s-a", 0.5, "alice");
+    await run("s-b", 0.25, "bob");
+    await run("s-c", 0.5, "alice");
+    await run("s-d", 0, "bob");
+    await run("s-e", 0);
+    return s;
+  }
+
+  for (const kind of ["memory", "sqlite"] as const) {
+    it(`L4: rows carry principal, cost and tokens; every sort pages by its opaque cursor (${kind})`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), "loom-ui-api-"));
+      open.push(async () => rmSync(dir, { recursive: true, force: true }));
+      const { url } = await spent(
+        kind === "memory" ? memoryStore() : sqliteStore(join(dir, "ui.db")),
+      );
+      const page = await get(`${url}/api/executions?sort=cost&order=desc`);
+      expect(page.status).toBe(200);
+      // Ties of the key are broken by the id, in the same direction.
+      expect(ids(page.body)).toEqual(["s-c", "s-a", "s-b", "s-e", "s-d"]);
+      expect(page.body.executions[0]).toMatchObject({
+        principal: "alice",
+        costUsd: 0.5,
+        tokens: 5,
+      });
+      expect(page.body.executions[3]?.costUsd).toBeUndefined();
+      expect(typeof page.body.nowMs).toBe("number");
+      for (const sort of ["id", "created", "updated", "cost"]) {
+        for (const order of ["asc", "desc"]) {
+          const all = ids((await get(`${url}/api/executions?sort=${sort}&order=${order}`)).body);
+          const seen: string[] = [];
+          let after = "";
+          for (;;) {
+            const p = await get(
+              `${url}/api/executions?sort=${sort}&order=${order}&limit=2${after}`,
+            );
+            seen.push(...ids(p.body));
+            if (p.body.next === null) break;
+            expect(p.body.next).not.toContain("s-");
+            after = `&after=${encodeURIComponent(p.body.next)}`;
+          }
+          expect(seen, `${sort} ${order}`).toEqual(all);
+          expect([...seen].sort()).toEqual(["s-a", "s-b", "s-c", "s-d", "s-e"]);
+        }
+      }
+    });
+  }
+
+  it("filters by principal, minimum cost and creation time, with q in any sort (L2)", async () => {
+    const { url } = await spent(memoryStore());
+    const list = async (query: string) => ids((await get(`${url}/api/executions?${query}`)).body);
+    expect(await list("principal=alice")).toEqual(["s-a", "s-c"]);
+    expect(await list("principal=bob&sort=cost&order=desc")).toEqual(["s-b", "s-d"]);
+    expect(await list("minCostUsd=0.3")).toEqual(["s-a", "s-c"]);
+    expect(await list("minCostUsd=0")).toHaveLength(5);
+    expect(await list("createdToMs=1")).toEqual([]);
+    expect(await list("createdFromMs=0&q=s-")).toHaveLength(5);
+    expect(await list("q=s-b&sort=cost")).toEqual(["s-b"]);
+  });
+
+  it("L3: a malformed sort, order, number or cursor is a 400 naming it", async () => {
+    const { url } = await spent(memoryStore());
+    const byCost = await get(`${url}/api/executions?sort=cost&limit=1`);
+    const cursor = encodeURIComponent(byCost.body.next ?? "");
+    const bad: [string, string][] = [
+      ["sort=bogus", "sort"],
+      ["order=sideways", "order"],
+      ["minCostUsd=-1", "minCostUsd"],
+      ["minCostUsd=abc", "minCostUsd"],
+      ["createdFromMs=1.5", "createdFromMs"],
+      ["createdToMs=soon", "createdToMs"],
+      ["after=garbage", "after"],
+      ["after=s-a", "after"],
+      // A cursor of another sort or order is not this one's.
+      [`after=${cursor}`, "after"],
+      [`sort=cost&order=desc&after=${cursor}`, "after"],
+    ];
+    for (const [query, name] of bad) {
+      const answer = await get(`${url}/api/executions?${query}`);
+      expect(answer.status, query).toBe(400);
+      expect(answer.body.error.code).toBe("LOOM_INVALID_INPUT");
+      expect(answer.body.error.message, query).toContain(name);
+    }
+    expect((await get(`${url}/api/executions?sort=cost&after=${cursor}`)).status).toBe(200);
   });
 });
 

@@ -3,6 +3,7 @@
  * command takes for what its line leaves out. Types and constants only.
  */
 import type { ExecutionStatus } from "../kernel/events.ts";
+import type { ListSort } from "../store/spi.ts";
 
 export const DEFAULT_DB = "./loom.db";
 export const DEFAULT_PG_SCHEMA = "loom";
@@ -52,6 +53,9 @@ export type Command =
       name: "ls";
       status?: ExecutionStatus[];
       flow?: string;
+      principal?: string;
+      /** Highest cost, or newest, first; "id" (the default) in id order. */
+      sort?: ListSort;
       limit?: number;
       /** Only ids after this one (paging). */
       after?: string;

@@ -38,6 +38,8 @@ type OptionName =
   | "flow"
   | "limit"
   | "after"
+  | "principal"
+  | "sort"
   | "topic"
   | "key"
   | "module"
@@ -71,6 +73,8 @@ const CHECKED = [
   "flow",
   "limit",
   "after",
+  "principal",
+  "sort",
   "topic",
   "key",
   "module",
@@ -114,6 +118,8 @@ export function parseFlags(argv: readonly string[]) {
         flow: { type: "string" },
         limit: { type: "string" },
         after: { type: "string" },
+        principal: { type: "string" },
+        sort: { type: "string" },
         topic: { type: "string" },
         key: { type: "string" },
         module: { type: "string" },
@@ -152,7 +158,18 @@ const ALLOWED: Record<CommandName, CommandSpec> = {
   },
   ls: {
     positionals: [0, 0],
-    options: ["db", "pg", "pg-schema", "status", "flow", "limit", "after", "json"],
+    options: [
+      "db",
+      "pg",
+      "pg-schema",
+      "status",
+      "flow",
+      "principal",
+      "sort",
+      "limit",
+      "after",
+      "json",
+    ],
   },
   show: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "json"] },
   resume: { positionals: [1, 2], options: ["db", "pg", "pg-schema"] },

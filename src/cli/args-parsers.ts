@@ -17,6 +17,8 @@ import {
   parseSubject,
 } from "./args-values.ts";
 import { UsageError } from "./cli-error.ts";
+import { LIST_SORTS } from "../store/list-query.ts";
+import type { ListSort } from "../store/spi.ts";
 
 /** A command line, its command name aside. */
 export interface Line {
@@ -62,6 +64,10 @@ export const PARSERS: Record<CommandName, Parser> = {
     json: values.json ?? false,
     ...(values.status === undefined ? {} : { status: parseStatuses(values.status) }),
     ...(values.flow === undefined ? {} : { flow: nonEmpty(values.flow, "--flow", "a name") }),
+    ...(values.principal === undefined
+      ? {}
+      : { principal: nonEmpty(values.principal, "--principal", "a principal") }),
+    ...(values.sort === undefined ? {} : { sort: parseSort(values.sort, values.after) }),
     ...(values.limit === undefined ? {} : { limit: parseCount(values.limit, "--limit") }),
     ...(values.after === undefined ? {} : { after: nonEmpty(values.after, "--after", "an id") }),
   }),
@@ -194,4 +200,17 @@ function parseEraseSubject({ values, where, arg }: Line): Command {
     );
   }
   return { name: "erase-subject", ...where, subject, json: values.json ?? false };
+}
+
+/** `loom ls --sort`: one of the list's sorts; `--after` pages the id order only. */
+function parseSort(text: string, after: string | undefined): ListSort {
+  if (!(LIST_SORTS as readonly string[]).includes(text)) {
+    throw new UsageError(
+      `--sort needs one of ${LIST_SORTS.join(", ")}, got ${JSON.stringify(text)}`,
+    );
+  }
+  if (text !== "id" && after !== undefined) {
+    throw new UsageError("--after pages the id order: use it without --sort, or with --sort id");
+  }
+  return text as ListSort;
 }

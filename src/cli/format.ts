@@ -39,11 +39,24 @@ export function formatList(
       owners.get(r.executionId) ?? "-",
     ]),
   ];
+  // COST and TOKENS only when some execution has spent (issue 25 item 4).
+  if (rows.some((r) => r.costUsd !== undefined || r.costUnknown || r.tokens !== undefined)) {
+    table.forEach((line, i) => {
+      const r = rows[i - 1];
+      line.push(i === 0 ? "COST" : rowCost(r), i === 0 ? "TOKENS" : String(r?.tokens ?? "-"));
+    });
+  }
   // An ERROR column only when a log cannot be read (issue 21 item 3): the usual table is unchanged.
   if (rows.some((r) => r.error)) {
     table.forEach((line, i) => line.push(i === 0 ? "ERROR" : errorCell(rows[i - 1])));
   }
   return columns(table);
+}
+
+/** A row's cost for `loom ls`: "≥ $x" when some call could not be priced (a lower bound). */
+function rowCost(r: ExecutionSummary | undefined): string {
+  if (r?.costUsd === undefined) return r?.costUnknown ? "unknown" : "-";
+  return `${r.costUnknown ? "≥ " : ""}${formatUsd(r.costUsd)}`;
 }
 
 function errorCell(r: ExecutionSummary | undefined): string {

@@ -47,6 +47,7 @@ import { awaitedChildren } from "../fold/children.ts";
 import { atForkPoint } from "../fold/fork-point.ts";
 import type { Clock } from "../kernel/clock.ts";
 import type { Store } from "../store/spi.ts";
+import { spentOf } from "../store/spent.ts";
 import type { Journal } from "./journal.ts";
 
 export interface ForkDeps {
@@ -101,6 +102,7 @@ export async function writeFork(
     atForkPoint(state, last);
   }
   // V1: one batch, with the new id's lease (fence 1): the fork exists whole or not at all.
+  const spent = spentOf(state._resources);
   try {
     await deps.journal.append({
       executionId: newId,
@@ -111,6 +113,8 @@ export async function writeFork(
       flow: state.flow,
       index: withWatches(indexChanges(events), state, deps.clock.now()),
       claimLease: { owner: deps.ownerId, expiresAtMs: deps.clock.now() + deps.leaseTtlMs },
+      ...(state._principal === undefined ? {} : { principal: state._principal }),
+      ...(spent === undefined ? {} : { spent }),
       ...(state._subject === undefined ? {} : { subject: state._subject }),
     });
   } catch (e) {

@@ -142,6 +142,8 @@ function mergeConsecutive(items: Pending[]): Group[] {
       if (snapshot) merged.snapshot = snapshot;
       const release = b.releaseLease ?? g.batch.releaseLease;
       if (release !== undefined) merged.releaseLease = release;
+      const spent = b.spent ?? g.batch.spent;
+      if (spent) merged.spent = spent;
       const notice = b.notice ?? g.batch.notice;
       if (notice) merged.notice = notice;
       g.batch = merged;

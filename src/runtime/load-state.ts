@@ -16,6 +16,7 @@ import { fold, foldOnto } from "../fold/fold.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import { indexChanges } from "../fold/index-changes.ts";
 import type { AppendBatch, Store } from "../store/spi.ts";
+import { spentOf } from "../store/spent.ts";
 import type { Journal } from "./journal.ts";
 import type { EventSpec } from "./journal.ts";
 
@@ -121,7 +122,10 @@ export async function appendSpecs(
     payload: spec.payload,
     meta: spec.kernel ? { kernel: true, fence } : { fence },
   }));
+  const resourcesBefore = state._resources;
   for (const e of events) fold(state, e);
+  // S24: a kernel batch (a cancel's CHILD_DONE, say) carries what was spent when it changed.
+  const spent = state._resources === resourcesBefore ? undefined : spentOf(state._resources);
   await journal.append({
     executionId: state.executionId,
     events,
@@ -129,6 +133,7 @@ export async function appendSpecs(
     fence,
     status: state.status,
     index: indexChanges(events, state),
+    ...(spent === undefined ? {} : { spent }),
     ...extras,
     ...(state._subject === undefined ? {} : { subject: state._subject }),
   });

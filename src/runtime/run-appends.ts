@@ -23,6 +23,7 @@ import { fold } from "../fold/fold.ts";
 import { indexChanges } from "../fold/index-changes.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { AppendBatch } from "../store/spi.ts";
+import { sameSpent, spentOf } from "../store/spent.ts";
 import type { EventSpec, Journal } from "./journal.ts";
 
 /**
@@ -109,6 +110,7 @@ export class RunAppends {
     if (isTerminalStatus(state.status)) return Promise.reject(this.endedError());
     const at = this.host.clock.now();
     const expectedSeq = state.seq + 1;
+    const resourcesBefore = state._resources;
     const events: Envelope[] = specs.map((s, i) => ({
       executionId: run.id,
       seq: expectedSeq + i,
@@ -129,7 +131,14 @@ export class RunAppends {
       throw new InvariantViolation(`fold of ${run.id} did not advance over its own events`);
     }
     const lastSeq = state.seq;
-    return this.host.journal.append(this.batch(events, expectedSeq, extras)).then(
+    const batch = this.batch(events, expectedSeq, extras);
+    // S24: what was spent rides the batch only when its events changed it (the fold replaces
+    // `_resources` whenever it adds to it, so an unchanged reference is an unchanged total).
+    if (state._resources !== resourcesBefore) {
+      const spent = spentOf(state._resources);
+      if (!sameSpent(spent, spentOf(resourcesBefore)) && spent) batch.spent = spent;
+    }
+    return this.host.journal.append(batch).then(
       () => this.committed(lastSeq),
       (e: unknown) => {
         const error = e instanceof Error ? e : new Error(String(e));
@@ -157,6 +166,7 @@ export class RunAppends {
       index: indexChanges(events, state),
     };
     if (extras?.claimLease) batch.claimLease = extras.claimLease;
+    if (state._principal !== undefined) batch.principal = state._principal;
     if (state._subject !== undefined) batch.subject = state._subject;
     if (isTerminalStatus(state.status) || extras?.release) {
       batch.releaseLease = this.host.ownerId;

@@ -22,7 +22,15 @@ export interface ExecutionRow {
   head: number;
   created_at: number;
   updated_at: number;
+  /** S24 (both SQL stores read them back as these). */
+  principal: string | null;
+  cost_usd: number | null;
+  cost_unknown: boolean | number | null;
+  tokens: number | string | null;
 }
+
+/** SQL: the S24 columns an execution row is listed with. */
+export const SPENT_COLUMNS = "principal, cost_usd, cost_unknown, tokens";
 
 export interface ScheduleRow {
   name: string;
@@ -71,7 +79,7 @@ export function parsedRow(executionId: string, seq: number, text: string): unkno
 }
 
 export function summaryOf(r: ExecutionRow): ExecutionSummary {
-  return {
+  const x: ExecutionSummary = {
     executionId: r.id,
     flow: r.flow,
     status: r.status as ExecutionStatus,
@@ -79,6 +87,13 @@ export function summaryOf(r: ExecutionRow): ExecutionSummary {
     createdAtMs: r.created_at,
     updatedAtMs: r.updated_at,
   };
+  if (r.principal !== null) x.principal = r.principal;
+  if (r.cost_usd !== null) x.costUsd = r.cost_usd;
+  // SQLite keeps a boolean as 1, PostgreSQL's driver reads true.
+  if (r.cost_unknown === true || r.cost_unknown === 1) x.costUnknown = true;
+  // PostgreSQL's bigint reads as text.
+  if (r.tokens !== null) x.tokens = Number(r.tokens);
+  return x;
 }
 
 export function scheduleOf(r: ScheduleRow): Schedule {

@@ -65,6 +65,7 @@
  *     keeps the cursor (S11). `setSchedulePaused(name, paused, cursorMs)` sets it and, in the same
  *     write, moves the cursor to `cursorMs` if that is later (a resume skips what it missed);
  *     it answers whether the schedule exists, and writes nothing when it does not.
+ * S24, S25 (the list's columns, its sorts, filters and keyset pages) are stated in spi-list.ts.
  *
  * A store shared by a fleet of processes also implements `FleetStore` (S17, S18, below), checked by
  * `runFleetConformance`.
@@ -77,6 +78,11 @@ import type { IndexChanges } from "../fold/index-changes.ts";
 import type { ForkStore, MemberStore } from "./spi-records.ts";
 
 export type { ForkLink, ForkStore, HeldLease, Member, MemberStore } from "./spi-records.ts";
+import type { Spent } from "./spent.ts";
+import type { ListQuery } from "./spi-list.ts";
+
+export type { Spent } from "./spent.ts";
+export type { ListQuery, ListSort } from "./spi-list.ts";
 
 export interface AppendBatch {
   executionId: string;
@@ -88,6 +94,10 @@ export interface AppendBatch {
   status: ExecutionStatus;
   /** The flow's name; read from the batch that holds sequence 0. */
   flow?: string;
+  /** The principal that started the execution (its folded `_principal`); read like `flow`. */
+  principal?: string;
+  /** What the execution has spent after these events (S24), only when they changed it. */
+  spent?: Spent;
   index?: IndexChanges;
   /**
    * Creates the execution's lease in the same transaction (a start needs no separate one): only
@@ -130,19 +140,18 @@ export interface ExecutionSummary {
   head: number;
   createdAtMs: number;
   updatedAtMs: number;
+  /** The principal that started it (S24), when one did. */
+  principal?: string;
+  /** What it has spent (S24), each field once some batch reported it; `costUnknown` (only ever
+   * true): some call could not be priced, so `costUsd` is a lower bound. */
+  costUsd?: number;
+  costUnknown?: boolean;
+  tokens?: number;
   /**
    * Why the log cannot be read (LogCorruptError), where the lister asked (log-errors.ts); a
    * store's own `list` never sets it.
    */
   error?: ErrorData;
-}
-
-export interface ListQuery {
-  status?: readonly ExecutionStatus[];
-  flow?: string;
-  /** Ids greater than this (paging). */
-  afterId?: string;
-  limit?: number;
 }
 
 export interface EventStore {

@@ -64,7 +64,12 @@ export const UI_ROUTES: readonly Route[] = [
   {
     path: "/api/executions",
     methods: ["GET"],
-    handle: async (c) => sendJson(c.res, 200, await listPage(c.runtime.store, c.url.searchParams)),
+    handle: async (c) =>
+      sendJson(
+        c.res,
+        200,
+        await listPage(c.runtime.store, c.url.searchParams, c.runtime.clock.now()),
+      ),
   },
   {
     path: "/api/executions/:id",

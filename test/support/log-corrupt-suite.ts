@@ -78,7 +78,7 @@ export function logCorruptSuite(name: string, open: () => Promise<CorruptPlace>)
         // Listed still, and the dashboard's page says what is wrong with it.
         const listed = await runtime.list();
         expect(listed.map((x) => x.executionId)).toEqual(["aa", "zz"]);
-        const page = await listPage(runtime.store, new URLSearchParams());
+        const page = await listPage(runtime.store, new URLSearchParams(), 0);
         expect(page.executions.map((x) => x.error?.code)).toEqual(["LOOM_LOG_CORRUPT", undefined]);
         expect(page.executions[0]?.error).toMatchObject(LOG_CORRUPT("aa", 0));
         // Quarantined: reported once, and a second recovery does not try it again.

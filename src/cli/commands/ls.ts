@@ -1,7 +1,9 @@
 /**
- * `loom ls [--status S[,S]] [--flow NAME] [--limit N] [--after ID] [--json]`: the executions in
- * the database, by id. `--limit N` shows the first N and `--after ID` the ones after ID, so
- * `--after <the last id shown>` gives the next page; the table then says on stderr how to get it.
+ * `loom ls [--status S[,S]] [--flow NAME] [--principal P] [--sort id|created|updated|cost]
+ * [--limit N] [--after ID] [--json]`: the executions in the database, by id, or by cost (highest
+ * first), creation or last update (newest first). `--limit N` shows the first N and `--after ID`
+ * the ones after ID in id order, so `--after <the last id shown>` gives the next page; the table
+ * then says on stderr how to get it. COST and TOKENS columns show when some row has spent.
  */
 import type { Command } from "../args.ts";
 import { formatList, shellQuote } from "../format.ts";
@@ -18,6 +20,9 @@ export async function lsCommand(cmd: LsCommand, io: Io): Promise<number> {
     const query: ListQuery = {
       ...(cmd.status ? { status: cmd.status } : {}),
       ...(cmd.flow === undefined ? {} : { flow: cmd.flow }),
+      ...(cmd.principal === undefined ? {} : { principal: cmd.principal }),
+      // A sort other than the id's shows the most expensive, or the newest, first.
+      ...(cmd.sort === undefined || cmd.sort === "id" ? {} : { sort: cmd.sort, order: "desc" }),
       ...(cmd.after === undefined ? {} : { afterId: cmd.after }),
       // One more than shown: whether a next page exists.
       ...(cmd.limit === undefined ? {} : { limit: cmd.limit + 1 }),
@@ -39,7 +44,7 @@ export async function lsCommand(cmd: LsCommand, io: Io): Promise<number> {
     }
     io.out(formatList(rows, owners));
     const last = rows.at(-1);
-    if (found.length > rows.length && last) {
+    if (found.length > rows.length && last && (cmd.sort ?? "id") === "id") {
       io.err(`loom: more follow: ${nextPage(cmd, last.executionId)}`);
     }
     return 0;
@@ -53,6 +58,7 @@ function nextPage(cmd: LsCommand, lastId: string): string {
   const words = ["loom ls"];
   if (cmd.status) words.push(`--status ${cmd.status.join(",")}`);
   if (cmd.flow !== undefined) words.push(`--flow ${shellQuote(cmd.flow)}`);
+  if (cmd.principal !== undefined) words.push(`--principal ${shellQuote(cmd.principal)}`);
   words.push(`--limit ${cmd.limit ?? 0}`, `--after ${shellQuote(lastId)}`);
   return `${words.join(" ")}${databaseFlags(cmd)}`;
 }

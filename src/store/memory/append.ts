@@ -14,7 +14,16 @@ import { isWakeId } from "../../fold/index-changes.ts";
 import type { Envelope } from "../../kernel/events.ts";
 import { ensureError, LoomError } from "../../kernel/errors.ts";
 import { checkBatch, effectiveFence } from "../append-check.ts";
-import type { AppendBatch, AppendOutcome, DueTimer, EventStore, FleetWake, Lease } from "../spi.ts";
+import type {
+  AppendBatch,
+  AppendOutcome,
+  DueTimer,
+  EventStore,
+  ExecutionSummary,
+  FleetWake,
+  Lease,
+  Spent,
+} from "../spi.ts";
 import { timerKey, live, wake, type Data, type Handle } from "./data.ts";
 import { batchWakes } from "./fleet.ts";
 import { lastSeq, StoredEvent } from "./stored-event.ts";
@@ -96,18 +105,32 @@ function applyEvents(data: Data, b: AppendBatch, log: StoredEvent[] | undefined,
   for (const e of b.events) events.push(new StoredEvent(e));
   const prev = data.executions.get(b.executionId);
   const last = b.events[b.events.length - 1] as Envelope;
-  data.executions.set(b.executionId, {
+  const row: ExecutionSummary = {
     executionId: b.executionId,
     flow: prev?.flow ?? b.flow ?? "",
     status: b.status,
     head: last.seq,
     createdAtMs: prev?.createdAtMs ?? (b.events[0] as Envelope).at,
     updatedAtMs: last.at,
-  });
+  };
+  // S24: the principal of sequence 0, and the latest spent a batch carried.
+  const principal = prev ? prev.principal : b.principal;
+  if (principal !== undefined) row.principal = principal;
+  const spent = b.spent ?? (prev && spentOfRow(prev));
+  if (spent?.costUsd !== undefined) row.costUsd = spent.costUsd;
+  if (spent?.costUnknown) row.costUnknown = true;
+  if (spent?.tokens !== undefined) row.tokens = spent.tokens;
+  data.executions.set(b.executionId, row);
   undo.push(() =>
     prev ? data.executions.set(b.executionId, prev) : data.executions.delete(b.executionId),
   );
 }
+
+const spentOfRow = (x: ExecutionSummary): Spent => ({
+  ...(x.costUsd === undefined ? {} : { costUsd: x.costUsd }),
+  ...(x.costUnknown ? { costUnknown: true } : {}),
+  ...(x.tokens === undefined ? {} : { tokens: x.tokens }),
+});
 
 /** Keeps a timer row's value from before the batch (once), for the batch's undo. */
 function remember(

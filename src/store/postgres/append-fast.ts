@@ -37,6 +37,8 @@
  *     status, on the lease row it locked first.
  * F7. The events are rows of the lean format (event-rows.ts E1..E4), as the routine writes them
  *     (R10): under the key that the UPDATE or INSERT of their execution row returns, so after it.
+ * F8. A start writes its principal and what it carries as spent; an advance writes what was spent
+ *     only when its batch carries it (a statement of its own, `_s`), as the routine does (R12).
  */
 import type pg from "pg";
 import type { Envelope } from "../../kernel/events.ts";
@@ -44,7 +46,7 @@ import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { jsonText } from "../../kernel/json.ts";
 import { NOT_A_WAKE_ROW } from "../rows.ts";
 import type { AppendBatch } from "../spi.ts";
-import { EVENT_INSERT_COLUMNS } from "./append-routine-writes.ts";
+import { EVENT_INSERT_COLUMNS, SPENT_COLUMNS } from "./append-routine-writes.ts";
 import { eventCells } from "./event-rows.ts";
 import { pgCode, runRetried, statement, type Statement, type Tables } from "./db.ts";
 import { RUNNABLE_SQL } from "./tables.ts";
@@ -57,6 +59,8 @@ interface Shape {
   release: boolean;
   /** An end's clearing of its own timer rows (timer-plan.ts T2). */
   clear: boolean;
+  /** An advance that carries what was spent (F8); a start always writes its cells. */
+  spent: boolean;
 }
 
 const RUNNABLE = ["pending", "running"];
@@ -80,11 +84,11 @@ export function fastShape(b: AppendBatch): Shape | undefined {
   const many = b.events.length > 1;
   if (b.claimLease) {
     if (release || clear || b.expectedSeq !== 0 || b.fence !== 1) return undefined;
-    return { start: true, many, release, clear };
+    return { start: true, many, release, clear, spent: true };
   }
   // F4: a release that may leave the execution runnable must wake a claimer: the routine does.
   if (release && RUNNABLE.includes(b.status)) return undefined;
-  return { start: false, many, release, clear };
+  return { start: false, many, release, clear, spent: b.spent !== undefined };
 }
 
 /**
@@ -105,9 +109,14 @@ function insertEvents(t: Tables, source: string, seq: string, first: number, man
 /**
  * F2: $1 id, $2 fence, $3 status, $4 head, $5 updated_at, $6 expected sequence number, $7..$12
  * the events (kind code, kind name, at, payload, fence, meta: `eventValues`), $13 the released
- * owner.
+ * owner, then (F8) what was spent: cost, cost unknown, tokens.
  */
 function advanceSql(t: Tables, s: Shape): string {
+  const n = s.release ? 14 : 13;
+  // F8: only a batch that carries it writes what was spent; a step without is the same statement.
+  const spent = s.spent
+    ? `, cost_usd = $${n}::float8, cost_unknown = $${n + 1}::boolean, tokens = $${n + 2}::float8`
+    : "";
   // F4: without a release, a runnable status needs the lease's owner to stay.
   const gate = s.release
     ? ""
@@ -117,7 +126,7 @@ function advanceSql(t: Tables, s: Shape): string {
        SELECT l.owner FROM ${t.leases} l WHERE l.execution_id = $1::text AND l.fence = $2::bigint
        FOR UPDATE
      ), advanced AS (
-       UPDATE ${t.executions} AS x SET status = $3::text, head = $4::bigint, updated_at = $5::bigint
+       UPDATE ${t.executions} AS x SET status = $3::text, head = $4::bigint, updated_at = $5::bigint${spent}
        WHERE x.id = $1::text AND x.head = $6::bigint - 1
          AND x.status NOT IN (${quoted(TERMINAL_STATUSES)})
          AND EXISTS (SELECT FROM lease l ${gate})
@@ -154,7 +163,8 @@ function advanceSql(t: Tables, s: Shape): string {
 
 /**
  * F3: $1 id, $2 owner, $3 expiry, $4 flow, $5 status, $6 head, $7 created_at, $8 updated_at,
- * $9..$14 the events (kind code, kind name, at, payload, fence, meta: `eventValues`).
+ * $9..$14 the events (kind code, kind name, at, payload, fence, meta: `eventValues`), $15 the
+ * principal, $16..$18 what was spent (F8: cost, cost unknown, tokens).
  */
 function startSql(t: Tables, s: Shape): string {
   return `WITH claimed AS (
@@ -164,8 +174,9 @@ function startSql(t: Tables, s: Shape): string {
        ON CONFLICT (execution_id) DO NOTHING
        RETURNING execution_id AS id
      ), created AS (
-       INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at)
-       SELECT c.id, $4::text, $5::text, $6::bigint, $7::bigint, $8::bigint FROM claimed c
+       INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at, ${SPENT_COLUMNS})
+       SELECT c.id, $4::text, $5::text, $6::bigint, $7::bigint, $8::bigint, $15::text,
+         $16::float8, $17::boolean, $18::float8 FROM claimed c
        RETURNING id, n
      ), appended AS (
        ${insertEvents(t, "created", "0::bigint", 9, s.many)}
@@ -195,7 +206,7 @@ export function fastAppender(
 ): (b: AppendBatch, s: Shape) => Promise<boolean> {
   const prepared = new Map<string, Statement>();
   const of = (s: Shape): Statement => {
-    const name = `append_${s.start ? "start" : "advance"}${s.many ? "_n" : ""}${s.release ? "_r" : ""}${s.clear ? "_c" : ""}`;
+    const name = `append_${s.start ? "start" : "advance"}${s.many ? "_n" : ""}${s.release ? "_r" : ""}${s.clear ? "_c" : ""}${s.spent && !s.start ? "_s" : ""}`;
     let st = prepared.get(name);
     if (!st) {
       st = statement(name, fastSql(t, s));
@@ -213,7 +224,12 @@ export function fastAppender(
       ? [b.executionId, c.owner, c.expiresAtMs, b.flow ?? "", b.status, last.seq, first.at, last.at]
       : [b.executionId, b.fence, b.status, last.seq, last.at, b.expectedSeq];
     values.push(...events);
-    if (s.release) values.push(b.releaseLease);
+    if (s.release && !c) values.push(b.releaseLease);
+    if (c) values.push(b.principal ?? null);
+    if (s.spent) {
+      const spent = b.spent;
+      values.push(spent?.costUsd ?? null, spent?.costUnknown ?? null, spent?.tokens ?? null);
+    }
     try {
       const result = await runRetried(pool, of(s)(values));
       return result.rows.length > 0;

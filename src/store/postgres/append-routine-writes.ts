@@ -13,6 +13,8 @@
  * - R4: one execution's events and execution row are written as its batch is taken; a call for
  *   several keeps them for the routine's writes after its loop.
  * - R10: the events are written after their execution row, under the key it holds.
+ * - R12: the execution row takes the batch's principal when it is inserted, and its spent
+ *   whenever the batch carries one (`sp`); otherwise it keeps what it had.
  * - wakes.ts N1, N2: every wake goes out with `pg_notify` in the call's transaction, so only if the
  *   batch commits, and not at all when its JSON is over PostgreSQL's payload limit.
  */
@@ -29,6 +31,14 @@ export const EVENT_VALUES = "ev.q, ev.t, ev.f, ev.k, ev.kn, ev.p, ev.m";
 /** R10: an event as the routine receives it (event-rows.ts EventCells, append.ts). */
 export const EVENT_RECORD =
   "ev(q bigint, k smallint, kn text, t bigint, p text, f integer, m text)";
+
+/** R12: the executions row's S24 columns, as an insert names them. */
+export const SPENT_COLUMNS = "principal, cost_usd, cost_unknown, tokens";
+
+/** R12: what a batch that carries `spent` (`b.sp`) sets on its execution row `x`; else kept. */
+export const SPENT_SETS = `cost_usd = CASE WHEN b.sp THEN b.sc ELSE x.cost_usd END,
+          cost_unknown = CASE WHEN b.sp THEN b.su ELSE x.cost_unknown END,
+          tokens = CASE WHEN b.sp THEN b.st ELSE x.tokens END`;
 
 /** The writes of an accepted batch, in order (R3). */
 export function batchWrites(t: Tables, channel: string): string[] {
@@ -84,10 +94,12 @@ function appendEvents(t: Tables): string {
       IF written THEN
         NULL; -- R8: its execution row was written as it was checked.
       ELSIF log_status IS NULL THEN
-        INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at)
-          VALUES (b.i, coalesce(b.fl, ''), b.s, b.h, b.a0, b.a1) RETURNING n INTO log_key;
+        INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at, ${SPENT_COLUMNS})
+          VALUES (b.i, coalesce(b.fl, ''), b.s, b.h, b.a0, b.a1, b.pr, b.sc, b.su, b.st)
+          RETURNING n INTO log_key;
       ELSE
-        UPDATE ${t.executions} SET status = b.s, head = b.h, updated_at = b.a1 WHERE id = b.i;
+        UPDATE ${t.executions} AS x SET status = b.s, head = b.h, updated_at = b.a1,
+          ${SPENT_SETS} WHERE id = b.i;
       END IF;
       -- R10: under the key the execution row holds, so after it.
       INSERT INTO ${t.events} (${EVENT_INSERT_COLUMNS})
@@ -98,6 +110,13 @@ function appendEvents(t: Tables): string {
       IF log_status IS NULL THEN
         flows[j] := coalesce(b.fl, '');
         created[j] := b.a0;
+        principals[j] := b.pr;
+      END IF;
+      IF b.sp THEN
+        spents[j] := true;
+        costs[j] := b.sc;
+        unknowns[j] := b.su;
+        spent_tokens[j] := b.st;
       END IF;
       heads[j] := b.h;
       statuses[j] := b.s;

@@ -64,6 +64,9 @@
  * R11. (Since `loom_append_8`.) A fork's batch (`fo`, store S21) writes its row under its origin
  *     with its timer rows, in its turn: only if it is accepted. The fast path never takes one
  *     (append-fast.ts F1), so every fork goes through here.
+ * R12. (Since `loom_append_8`.) The execution row keeps the principal of the batch that inserts
+ *     it and, from every batch that carries one (`sp`), what was spent (spi.ts S24); a batch
+ *     without leaves the row's as it was (append-routine-writes.ts SPENT_SETS).
  */
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { ERASURE_KIND } from "../append-check.ts";
@@ -74,6 +77,8 @@ import {
   EVENT_INSERT_COLUMNS,
   EVENT_RECORD,
   EVENT_VALUES,
+  SPENT_COLUMNS,
+  SPENT_SETS,
 } from "./append-routine-writes.ts";
 
 export { APPEND_ROUTINE } from "./tables.ts";
@@ -90,7 +95,8 @@ const quoted = (values: Iterable<string>) => [...values].map((v) => `'${v}'`).jo
  * fence, m meta text}: event-rows.ts EventCells), co/ce claimed lease owner and
  * expiry, r released lease owner, ss/sj snapshot sequence and state, nw/nk notice owner (who) and
  * kind, tc clear all own timer rows, td timer rows deleted ({e, t}), ts timer rows set ({e, t, a}),
- * fo/fp a fork's origin and fork point (S21).
+ * fo/fp a fork's origin and fork point (S21), pr principal, sp whether spent is carried,
+ * sc/su/st its cost, cost unknown and tokens (R12).
  * `x`, `f` and `h` are numeric: a fence or sequence number no row can hold refuses its batch only
  * (as a mismatch), and is never cast to BIGINT.
  */
@@ -161,6 +167,11 @@ function declarations(): string {
   statuses text[];
   fresh boolean[];
   flows text[];
+  principals text[];
+  spents boolean[];
+  costs float8[];
+  unknowns boolean[];
+  spent_tokens float8[];
   created bigint[];
   updated bigint[];
   -- ...and the accepted batches' events.
@@ -183,6 +194,11 @@ function lockRows(t: Tables): string {
     statuses := array_fill(NULL::text, ARRAY[cardinality(ids)]);
     fresh := array_fill(NULL::boolean, ARRAY[cardinality(ids)]);
     flows := array_fill(NULL::text, ARRAY[cardinality(ids)]);
+    principals := array_fill(NULL::text, ARRAY[cardinality(ids)]);
+    spents := array_fill(false, ARRAY[cardinality(ids)]);
+    costs := array_fill(NULL::float8, ARRAY[cardinality(ids)]);
+    unknowns := array_fill(NULL::boolean, ARRAY[cardinality(ids)]);
+    spent_tokens := array_fill(NULL::float8, ARRAY[cardinality(ids)]);
     created := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
     updated := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
     -- R2
@@ -203,7 +219,8 @@ function batchLoop(): string {
   return `  -- R3
   FOR b IN SELECT * FROM json_to_recordset(batches) AS q(i text, j int, x numeric, f numeric,
       s text, fl text, h numeric, a0 bigint, a1 bigint, e json, co text, ce bigint, r text,
-      ss bigint, sj text, nw text, nk text, tc boolean, td json, ts json, fo text, fp bigint)
+      ss bigint, sj text, nw text, nk text, tc boolean, td json, ts json, fo text, fp bigint,
+      pr text, sp boolean, sc float8, su boolean, st float8)
   LOOP
     k := k + 1;
     j := b.j;`;
@@ -223,7 +240,8 @@ function batchState(t: Tables): string {
       -- the row takes it (the next sequence number, no terminal status): that UPDATE locks and
       -- checks the row. Anything else reads the row locked, and is checked below.
       IF b.co IS NULL AND lease_fence = b.f THEN
-        UPDATE ${t.executions} AS x SET status = b.s, head = b.h, updated_at = b.a1
+        UPDATE ${t.executions} AS x SET status = b.s, head = b.h, updated_at = b.a1,
+          ${SPENT_SETS}
           WHERE x.id = b.i AND x.head = b.x - 1 AND x.status NOT IN (${terminal})
           RETURNING x.n INTO log_key;
         written := FOUND;
@@ -280,14 +298,21 @@ function batchCheck(): string {
 function writeAppended(t: Tables): string {
   return `  -- R4
   IF cardinality(appended_ids) > 0 THEN
-    UPDATE ${t.executions} AS x SET status = w.status, head = w.head, updated_at = w.updated
-      FROM unnest(ids, fresh, statuses, heads, updated) AS w(id, fresh, status, head, updated)
+    UPDATE ${t.executions} AS x SET status = w.status, head = w.head, updated_at = w.updated,
+        -- R12
+        cost_usd = CASE WHEN w.sp THEN w.cost ELSE x.cost_usd END,
+        cost_unknown = CASE WHEN w.sp THEN w.unknown ELSE x.cost_unknown END,
+        tokens = CASE WHEN w.sp THEN w.tokens ELSE x.tokens END
+      FROM unnest(ids, fresh, statuses, heads, updated, spents, costs, unknowns, spent_tokens)
+        AS w(id, fresh, status, head, updated, sp, cost, unknown, tokens)
       WHERE x.id = w.id AND NOT w.fresh AND w.updated IS NOT NULL;
     IF true = ANY(fresh) THEN
-      INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at)
-        SELECT w.id, w.flow, w.status, w.head, w.created, w.updated
-        FROM unnest(ids, fresh, flows, statuses, heads, created, updated)
-          AS w(id, fresh, flow, status, head, created, updated)
+      INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at, ${SPENT_COLUMNS})
+        SELECT w.id, w.flow, w.status, w.head, w.created, w.updated, w.principal, w.cost,
+          w.unknown, w.tokens
+        FROM unnest(ids, fresh, flows, statuses, heads, created, updated, principals, costs,
+            unknowns, spent_tokens)
+          AS w(id, fresh, flow, status, head, created, updated, principal, cost, unknown, tokens)
         WHERE w.fresh AND w.updated IS NOT NULL;
     END IF;
     -- R10: after the execution rows, whose keys they take.

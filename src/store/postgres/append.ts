@@ -80,6 +80,11 @@ interface SentBatch {
   /** A fork's origin and fork point (S21). */
   fo?: string;
   fp?: number;
+  pr?: string;
+  sp?: true;
+  sc?: number;
+  su?: true;
+  st?: number;
 }
 
 /** A batch the routine refused (R5): its place in the call, and what it was checked against. */
@@ -240,6 +245,13 @@ function toSent(b: AppendBatch): SentBatch {
     })),
   };
   if (b.flow !== undefined) row.fl = wellFormed(b.flow);
+  if (b.principal !== undefined) row.pr = wellFormed(b.principal);
+  if (b.spent) {
+    row.sp = true;
+    if (b.spent.costUsd !== undefined) row.sc = b.spent.costUsd;
+    if (b.spent.costUnknown) row.su = true;
+    if (b.spent.tokens !== undefined) row.st = b.spent.tokens;
+  }
   if (b.claimLease) {
     row.co = wellFormed(b.claimLease.owner);
     row.ce = b.claimLease.expiresAtMs;
@@ -292,6 +304,7 @@ function assertStorable(b: AppendBatch): void {
   const texts: (string | undefined)[] = [
     b.executionId,
     b.flow,
+    b.principal,
     b.status,
     b.releaseLease,
     b.claimLease?.owner,

@@ -23,6 +23,7 @@ import { tables, type Tables } from "./db.ts";
 import { freeAtSql, RUNNABLE_SQL } from "./tables.ts";
 import { wakeChannel } from "./wakes.ts";
 import { bareFenceSql, kindCodeSql } from "./event-rows.ts";
+import { kindCode } from "../kind-codes.ts";
 
 /**
  * Migration 4, leaner event rows (issue 23 item 3, event-rows.ts E1..E4): an execution's events
@@ -88,6 +89,67 @@ export function forksMembersPauses(t: Tables): string {
   );
   CREATE INDEX leases_by_owner ON ${t.leases} (owner, execution_id) WHERE owner IS NOT NULL;
   ALTER TABLE ${t.schedules} ADD COLUMN paused BOOLEAN NOT NULL DEFAULT false;
+  `;
+}
+
+/**
+ * Migration 6, the list's columns (spi.ts S24, issue 25 item 4): who started each execution and
+ * what it has spent, with the indexes a sorted or filtered list walks (list-sql.ts LS1). None is on `updated_at`, which every step writes: a step
+ * stays a HOT update, and a list sorted by it reads the executions rows and sorts them. Existing
+ * rows are filled from their logs, in SQL: the principal from sequence 0 (its payload, or the
+ * identity a subject-sealed start keeps in the clear in its meta), what was spent as the fold
+ * adds it, the deltas of RESOURCE_METERED and the resources of CHILD_DONE (each amount a number
+ * >= 0, kernel/resources.ts Q2). Text that is no JSON (a sealed or corrupt payload) is read as
+ * nothing, by a helper function dropped at the end. What a sealed payload holds, and what a
+ * chain's successor was carried, is not read: such a row shows it from its next metered batch.
+ */
+export function listColumns(t: Tables): string {
+  const json = t.executions.replace(/executions$/, "loom_migration_json");
+  const amount = (path: string) =>
+    `CASE WHEN jsonb_typeof(r #> '{${path}}') = 'number'
+       AND (r #>> '{${path}}')::numeric BETWEEN 0 AND 1e300
+      THEN (r #>> '{${path}}')::numeric::float8 END`;
+  return `
+  ALTER TABLE ${t.executions} ADD COLUMN principal TEXT COLLATE "C",
+    ADD COLUMN cost_usd DOUBLE PRECISION, ADD COLUMN cost_unknown BOOLEAN,
+    ADD COLUMN tokens DOUBLE PRECISION;
+  CREATE FUNCTION ${json}(t text) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $f$
+  BEGIN
+    RETURN t::jsonb;
+  EXCEPTION WHEN others THEN
+    RETURN NULL;
+  END $f$;
+  UPDATE ${t.executions} AS x SET principal = NULLIF(COALESCE(
+      CASE WHEN jsonb_typeof(p -> 'principal') = 'string' THEN p ->> 'principal' END,
+      CASE WHEN jsonb_typeof(m #> '{identity,principal}') = 'string'
+        THEN m #>> '{identity,principal}' END), '')
+    FROM (SELECT ev.x, ${json}(ev.payload) AS p, ${json}(ev.meta) AS m
+          FROM ${t.events} ev WHERE ev.seq = 0) AS s
+    WHERE s.x = x.n;
+  UPDATE ${t.executions} AS x SET cost_usd = s.cost, cost_unknown = s.unknown, tokens = s.tokens
+    FROM (
+      SELECT a.x, SUM(a.cost) AS cost, bool_or(a.unknown) AS unknown,
+        CASE WHEN COUNT(a.input) + COUNT(a.output) > 0
+          THEN COALESCE(SUM(a.input), 0) + COALESCE(SUM(a.output), 0) END AS tokens
+      FROM (
+        SELECT x, ${amount("costUsd")} AS cost, ${amount("tokens,input")} AS input,
+          ${amount("tokens,output")} AS output,
+          CASE WHEN r -> 'costUnknown' = 'true'::jsonb THEN true END AS unknown
+        FROM (
+          SELECT ev.x, CASE ev.kind WHEN ${kindCode("RESOURCE_METERED")} THEN j -> 'delta'
+            ELSE j #> '{outcome,resources}' END AS r
+          FROM ${t.events} ev, LATERAL (SELECT ${json}(ev.payload) AS j) AS parsed
+          WHERE ev.kind IN (${kindCode("RESOURCE_METERED")}, ${kindCode("CHILD_DONE")})
+        ) AS found
+        WHERE jsonb_typeof(r) = 'object'
+      ) AS a
+      GROUP BY a.x
+    ) AS s
+    WHERE s.x = x.n;
+  DROP FUNCTION ${json}(text);
+  CREATE INDEX executions_by_principal ON ${t.executions} (principal, id);
+  CREATE INDEX executions_by_created ON ${t.executions} (created_at, id);
+  CREATE INDEX executions_by_cost ON ${t.executions} ((coalesce(cost_usd, 0)), id);
   `;
 }
 
@@ -186,6 +248,7 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   `,
   leanEventRows,
   forksMembersPauses,
+  listColumns,
 ];
 
 /** Brings `schema` to the latest version (M1..M3); returns the versions it applied. */

@@ -7,7 +7,9 @@
 import type pg from "pg";
 import type { EventStore } from "../spi.ts";
 import { run, statement, type Tables } from "./db.ts";
-import { summaryOf, type ExecutionRow } from "../rows.ts";
+import { SPENT_COLUMNS, summaryOf, type ExecutionRow } from "../rows.ts";
+import { checkListQuery } from "../list-query.ts";
+import { listSql } from "../list-sql.ts";
 import { EVENT_ROW_COLUMNS, envelopeOfPgRow, type PgEventRow } from "./event-rows.ts";
 
 export function postgresReads(pool: pg.Pool, t: Tables): Omit<EventStore, "appendMany"> {
@@ -39,23 +41,19 @@ export function postgresReads(pool: pg.Pool, t: Tables): Omit<EventStore, "appen
     },
 
     async list(query = {}) {
-      const where: string[] = [];
+      const { sort, desc } = checkListQuery(query);
+      if (query.status?.length === 0) return [];
       const values: unknown[] = [];
       const param = (v: unknown) => {
         values.push(v);
         return `$${values.length}`;
       };
-      if (query.status) {
-        if (query.status.length === 0) return [];
-        where.push(`status = ANY(${param([...query.status])}::text[])`);
-      }
-      if (query.flow !== undefined) where.push(`flow = ${param(query.flow)}`);
-      if (query.afterId !== undefined) where.push(`id > ${param(query.afterId)}`);
+      const { where, orderBy } = listSql(query, sort, desc, param, "updated_at");
       const limit = query.limit === undefined ? null : Math.max(0, Math.floor(query.limit));
       const sql =
-        `SELECT id, flow, status, head, created_at, updated_at FROM ${t.executions}` +
+        `SELECT id, flow, status, head, created_at, updated_at, ${SPENT_COLUMNS} FROM ${t.executions}` +
         (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
-        ` ORDER BY id LIMIT ${param(limit)}`;
+        ` ORDER BY ${orderBy} LIMIT ${param(limit)}`;
       const { rows } = await run<ExecutionRow>(pool, { text: sql, values });
       return rows.map(summaryOf);
     },

@@ -16,9 +16,11 @@
  * release before, whose writes leave the flag true where it was (L4 says why that is safe).
  * Version 7 writes the lean event rows of migration 4 (R10) and keeps the flag as 6 does; the
  * earlier versions, which write the old rows, fail on a schema migrated past them (migrations.ts
- * `leanEventRows`). Version 8 also writes a fork's row under its origin (store S21, migration 5);
- * a schema upgraded from version 7 keeps `loom_append_7` for the processes of the release before,
- * whose forks get no row (their origin does not list them).
+ * `leanEventRows`). Version 8 also writes a fork's row under its origin (store S21, migration 5)
+ * and the list's columns (migration 6, R12); a schema upgraded from version 7 keeps
+ * `loom_append_7` for the processes of the release before, whose forks get no row (their origin
+ * does not list them) and whose appends leave the list's columns as they were (a row they start
+ * has no principal or spent until a batch of this release carries one).
  */
 export const APPEND_ROUTINE = "loom_append_8";
 

@@ -29,7 +29,7 @@ import type { Envelope, ExecutionStatus } from "../../kernel/events.ts";
 import { LoomError, ensureError } from "../../kernel/errors.ts";
 import { jsonText } from "../../kernel/json.ts";
 import { checkBatch, effectiveFence } from "../append-check.ts";
-import type { AppendBatch, AppendOutcome, EventStore, StoreHooks } from "../spi.ts";
+import type { AppendBatch, AppendOutcome, EventStore, Spent, StoreHooks } from "../spi.ts";
 import { hotEvents } from "./hot-events.ts";
 import { kindCell, metaCell } from "./row-codec.ts";
 import { snapshotCell } from "./snapshots.ts";
@@ -118,6 +118,15 @@ function checked(q: Statements, known: Map<string, Checked>, id: string): Checke
   return fresh;
 }
 
+/** S24: the row's cells of what was spent (all null when the batch carries none). */
+function spentCells(spent: Spent | undefined) {
+  return {
+    cost: spent?.costUsd ?? null,
+    unknown: spent?.costUnknown ? 1 : null,
+    tokens: spent?.tokens ?? null,
+  };
+}
+
 /** A4: a new integer key, from this connection's block (reserving the next one first if empty). */
 function newKey(q: Statements, keys: KeyBlock): number {
   if (keys.next === keys.end) {
@@ -146,9 +155,20 @@ function applyBatch(
   // An executions row and its key come together (migration 6 gave every older row one).
   const x = row.x ?? newKey(q, keys);
   if (row.x === undefined) {
-    q.insertExecution.run({ id, flow: b.flow ?? "", status: b.status, at0: first.at, x });
-  } else if (row.status !== b.status) {
-    q.setStatus.run({ id, status: b.status });
+    const principal = b.principal ?? null;
+    q.insertExecution.run({
+      id,
+      flow: b.flow ?? "",
+      status: b.status,
+      at0: first.at,
+      x,
+      principal,
+      ...spentCells(b.spent),
+    });
+  } else {
+    if (row.status !== b.status) q.setStatus.run({ id, status: b.status });
+    // S24: a batch that changed nothing spent writes nothing more.
+    if (b.spent) q.setSpent.run({ id, ...spentCells(b.spent) });
   }
   for (const e of b.events) {
     q.insertEvent.run(x, e.seq, kindCell(e.kind), e.at, jsonText(e.payload), metaCell(e.meta));

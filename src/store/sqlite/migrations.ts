@@ -1,3 +1,4 @@
+import { kindCode } from "../kind-codes.ts";
 import { kindCodeSql } from "./row-codec.ts";
 
 /** Migration 6 keeps an execution's events under its integer key (row-codec.ts C1..C3). */
@@ -154,4 +155,60 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX leases_by_owner ON leases (owner, execution_id) WHERE owner IS NOT NULL;
   ALTER TABLE schedules ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
   `,
+  listColumns(),
 ];
+
+/**
+ * The list's columns (spi.ts S24, issue 25 item 4): who started each execution and what it has
+ * spent, with the indexes a sorted or filtered list of many executions walks (list-sql.ts LS1).
+ * Existing rows are filled from their logs: the principal from sequence 0 (its payload, or the
+ * identity a subject-sealed start keeps in the clear in its meta); what was spent as the fold
+ * adds it, the deltas of RESOURCE_METERED and the resources of CHILD_DONE (each amount a number
+ * >= 0, as kernel/resources.ts Q2 reads them). What a sealed payload holds, and what a chain's
+ * successor was carried, is not read here: such a row shows it from its next metered batch on,
+ * which carries the whole total.
+ */
+function listColumns(): string {
+  const events = `(SELECT x, seq, kind, payload, meta FROM events
+    UNION ALL SELECT x, seq, kind, payload, meta FROM events_hot)`;
+  // Nested CASEs: SQLite does not promise to evaluate AND's terms in order, and json_extract
+  // of text that is no JSON is an error, not NULL.
+  const text = (cell: string, path: string) =>
+    `CASE WHEN json_valid(${cell}) THEN CASE WHEN json_type(${cell}, '${path}') = 'text'
+      THEN json_extract(${cell}, '${path}') END END`;
+  const amount = (r: string, path: string) =>
+    `CASE WHEN json_type(${r}, '${path}') IN ('integer', 'real') AND json_extract(${r}, '${path}') >= 0
+      THEN json_extract(${r}, '${path}') END`;
+  return `
+  ALTER TABLE executions ADD COLUMN principal TEXT;
+  ALTER TABLE executions ADD COLUMN cost_usd REAL;
+  ALTER TABLE executions ADD COLUMN cost_unknown INTEGER;
+  ALTER TABLE executions ADD COLUMN tokens INTEGER;
+  UPDATE executions SET principal = (
+    SELECT NULLIF(COALESCE(${text("ev.payload", "$.principal")},
+      ${text("ev.meta", "$.identity.principal")}), '')
+    FROM ${events} ev WHERE ev.x = executions.n AND ev.seq = 0);
+  WITH r AS (
+    SELECT ev.x, CASE WHEN NOT json_valid(ev.payload) THEN NULL
+      WHEN ev.kind = ${kindCode("RESOURCE_METERED")} THEN json_extract(ev.payload, '$.delta')
+      ELSE json_extract(ev.payload, '$.outcome.resources') END AS r
+    FROM ${events} ev
+    WHERE ev.kind IN (${kindCode("RESOURCE_METERED")}, ${kindCode("CHILD_DONE")})
+  ), a AS (
+    SELECT x, ${amount("r", "$.costUsd")} AS cost,
+      ${amount("r", "$.tokens.input")} AS input, ${amount("r", "$.tokens.output")} AS output,
+      CASE WHEN json_type(r, '$.costUnknown') = 'true' THEN 1 END AS unknown
+    FROM r WHERE CASE WHEN r IS NULL OR NOT json_valid(r) THEN 0 ELSE json_type(r) = 'object' END
+  ), s AS (
+    SELECT x, SUM(cost) AS cost, MAX(unknown) AS unknown,
+      CASE WHEN COUNT(input) + COUNT(output) > 0
+        THEN COALESCE(SUM(input), 0) + COALESCE(SUM(output), 0) END AS tokens
+    FROM a GROUP BY x
+  )
+  UPDATE executions SET cost_usd = s.cost, cost_unknown = s.unknown, tokens = s.tokens
+    FROM s WHERE s.x = executions.n;
+  CREATE INDEX executions_by_principal ON executions (principal, id);
+  CREATE INDEX executions_by_created ON executions (created_at, id);
+  CREATE INDEX executions_by_cost ON executions (coalesce(cost_usd, 0), id);
+  `;
+}

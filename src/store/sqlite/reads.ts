@@ -5,7 +5,9 @@
  */
 import type Database from "better-sqlite3";
 import type { EventStore, ListQuery } from "../spi.ts";
-import { summaryOf, type ExecutionRow } from "../rows.ts";
+import { SPENT_COLUMNS, summaryOf, type ExecutionRow } from "../rows.ts";
+import { checkListQuery } from "../list-query.ts";
+import { listSql } from "../list-sql.ts";
 import { envelopeOfRow } from "./row-codec.ts";
 import { headOfKey, type Statements } from "./statements.ts";
 
@@ -23,36 +25,41 @@ export function sqliteReads(db: Database.Database, q: Statements): Omit<EventSto
     },
 
     async list(query: ListQuery = {}) {
-      const where: string[] = [];
-      const args: (string | number)[] = [];
-      if (query.status) {
-        if (query.status.length === 0) return [];
-        where.push(`status IN (${query.status.map(() => "?").join(", ")})`);
-        args.push(...query.status);
-      }
-      if (query.flow !== undefined) {
-        where.push("flow = ?");
-        args.push(query.flow);
-      }
-      if (query.afterId !== undefined) {
-        where.push("id > ?");
-        args.push(query.afterId);
-      }
-      const sql =
-        "SELECT id, flow, status, created_at," +
-        ` ${headOfKey("n")} AS head,` +
-        // Appends go to events_hot only and a settle moves all of it, so an execution's hot
-        // rows, when it has any, are its newest: two index seeks, no sort.
-        " COALESCE((SELECT at FROM events_hot WHERE x = n ORDER BY seq DESC LIMIT 1)," +
-        " (SELECT at FROM events WHERE x = n ORDER BY seq DESC LIMIT 1)) AS updated_at" +
-        " FROM executions" +
-        (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
-        " ORDER BY id" +
-        (query.limit !== undefined ? ` LIMIT ${Math.max(0, Math.floor(query.limit))}` : "");
+      const statement = listStatement(query);
+      if (!statement) return [];
       return db
-        .prepare<(string | number)[], ExecutionRow>(sql)
-        .all(...args)
+        .prepare<unknown[], ExecutionRow>(statement.sql)
+        .all(...statement.args)
         .map(summaryOf);
     },
   };
 }
+
+/** The list's SQL and its arguments (S25), or undefined when nothing can match; exported for EXPLAIN. */
+export function listStatement(query: ListQuery): { sql: string; args: unknown[] } | undefined {
+  const { sort, desc } = checkListQuery(query);
+  if (query.status?.length === 0) return undefined;
+  const args: unknown[] = [];
+  const param = (v: unknown) => {
+    args.push(v);
+    return "?";
+  };
+  const { where, orderBy } = listSql(query, sort, desc, param, "updated_at");
+  const limit = query.limit === undefined ? "" : ` LIMIT ${Math.max(0, Math.floor(query.limit))}`;
+  // The last update is read from the events (no column an append would have to write): in a
+  // subquery, so that a sort or page by it can name it.
+  const sql =
+    `SELECT * FROM (SELECT id, flow, status, created_at, ${SPENT_COLUMNS},` +
+    ` ${headOfKey("n")} AS head, ${UPDATED_AT} AS updated_at FROM executions)` +
+    (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
+    ` ORDER BY ${orderBy}${limit}`;
+  return { sql, args };
+}
+
+/**
+ * SQL: an execution's last update. Appends go to events_hot only and a settle moves all of it,
+ * so an execution's hot rows, when it has any, are its newest: two index seeks, no sort.
+ */
+const UPDATED_AT =
+  "COALESCE((SELECT at FROM events_hot WHERE x = n ORDER BY seq DESC LIMIT 1)," +
+  " (SELECT at FROM events WHERE x = n ORDER BY seq DESC LIMIT 1))";

@@ -56,6 +56,7 @@ export interface Statements {
   reserveKeys: Stmt<[number], number>;
   insertExecution: Stmt;
   setStatus: Stmt;
+  setSpent: Stmt;
   insertEvent: Stmt;
   hotCount: Stmt<[], { n: number }>;
   settle: Stmt;
@@ -122,9 +123,14 @@ function eventStatements(db: Db) {
       )
       .pluck(),
     insertExecution: db.prepare(
-      "INSERT INTO executions (id, flow, status, created_at, n) VALUES (@id, @flow, @status, @at0, @x)",
+      `INSERT INTO executions (id, flow, status, created_at, n, principal, cost_usd, cost_unknown, tokens)
+       VALUES (@id, @flow, @status, @at0, @x, @principal, @cost, @unknown, @tokens)`,
     ),
     setStatus: db.prepare("UPDATE executions SET status = @status WHERE id = @id"),
+    /** S24: only a batch that carries `spent` runs it. */
+    setSpent: db.prepare(
+      "UPDATE executions SET cost_usd = @cost, cost_unknown = @unknown, tokens = @tokens WHERE id = @id",
+    ),
     insertEvent: db.prepare(
       "INSERT INTO events_hot (x, seq, kind, at, payload, meta) VALUES (?, ?, ?, ?, ?, ?)",
     ),

@@ -1,6 +1,6 @@
 /**
  * The one store conformance suite (STYLE 3): every store's test file calls
- * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S23 in `../spi.ts`
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S25 in `../spi.ts`
  * (S21 and S22 in `../spi-records.ts`; S17 and S18, a fleet's, are `runFleetConformance`'s:
  * fleet.ts).
  *
@@ -24,6 +24,7 @@ import { keysSuite } from "./keys.ts";
 import type { Harness } from "./helpers.ts";
 import { leaseSuite } from "./leases.ts";
 import { recordsSuite } from "./records.ts";
+import { listSortedSuite } from "./list-sorted.ts";
 import { retentionSuite } from "./retention.ts";
 import { scheduleSuite } from "./schedules.ts";
 import { snapshotSuite } from "./snapshots-and-reopen.ts";
@@ -70,6 +71,7 @@ export function runStoreConformance<S extends Store>(opts: StoreConformanceOptio
     appendSuite(h);
     batchExtrasSuite(h);
     crashAndListSuite(h);
+    listSortedSuite(h);
     leaseSuite(h);
     timerSuite(h);
     snapshotSuite(h);
