@@ -7,14 +7,14 @@
  * (http.ts H1); the client shows the message.
  */
 import type { ErrorData } from "../kernel/errors.ts";
-import type { CallKind, ExecutionStatus } from "../kernel/events.ts";
+import type { ExecutionStatus } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Budget, ResourceSnapshot } from "../kernel/resources.ts";
-import type { FrameStatus } from "../fold/state.ts";
-import type { LlmMessage, LlmToolCall, LlmUsage, PriceUsed } from "../providers/llm-core.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
 
 export type { ExecutionDetail, Projection, DetailSummary } from "./detail.ts";
+export type { StepAttempt, StepDetail } from "../analytics/step-detail.ts";
+export type { Conversation } from "../analytics/conversation.ts";
 export type { ExecutionStatus, Json, ErrorData, Budget, ResourceSnapshot };
 
 // ---- GET /api/executions -------------------------------------------------------------------
@@ -68,54 +68,11 @@ export interface Lineage {
 
 // ---- GET /api/executions/:id/call?call=<callId> ---------------------------------------------
 
-export interface StepAttempt {
-  attempt: number;
-  startedAtMs?: number;
-  endedAtMs?: number;
-  durationMs?: number;
-  error?: ErrorData;
-}
-
-export interface StepDetail {
-  callId: string;
-  kind: CallKind;
-  name: string;
-  scope: string;
-  status: FrameStatus;
-  input?: Json;
-  output?: Json;
-  error?: ErrorData;
-  attempts: StepAttempt[];
-  startedAtMs?: number;
-  endedAtMs?: number;
-  durationMs?: number;
-  /** What the call's metering added, and its price when priced. */
-  metering: ResourceSnapshot;
-  /** Every taint mark found in its input or output (kernel/taint.ts T4). */
-  taint: { where: "input" | "output"; path: string; source: string }[];
-  /** The call's payloads are sealed and this dashboard holds no key for them. */
-  sealed: boolean;
-  /** The sequence numbers of its events, oldest first. */
-  seqs: number[];
-  /** Where a fork re-runs this call: the sequence number just before its first start. */
-  forkAt?: number;
-  /** Present when the call is an LLM call (its input holds `messages`). */
-  llm?: Conversation;
-}
-
-export interface Conversation {
-  model?: string;
-  system?: string;
-  messages: LlmMessage[];
-  tools?: { name: string; description?: string }[];
-  /** The answer, once the call completed. */
-  answer?: { text: string; toolCalls: LlmToolCall[]; stopReason: string | null };
-  usage?: LlmUsage;
-  usageEstimated?: boolean;
-  price?: PriceUsed;
-  /** The call was cut by a budget mid-stream: the refusal's message. */
-  severed?: string;
-}
+// StepDetail, StepAttempt and Conversation are the pure projections' own types
+// (analytics/step-detail.ts, analytics/conversation.ts), which `loom show --step` prints too.
+// A call whose payloads are sealed with a key this dashboard does not hold answers
+// `{ callId, sealed: true, ... }` with nothing from the log: `kind` "step", `status` "sealed",
+// `name` and `scope` read from the call id, no input, output, attempts or sequence numbers.
 
 // ---- actions: POST /api/executions/:id/{cancel,resume,send,fork,rerun} ------------------------
 
