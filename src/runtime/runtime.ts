@@ -116,6 +116,10 @@ export class Runtime {
   get fencedRuns(): number {
     return this.state.fencedRuns;
   }
+  /** The flows registered here by name, and whether the background loop runs (the dashboard). */
+  get registered(): { flows: ReadonlyMap<string, Flow>; background: boolean } {
+    return { flows: this.state.flows, background: this.state.loop !== undefined };
+  }
 
   // ---- executions (verbs-executions.ts) ------------------------------------------------------
 
@@ -361,15 +365,12 @@ export class Runtime {
   }
 
   // ---- the runtime itself (runtime-state.ts) -------------------------------------------------
-
   close(): Promise<void> {
     return this.state.close();
   }
-
   report(e: unknown): void {
     this.state.report(e);
   }
-
   // The callbacks a run makes (RunHost, run.ts) are the state's: runs are driven with the state
   // as their host. They stay on the face so that its surface does not change.
   boundOutput(value: unknown, flowName: string): Json | undefined {

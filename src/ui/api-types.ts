@@ -6,13 +6,18 @@
  * Every endpoint answers an error as `{ error: { code, message } }` with its HTTP status
  * (http.ts H1); the client shows the message.
  */
+import type { BarsView } from "../analytics/bars.ts";
+import type { ChildTree } from "../analytics/child-tree.ts";
+import type { BudgetUsage } from "../analytics/resource-usage.ts";
+import type { TimelineRow } from "../analytics/timeline.ts";
 import type { ErrorData } from "../kernel/errors.ts";
-import type { ExecutionStatus } from "../kernel/events.ts";
+import type { Envelope, ExecutionStatus } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Budget, ResourceSnapshot } from "../kernel/resources.ts";
+import type { ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
+import type { ChainView } from "./relations.ts";
 
-export type { ExecutionDetail, Projection, DetailSummary } from "./detail.ts";
 export type { StepAttempt, StepDetail } from "../analytics/step-detail.ts";
 export type { Conversation } from "../analytics/conversation.ts";
 export type { ExecutionStatus, Json, ErrorData, Budget, ResourceSnapshot };
@@ -42,8 +47,38 @@ export interface ListAnswer {
 }
 
 // ---- GET /api/executions/:id (detail.ts) ------------------------------------------------------
-// ExecutionDetail (detail.ts) carries `lineage: Lineage` (lineage.ts) and `actions:
-// ApplicableActions` besides the projection, events, timeline, chain and children.
+
+export interface DetailSummary {
+  executionId: string;
+  flow: string;
+  status: ExecutionStatus;
+  head: number;
+  startedAtMs: number;
+  updatedAtMs: number;
+}
+
+/**
+ * What changes as the log grows: the part of a detail a live update (live.ts) carries again,
+ * its lineage and applicable actions included.
+ */
+export interface Projection {
+  summary: DetailSummary;
+  state: ExecutionState;
+  bars: BarsView;
+  resources: BudgetUsage[];
+  lineage: Lineage;
+  actions: ApplicableActions;
+}
+
+export interface ExecutionDetail extends Projection {
+  events: Envelope[];
+  timeline: TimelineRow[];
+  /** How many older events the answer left out (detail.ts D2). */
+  omittedEvents: number;
+  chain: ChainView | null;
+  children: ChildTree;
+  nowMs: number;
+}
 
 /** Which of the page's actions apply now (a read-only server: all false). */
 export interface ApplicableActions {
@@ -89,7 +124,10 @@ export interface RerunRequest {
   newId?: string;
 }
 
-/** What a fork or a rerun made: the new execution, its clock and its budget. */
+/**
+ * What a fork or a rerun made: the new execution, its clock and its budget, from its state.
+ * `deadlineMs` counts from `startedAtMs` (a fork's own clock base unless it kept its origin's).
+ */
 export interface MadeExecution {
   executionId: string;
   startedAtMs: number;
