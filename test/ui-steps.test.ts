@@ -1,6 +1,6 @@
 /**
  * The dashboard's step detail, lineage and applicable actions, fork, rerun and flows (issue 25
- * item 2, 3), over real runtimes and real HTTP with the token: ui/call.ts K1..K3,
+ * item 2, 3), over real runtimes and real HTTP with the token: ui/call.ts J1..J3,
  * ui/applicable.ts Y1..Y3, ui/made.ts M1..M4, detail.ts D4, routes.ts P2.
  */
 import { randomBytes } from "node:crypto";
@@ -104,7 +104,7 @@ const callPath = (id: string, callId: string) =>
 
 describe("GET /api/executions/:id/call (ui/call.ts)", () => {
   for (const kind of ["memory", "sqlite"] as const) {
-    it(`K1, K2: a retried step in full; 400 without a call, 404 for an unknown call or execution (${kind})`, async () => {
+    it(`J1, J2: a retried step in full; 400 without a call, 404 for an unknown call or execution (${kind})`, async () => {
       const dir = mkdtempSync(join(tmpdir(), "loom-ui-steps-"));
       open.push(async () => rmSync(dir, { recursive: true, force: true }));
       const store = kind === "memory" ? memoryStore() : sqliteStore(join(dir, "ui.db"));
@@ -133,7 +133,7 @@ describe("GET /api/executions/:id/call (ui/call.ts)", () => {
     });
   }
 
-  it("K3: a sealed call without the key says sealed and shows nothing of it; with the key it shows the content", async () => {
+  it("J3: a sealed call without the key says sealed and shows nothing of it; with the key it shows the content", async () => {
     const store = memoryStore();
     const codec = aesGcmCodec({ keys: { k1: randomBytes(32) }, currentKeyId: "k1" });
     const writer = createRuntime({ store, codec, closeStore: false });
@@ -200,6 +200,27 @@ describe("lineage and applicable actions (detail.ts D4, ui/applicable.ts)", () =
     expect(seen.body.lineage).toEqual({ forks: [] });
   });
 
+  it("Y3: a continued execution takes a send while its chain's head runs, and not once the head ended", async () => {
+    const hops = flow$("hops", async (ctx, gen: number | null) => {
+      if ((gen ?? 0) === 0) return ctx.continueAsNew(1);
+      return ctx.receive<string>();
+    });
+    const s = await serve({ runtime: { features: { continueAsNew: true } } });
+    s.runtime.registerFlow(hops);
+    await s.runtime.start(hops, null, { id: "hop" });
+    await until(
+      async () => (await s.runtime.getState("hop~1").catch(() => null))?.status === "parked",
+    );
+    const actions = async () =>
+      (await call<ExecutionDetail>(s, "/api/executions/hop")).body.actions;
+    expect((await s.runtime.getState("hop")).status).toBe("continued");
+    expect(await actions()).toMatchObject({ cancel: false, resume: false, send: true });
+    await s.runtime.cancel("hop~1");
+    expect(await actions()).toMatchObject({ cancel: false, send: false });
+    const lineage = (await call<ExecutionDetail>(s, "/api/executions/hop")).body.lineage;
+    expect(lineage.continuedTo).toBe("hop~1");
+  });
+
   it("Y1, D4: a read-only server applies no action; the live stream carries lineage and actions", async () => {
     const s = await serve({ readOnly: true });
     await s.runtime.start(parks, null, { id: "ro-1" });
@@ -245,6 +266,7 @@ describe("POST fork and rerun, GET /api/flows (ui/made.ts)", () => {
       { atSequence: 1, budget: { tokens: 5000 } }, // raises the origin's limit (fork.ts V6)
       { atSequence: 1, budget: { token: 10 } }, // a misspelled dimension
       { atSequence: 1, newId: "bad id with spaces" },
+      { atSequence: 999 }, // past the log's end: the runtime's refusal (fork.ts V4)
     ]) {
       const refused = await call(s, "/api/executions/src-1/fork", bad);
       expect(refused.status, JSON.stringify(bad)).toBe(400);

@@ -2,12 +2,12 @@
  * `GET /api/executions/:id/call?call=<callId>`: one call of an execution in full (api-types.ts
  * StepDetail), the projection `loom show --step` prints (analytics/step-detail.ts).
  *
- * Invariants (tests cite K1..K3):
- * K1. No `call` (or an empty one) is a 400; a call the execution's state has no frame of is a
+ * Invariants (tests cite J1..J3):
+ * J1. No `call` (or an empty one) is a 400; a call the execution's state has no frame of is a
  *     404, like an unknown execution.
- * K2. The log and the state are read as the execution page reads them (detail.ts D1): through
+ * J2. The log and the state are read as the execution page reads them (detail.ts D1): through
  *     the runtime, as an anonymous caller, so another principal's execution is refused.
- * K3. A log sealed with a key this runtime does not hold (CodecKeyError) is never opened: the
+ * J3. A log sealed with a key this runtime does not hold (CodecKeyError) is never opened: the
  *     answer says `sealed: true` and carries nothing read from the log, only what the call id
  *     says (its name and scope). With the key, the runtime opens the log and the call shows in
  *     full: whoever holds the access token is trusted with the dashboard's keys (server.ts S1).
@@ -38,7 +38,7 @@ export async function callDetail(
     if ((await runtime.store.head(id)) < 0) {
       throw new ExecutionNotFoundError(`execution "${id}" not found`, { executionId: id });
     }
-    return sealedCall(callId); // K3
+    return sealedCall(callId); // J3
   }
   if (detail === undefined) {
     throw new HttpRefusal(404, "LOOM_NOT_FOUND", `execution "${id}" has no call "${callId}"`);
@@ -46,7 +46,7 @@ export async function callDetail(
   return detail;
 }
 
-/** K3: what a sealed call shows: its id, and the name and scope the id gives. */
+/** J3: what a sealed call shows: its id, and the name and scope the id gives. */
 export function sealedCall(callId: string): StepDetail {
   const head = stepHeadOf(callId);
   return {
