@@ -172,6 +172,23 @@ describe("lineage and applicable actions (detail.ts D4, ui/applicable.ts)", () =
       rerun: true,
     });
     release();
+    // A suspend waits in one branch while a step runs in the other: still inside a step.
+    const both = flow$("both", async (ctx) =>
+      ctx.parallel([
+        async (c) => c.suspend<string>({ timeout: 3_600_000 }),
+        async (c) => c.run("waits", () => new Promise<string>((r) => (release = () => r("x")))),
+      ]),
+    );
+    s.runtime.registerFlow(both);
+    await s.runtime.start(both, null, { id: "both-1" });
+    await until(async () => {
+      const st = await s.runtime.getState("both-1");
+      return st.inFlight === 1 && st._openSuspends.length === 1;
+    });
+    expect((await actions("both-1")).resume).toBe(false);
+    release();
+    await until(async () => (await s.runtime.getState("both-1")).status === "parked");
+    expect((await actions("both-1")).resume).toBe(true);
     await s.runtime.start(parks, null, { id: "parks-1" });
     await until(async () => (await s.runtime.getState("parks-1")).status === "parked");
     expect((await actions("parks-1")).resume).toBe(true);
