@@ -12,6 +12,7 @@
  * | worker        | here: "a worker recovers ..."; cli-send-fork-ui: "fork records a copy ..."   |
  * | ls            | here: "ls lists executions ...", "ls filters by --flow and pages ..."        |
  * | show          | here: "show prints the folded state ...", "show --json prints ..."           |
+ * |               | cli-show-calls.test.ts: "--step prints a call in full ...", "--llm ..."      |
  * | resume        | here: "a parked run says how to resume it ..."                               |
  * | serve         | remote.test.ts: "loom serve: prints its URL, answers /health ..."            |
  * | cancel        | here: "loom cancel stops a running loom run and records why"                 |
@@ -21,6 +22,7 @@
  * | send          | cli-send-fork-ui.test.ts: "send posts to the inbox a loom run receives ..."  |
  * | fork          | cli-send-fork-ui.test.ts: "fork records a copy a worker drives on, ..."      |
  * | ui            | cli-send-fork-ui.test.ts: "loom ui serves the executions until SIGTERM; ..." |
+ * |               | cli-show-calls.test.ts: "registers the module's flows: ..." (--module)       |
  *
  * On PostgreSQL, test/cli-postgres.pg.test.ts runs worker, ls and show with `--pg`.
  */

@@ -151,12 +151,15 @@ describe("the token on every route (auth.ts A1, routes.ts P3)", () => {
       cancel: { reason: "signed in" },
       resume: { payload: { approved: false } },
       send: { message: "hello" },
+      fork: { atSequence: 0, newId: "pay-1-fork" },
+      rerun: { newId: "pay-1-again" },
     };
+    const queries: Record<string, string> = { "/api/executions/:id/call": "?call=suspend%230" };
     for (const r of UI_ROUTES) {
       const action = r.write === true ? (r.path.split("/").at(-1) ?? "") : "";
       const schedule = r.path.startsWith("/api/schedules/");
       const id = schedule ? "nightly" : ({ cancel: "pay-2", send: "pay-3" }[action] ?? "pay-1");
-      const got = await fetch(`${ui.url}${pathOf(r, id)}`, {
+      const got = await fetch(`${ui.url}${pathOf(r, id)}${queries[r.path] ?? ""}`, {
         method: r.methods[0],
         redirect: "manual",
         headers: { cookie, "content-type": "application/json" },

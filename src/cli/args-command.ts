@@ -61,7 +61,15 @@ export type Command =
       after?: string;
       json: boolean;
     })
-  | (Common & { name: "show"; id: string; json: boolean })
+  | (Common & {
+      name: "show";
+      id: string;
+      json: boolean;
+      /** One call's detail: a call id, or a step name (every call of that name). */
+      step?: string;
+      /** The LLM calls as conversations. */
+      llm?: boolean;
+    })
   | (Common & { name: "resume"; id: string; payload: unknown })
   | (Common & { name: "cancel"; id: string; reason?: string })
   | (Common & {
@@ -94,6 +102,8 @@ export type Command =
       tokenFile?: string;
       /** Serve no cancel, resume or send (src/ui/server.ts S5). */
       readOnly: boolean;
+      /** The user's module: its flows are registered, so the dashboard can rerun and drive them. */
+      module?: string;
     });
 
 /** Every command but `help`: each has a line of the flag table and a parser. */

@@ -44,7 +44,9 @@ type OptionName =
   | "key"
   | "module"
   | "budget"
-  | "keep-deadline";
+  | "keep-deadline"
+  | "step"
+  | "llm";
 
 /** The flags `checkFlags` looks at, in the order it looks at them. */
 const CHECKED = [
@@ -80,6 +82,8 @@ const CHECKED = [
   "module",
   "budget",
   "keep-deadline",
+  "step",
+  "llm",
 ] as const;
 
 /** The line, split into flags and positionals; a flag `parseArgs` does not know is a UsageError. */
@@ -125,6 +129,8 @@ export function parseFlags(argv: readonly string[]) {
         module: { type: "string" },
         budget: { type: "string" },
         "keep-deadline": { type: "boolean" },
+        step: { type: "string" },
+        llm: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -171,7 +177,7 @@ const ALLOWED: Record<CommandName, CommandSpec> = {
       "json",
     ],
   },
-  show: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "json"] },
+  show: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "json", "step", "llm"] },
   resume: { positionals: [1, 2], options: ["db", "pg", "pg-schema"] },
   cancel: { positionals: [1, 1], options: ["db", "pg", "pg-schema", "reason"] },
   schedules: { positionals: [0, 2], options: ["db", "pg", "pg-schema", "json"] },
@@ -184,7 +190,10 @@ const ALLOWED: Record<CommandName, CommandSpec> = {
   },
   ui: {
     positionals: [0, 0],
-    options: ["db", "pg", "pg-schema", "port", "host", "allow-host", "token-file", "read-only"],
+    options: [
+      ...["db", "pg", "pg-schema", "port", "host", "allow-host", "token-file", "read-only"],
+      "module",
+    ] as OptionName[],
   },
 };
 
@@ -195,7 +204,7 @@ export const SIGNATURES: Record<CommandName, string> = {
   serve:
     "loom serve <module> --port N (--secret-env NAME | --secret-file PATH) [--host H] [--worker-id ID] [--tls-cert FILE --tls-key FILE] [--max-active N] [--max-connections N] [--max-unverified-bytes N] [--request-timeout-ms N]",
   ls: "loom ls [--status S[,S]] [--flow NAME] [--limit N] [--after ID] [--json]",
-  show: "loom show <id> [--json]",
+  show: "loom show <id> [--step NAME | --llm] [--json]",
   resume: "loom resume <id> [JSON]",
   cancel: "loom cancel <id> [--reason TEXT]",
   schedules: "loom schedules [--json] | loom schedules pause|resume <name>",
@@ -203,7 +212,7 @@ export const SIGNATURES: Record<CommandName, string> = {
   "erase-subject": "loom erase-subject <subject> --yes [--json]",
   send: "loom send <id> <JSON> [--topic T] [--key K]",
   fork: "loom fork <id> <seq> [--id NEW] [--budget JSON] [--keep-deadline] [--module M [--quiet]]",
-  ui: "loom ui [--port N] [--host H] [--allow-host NAME[,NAME]] [--token-file PATH] [--read-only]",
+  ui: "loom ui [--port N] [--host H] [--allow-host NAME[,NAME]] [--token-file PATH] [--read-only] [--module M]",
 };
 
 export function isCommandName(name: string): name is CommandName {

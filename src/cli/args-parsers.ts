@@ -81,12 +81,7 @@ export const PARSERS: Record<CommandName, Parser> = {
   }),
   fork: parseFork,
   ui: parseUi,
-  show: ({ values, where, arg }) => ({
-    name: "show",
-    ...where,
-    id: arg(0),
-    json: values.json ?? false,
-  }),
+  show: parseShow,
   schedules: ({ values, where, rest }) => {
     const json = values.json ?? false;
     const [verb, name] = rest;
@@ -162,6 +157,22 @@ function parseFork({ values, where, arg }: Line): Command {
   };
 }
 
+function parseShow({ values, where, arg }: Line): Command {
+  if (values.step !== undefined && values.llm === true) {
+    throw new UsageError("--step and --llm show different things: give one of them");
+  }
+  return {
+    name: "show",
+    ...where,
+    id: arg(0),
+    json: values.json ?? false,
+    ...(values.step === undefined
+      ? {}
+      : { step: nonEmpty(values.step, "--step", "a call id or step name") }),
+    llm: values.llm === true,
+  };
+}
+
 function parseUi({ values, where }: Line): Command {
   const host = values.host ?? "127.0.0.1";
   if (host === "") throw new UsageError("--host needs a host name or address");
@@ -186,6 +197,9 @@ function parseUi({ values, where }: Line): Command {
       ? {}
       : { tokenFile: nonEmpty(tokenFile, "--token-file", "a path") }),
     readOnly: values["read-only"] === true,
+    ...(values.module === undefined
+      ? {}
+      : { module: nonEmpty(values.module, "--module", "a module path") }),
   };
 }
 

@@ -18,6 +18,12 @@ commands:
                          list executions by id, optionally only those with these statuses or
                          of this flow; --limit N and --after ID page through them
   show <id> [--json]     an execution's folded state and the timeline of its log
+  show <id> --step NAME [--json]
+                         one call in full (a call id, or every call of a step name): input,
+                         output or error, attempts, metering and price, taint marks
+  show <id> --llm [--json]
+                         the execution's LLM calls as conversations: system, messages, tool
+                         calls, the answer, tokens, price, and whether a budget severed it
   resume <id> [JSON]     answer an execution's suspend with a JSON payload
   send <id> <JSON> [--topic T] [--key K]
                          post a message to the inbox of the execution's chain (ctx.receive);
@@ -47,11 +53,12 @@ commands:
   erase-subject <subject> --yes [--json]
                          make a data subject's payloads unrecoverable: cancel its live
                          executions, record the erasure, destroy its key (irreversible)
-  ui [--port N] [--host H] [--allow-host NAME[,NAME]] [--token-file PATH] [--read-only]
+  ui [--port N] [--host H] [--allow-host NAME[,NAME]] [--token-file PATH] [--read-only] [--module M]
                          serve the web UI on http://H:N (default 127.0.0.1:${DEFAULT_UI_PORT}; 0: any
                          free port) until SIGINT or SIGTERM; prints its URL and, unless the
                          token comes from --token-file or LOOM_UI_TOKEN_FILE, a sign-in URL
-                         holding a new access token; --read-only: no cancel, resume or send
+                         holding a new access token; --read-only: no cancel, resume or send;
+                         --module M: its flows can be rerun and driven from the page
 
 options:
   --db PATH              the SQLite database (default ${DEFAULT_DB})

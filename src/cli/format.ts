@@ -210,7 +210,7 @@ export function shellQuote(word: string): string {
   return /^[A-Za-z0-9._:/@+=,%-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
-function columns(rows: readonly (readonly string[])[], indent = ""): string {
+export function columns(rows: readonly (readonly string[])[], indent = ""): string {
   const widths: number[] = [];
   for (const row of rows) {
     row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
@@ -220,11 +220,11 @@ function columns(rows: readonly (readonly string[])[], indent = ""): string {
   return rows.map((row) => `${indent}${line(row)}`.trimEnd()).join("\n");
 }
 
-function iso(ms: number): string {
+export function iso(ms: number): string {
   return Number.isFinite(ms) ? new Date(ms).toISOString() : String(ms);
 }
 
-function brief(value: unknown, max = 200): string {
+export function brief(value: unknown, max = 200): string {
   if (value === undefined) return "nothing";
   const text = JSON.stringify(value);
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;

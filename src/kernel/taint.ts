@@ -109,31 +109,38 @@ export function untaint(v: unknown): unknown {
  * throws while being read (a Proxy, a getter) ends the search. Never throws.
  */
 export function findTaint(v: unknown): TaintFinding | undefined {
+  return findAllTaint(v, 1)[0];
+}
+
+/**
+ * Every mark inside `v`, in `findTaint`'s order, at most `max` of them (T4): what a person
+ * reading a step's input or output is shown. A mark's own content is not looked into: `taint`
+ * escapes it (T2), so a mark is never inside another one that `taint` made.
+ */
+export function findAllTaint(v: unknown, max = 100): TaintFinding[] {
+  const found: TaintFinding[] = [];
   const seen = new Set<object>();
-  const walk = (x: unknown, path: string, depth: number): TaintFinding | undefined => {
-    if (x === null || typeof x !== "object") return undefined;
-    if (isTainted(x)) return { path, source: sourceOf(x) };
-    if (depth >= MAX_DEPTH || seen.has(x)) return undefined;
+  const walk = (x: unknown, path: string, depth: number): void => {
+    if (found.length >= max || x === null || typeof x !== "object") return;
+    if (isTainted(x)) {
+      found.push({ path, source: sourceOf(x) });
+      return;
+    }
+    if (depth >= MAX_DEPTH || seen.has(x)) return;
     seen.add(x);
     if (Array.isArray(x)) {
-      for (let i = 0; i < x.length; i++) {
-        const found = walk(x[i], `${path}[${i}]`, depth + 1);
-        if (found) return found;
-      }
-      return undefined;
+      for (let i = 0; i < x.length; i++) walk(x[i], `${path}[${i}]`, depth + 1);
+      return;
     }
-    if (!isPlain(x)) return undefined;
-    for (const key of Object.keys(x)) {
-      const found = walk(ownValue(x, key), `${path}.${key}`, depth + 1);
-      if (found) return found;
-    }
-    return undefined;
+    if (!isPlain(x)) return;
+    for (const key of Object.keys(x)) walk(ownValue(x, key), `${path}.${key}`, depth + 1);
   };
   try {
-    return walk(v, "$", 0);
+    walk(v, "$", 0);
   } catch {
-    return undefined;
+    // T4: a value that throws while being read ends the search; what was found stands.
   }
+  return found;
 }
 
 /** A taint source as an option gives it: a string of 1 to MAX_TAINT_SOURCE_LENGTH characters. */

@@ -83,6 +83,10 @@ export class Runtime extends RuntimeFace {
   constructor(options: RuntimeOptions) {
     super(new RuntimeState(options, WIRING));
   }
+  /** The flows registered here by name, and whether the background loop runs (the dashboard). */
+  get registered(): { flows: ReadonlyMap<string, Flow>; background: boolean } {
+    return { flows: this.state.flows, background: this.state.loop !== undefined };
+  }
 
   // ---- executions (verbs-executions.ts) ------------------------------------------------------
 
@@ -357,11 +361,9 @@ export class Runtime extends RuntimeFace {
   }
 
   // ---- the runtime itself (runtime-state.ts) -------------------------------------------------
-
   close(): Promise<void> {
     return this.state.close();
   }
-
   report(e: unknown): void {
     this.state.report(e);
   }

@@ -6,15 +6,20 @@
  * Every endpoint answers an error as `{ error: { code, message } }` with its HTTP status
  * (http.ts H1); the client shows the message.
  */
+import type { BarsView } from "../analytics/bars.ts";
+import type { ChildTree } from "../analytics/child-tree.ts";
+import type { BudgetUsage } from "../analytics/resource-usage.ts";
+import type { TimelineRow } from "../analytics/timeline.ts";
 import type { ErrorData } from "../kernel/errors.ts";
-import type { CallKind, ExecutionStatus } from "../kernel/events.ts";
+import type { Envelope, ExecutionStatus } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
 import type { Budget, ResourceSnapshot } from "../kernel/resources.ts";
-import type { FrameStatus } from "../fold/state.ts";
-import type { LlmMessage, LlmToolCall, LlmUsage, PriceUsed } from "../providers/llm-core.ts";
+import type { ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
+import type { ChainView } from "./relations.ts";
 
-export type { ExecutionDetail, Projection, DetailSummary } from "./detail.ts";
+export type { StepAttempt, StepDetail } from "../analytics/step-detail.ts";
+export type { Conversation } from "../analytics/conversation.ts";
 export type { ExecutionStatus, Json, ErrorData, Budget, ResourceSnapshot };
 
 // ---- GET /api/executions -------------------------------------------------------------------
@@ -42,8 +47,38 @@ export interface ListAnswer {
 }
 
 // ---- GET /api/executions/:id (detail.ts) ------------------------------------------------------
-// ExecutionDetail (detail.ts) carries `lineage: Lineage` (lineage.ts) and `actions:
-// ApplicableActions` besides the projection, events, timeline, chain and children.
+
+export interface DetailSummary {
+  executionId: string;
+  flow: string;
+  status: ExecutionStatus;
+  head: number;
+  startedAtMs: number;
+  updatedAtMs: number;
+}
+
+/**
+ * What changes as the log grows: the part of a detail a live update (live.ts) carries again,
+ * its lineage and applicable actions included.
+ */
+export interface Projection {
+  summary: DetailSummary;
+  state: ExecutionState;
+  bars: BarsView;
+  resources: BudgetUsage[];
+  lineage: Lineage;
+  actions: ApplicableActions;
+}
+
+export interface ExecutionDetail extends Projection {
+  events: Envelope[];
+  timeline: TimelineRow[];
+  /** How many older events the answer left out (detail.ts D2). */
+  omittedEvents: number;
+  chain: ChainView | null;
+  children: ChildTree;
+  nowMs: number;
+}
 
 /** Which of the page's actions apply now (a read-only server: all false). */
 export interface ApplicableActions {
@@ -68,54 +103,11 @@ export interface Lineage {
 
 // ---- GET /api/executions/:id/call?call=<callId> ---------------------------------------------
 
-export interface StepAttempt {
-  attempt: number;
-  startedAtMs?: number;
-  endedAtMs?: number;
-  durationMs?: number;
-  error?: ErrorData;
-}
-
-export interface StepDetail {
-  callId: string;
-  kind: CallKind;
-  name: string;
-  scope: string;
-  status: FrameStatus;
-  input?: Json;
-  output?: Json;
-  error?: ErrorData;
-  attempts: StepAttempt[];
-  startedAtMs?: number;
-  endedAtMs?: number;
-  durationMs?: number;
-  /** What the call's metering added, and its price when priced. */
-  metering: ResourceSnapshot;
-  /** Every taint mark found in its input or output (kernel/taint.ts T4). */
-  taint: { where: "input" | "output"; path: string; source: string }[];
-  /** The call's payloads are sealed and this dashboard holds no key for them. */
-  sealed: boolean;
-  /** The sequence numbers of its events, oldest first. */
-  seqs: number[];
-  /** Where a fork re-runs this call: the sequence number just before its first start. */
-  forkAt?: number;
-  /** Present when the call is an LLM call (its input holds `messages`). */
-  llm?: Conversation;
-}
-
-export interface Conversation {
-  model?: string;
-  system?: string;
-  messages: LlmMessage[];
-  tools?: { name: string; description?: string }[];
-  /** The answer, once the call completed. */
-  answer?: { text: string; toolCalls: LlmToolCall[]; stopReason: string | null };
-  usage?: LlmUsage;
-  usageEstimated?: boolean;
-  price?: PriceUsed;
-  /** The call was cut by a budget mid-stream: the refusal's message. */
-  severed?: string;
-}
+// StepDetail, StepAttempt and Conversation are the pure projections' own types
+// (analytics/step-detail.ts, analytics/conversation.ts), which `loom show --step` prints too.
+// A call whose payloads are sealed with a key this dashboard does not hold answers
+// `{ callId, sealed: true, ... }` with nothing from the log: `kind` "step", `status` "sealed",
+// `name` and `scope` read from the call id, no input, output, attempts or sequence numbers.
 
 // ---- actions: POST /api/executions/:id/{cancel,resume,send,fork,rerun} ------------------------
 
@@ -132,7 +124,10 @@ export interface RerunRequest {
   newId?: string;
 }
 
-/** What a fork or a rerun made: the new execution, its clock and its budget. */
+/**
+ * What a fork or a rerun made: the new execution, its clock and its budget, from its state.
+ * `deadlineMs` counts from `startedAtMs` (a fork's own clock base unless it kept its origin's).
+ */
 export interface MadeExecution {
   executionId: string;
   startedAtMs: number;

@@ -10,45 +10,24 @@
  *     its newest events and their rows, and says how many it left out.
  * D3. `nowMs` is the runtime clock's time when the answer was made: a page draws running bars
  *     up to it, not up to the browser's clock.
+ * D4. The answer carries the execution's lineage (lineage.ts) and the actions that apply to it
+ *     now (applicable.ts Y1..Y3), computed from the same state; a live update carries them too.
  */
-import { executionBars, type BarsView } from "../analytics/bars.ts";
-import { resourceUsage, type BudgetUsage } from "../analytics/resource-usage.ts";
-import { timeline, type TimelineRow } from "../analytics/timeline.ts";
+import { executionBars } from "../analytics/bars.ts";
+import { resourceUsage } from "../analytics/resource-usage.ts";
+import { timeline } from "../analytics/timeline.ts";
 import { fold } from "../fold/fold.ts";
 import type { ExecutionState } from "../fold/state.ts";
-import type { Envelope, ExecutionStatus } from "../kernel/events.ts";
+import type { Envelope } from "../kernel/events.ts";
 import type { Runtime } from "../runtime/runtime.ts";
-import type { ChildTree } from "../analytics/child-tree.ts";
-import { chainView, childrenView, type ChainView } from "./relations.ts";
+import type { ExecutionDetail, Projection } from "./api-types.ts";
+import { applicableActions } from "./applicable.ts";
+import { lineageOf } from "./lineage.ts";
+import { chainView, childrenView } from "./relations.ts";
 
 export const MAX_EVENTS_SHOWN = 1000;
 
-export interface DetailSummary {
-  executionId: string;
-  flow: string;
-  status: ExecutionStatus;
-  head: number;
-  startedAtMs: number;
-  updatedAtMs: number;
-}
-
-/** What changes as the log grows: the part of a detail a live update carries again. */
-export interface Projection {
-  summary: DetailSummary;
-  state: ExecutionState;
-  bars: BarsView;
-  resources: BudgetUsage[];
-}
-
-export interface ExecutionDetail extends Projection {
-  events: Envelope[];
-  timeline: TimelineRow[];
-  /** How many older events the answer left out (D2). */
-  omittedEvents: number;
-  chain: ChainView | null;
-  children: ChildTree;
-  nowMs: number;
-}
+export type { DetailSummary, ExecutionDetail, Projection } from "./api-types.ts";
 
 /** Folds the events of `events` that follow `state` onto it (D1); returns it. */
 export function catchUp(state: ExecutionState, events: readonly Envelope[]): ExecutionState {
@@ -56,7 +35,13 @@ export function catchUp(state: ExecutionState, events: readonly Envelope[]): Exe
   return state;
 }
 
-export function projectionOf(state: ExecutionState, events: readonly Envelope[]): Projection {
+/** The projection of `state` and its log, with its lineage and what the page may do (Y1..Y3). */
+export async function projectionOf(
+  runtime: Runtime,
+  state: ExecutionState,
+  events: readonly Envelope[],
+  readOnly: boolean,
+): Promise<Projection> {
   return {
     summary: {
       executionId: state.executionId,
@@ -69,10 +54,16 @@ export function projectionOf(state: ExecutionState, events: readonly Envelope[])
     state,
     bars: executionBars(events, state),
     resources: resourceUsage(state),
+    lineage: await lineageOf(runtime, state),
+    actions: await applicableActions(runtime, state, events, readOnly),
   };
 }
 
-export async function executionDetail(runtime: Runtime, id: string): Promise<ExecutionDetail> {
+export async function executionDetail(
+  runtime: Runtime,
+  id: string,
+  readOnly = false,
+): Promise<ExecutionDetail> {
   const loaded = await runtime.getState(id);
   const events = await runtime.readLog(id);
   const state = catchUp(loaded, events);
@@ -80,7 +71,7 @@ export async function executionDetail(runtime: Runtime, id: string): Promise<Exe
   const shown = Math.min(events.length, MAX_EVENTS_SHOWN);
   const chain = await chainView(runtime, state);
   return {
-    ...projectionOf(state, events),
+    ...(await projectionOf(runtime, state, events, readOnly)),
     events: events.slice(events.length - shown),
     timeline: rows.slice(rows.length - shown),
     omittedEvents: events.length - shown,

@@ -3,7 +3,7 @@
  *
  * Each `update` event carries the events from `from` on that the client has not had (with their
  * timeline rows) and the projection they change (summary and status, folded state, bars,
- * resources) and `nowMs`; its SSE id is the last sequence number sent, so a reconnecting
+ * resources, lineage and applicable actions: detail.ts D4) and `nowMs`; its SSE id is the last sequence number sent, so a reconnecting
  * EventSource (`Last-Event-ID`) resumes after it. An `end` event follows once the execution has
  * ended and everything was sent; then the stream closes.
  *
@@ -46,6 +46,7 @@ export class LiveStreams {
     from: number | undefined,
     req: IncomingMessage,
     res: ServerResponse,
+    readOnly = false,
   ): Promise<void> {
     if (this.open.size >= MAX_STREAMS) {
       throw new HttpRefusal(503, "LOOM_TOO_MANY_STREAMS", `at most ${MAX_STREAMS} live streams`);
@@ -76,14 +77,15 @@ export class LiveStreams {
     this.open.add(stop);
     res.on("close", stop);
     /** Sends what is new; false once the stream ended with the execution. */
-    const flush = (): boolean => {
+    const flush = async (): Promise<boolean> => {
       if (res.writableLength > MAX_BUFFERED_BYTES) {
         stop(); // E5: the client stopped reading
         return false;
       }
       const fresh = newSince(events, sent);
       if (fresh.length > 0) {
-        const update = updateOf(runtime, state, events, fresh);
+        const update = await updateOf(runtime, state, events, fresh, readOnly);
+        if (!this.open.has(stop)) return false;
         sent = fresh[fresh.length - 1]?.seq ?? sent;
         res.write(`event: update\nid: ${sent}\ndata: ${JSON.stringify(update)}\n\n`);
       }
@@ -103,7 +105,7 @@ export class LiveStreams {
           const tail = await runtime.store.read(id, last + 1);
           events.push(...tail);
           catchUp(state, tail);
-          if (!this.open.has(stop) || !flush()) return;
+          if (!this.open.has(stop) || !(await flush())) return;
         }
         if (performance.now() - lastBeatMs >= HEARTBEAT_MS) {
           res.write(": ping\n\n");
@@ -114,7 +116,7 @@ export class LiveStreams {
       }
       timer = setTimeout(() => void poll(), this.pollMs);
     };
-    if (flush()) timer = setTimeout(() => void poll(), this.pollMs);
+    if (await flush()) timer = setTimeout(() => void poll(), this.pollMs);
   }
 
   /** E4 */
@@ -123,15 +125,16 @@ export class LiveStreams {
   }
 }
 
-function updateOf(
+async function updateOf(
   runtime: Runtime,
   state: ExecutionState,
   events: readonly Envelope[],
   fresh: readonly Envelope[],
-): unknown {
+  readOnly: boolean,
+): Promise<unknown> {
   const rows = timeline(events);
   return {
-    ...projectionOf(state, events),
+    ...(await projectionOf(runtime, state, events, readOnly)),
     events: fresh,
     timeline: rows.slice(rows.length - fresh.length),
     nowMs: runtime.clock.now(),

@@ -17,11 +17,13 @@ import { ACTIONS, runAction } from "./actions.ts";
 import { APP_CSS } from "./assets/styles.ts";
 import { APP_JS } from "./assets/app.ts";
 import { SIGN_IN_PATH } from "./auth.ts";
+import { callDetail } from "./call.ts";
 import { executionDetail } from "./detail.ts";
 import { fleetAnswer, schedulesAnswer, setSchedulePaused } from "./fleet-pages.ts";
 import { HttpRefusal, readJsonBody, SECURITY_HEADERS, sendJson, sendText } from "./http.ts";
 import { listPage } from "./list.ts";
 import type { LiveStreams } from "./live.ts";
+import { flowsAnswer, forkExecution, rerunExecution } from "./made.ts";
 import { pageHtml } from "./page.ts";
 
 /** What a route's handler is given. */
@@ -47,6 +49,12 @@ export interface Route {
 }
 
 const PAGE = ["GET", "HEAD"] as const;
+
+/** The writes that make a new execution (made.ts). */
+const MAKERS = [
+  { name: "fork", run: forkExecution },
+  { name: "rerun", run: rerunExecution },
+] as const;
 
 const page = (c: RouteContext): void => sendText(c.res, "text/html", pageHtml(c.readOnly));
 
@@ -74,7 +82,13 @@ export const UI_ROUTES: readonly Route[] = [
   {
     path: "/api/executions/:id",
     methods: ["GET"],
-    handle: async (c) => sendJson(c.res, 200, await executionDetail(c.runtime, c.id)),
+    handle: async (c) => sendJson(c.res, 200, await executionDetail(c.runtime, c.id, c.readOnly)),
+  },
+  {
+    path: "/api/executions/:id/call",
+    methods: ["GET"],
+    handle: async (c) =>
+      sendJson(c.res, 200, await callDetail(c.runtime, c.id, c.url.searchParams)),
   },
   { path: "/api/executions/:id/live", methods: ["GET"], handle: live },
   {
@@ -97,6 +111,11 @@ export const UI_ROUTES: readonly Route[] = [
     methods: ["GET"],
     handle: async (c) => sendJson(c.res, 200, await fleetAnswer(c.runtime)),
   },
+  {
+    path: "/api/flows",
+    methods: ["GET"],
+    handle: (c) => sendJson(c.res, 200, flowsAnswer(c.runtime)),
+  },
   ...ACTIONS.map((action): Route => ({
     path: `/api/executions/:id/${action}`,
     methods: ["POST"],
@@ -104,6 +123,15 @@ export const UI_ROUTES: readonly Route[] = [
     handle: async (c) => {
       const body = await readJsonBody(c.req);
       sendJson(c.res, 200, await runAction(c.runtime, action, c.id, body));
+    },
+  })),
+  ...MAKERS.map((make): Route => ({
+    path: `/api/executions/:id/${make.name}`,
+    methods: ["POST"],
+    write: true,
+    handle: async (c) => {
+      const body = await readJsonBody(c.req);
+      sendJson(c.res, 200, await make.run(c.runtime, c.id, body));
     },
   })),
 ];
@@ -153,7 +181,7 @@ function live(c: RouteContext): Promise<void> {
   if (fromSeq !== undefined && fromSeq < 0) {
     throw new HttpRefusal(400, "LOOM_INVALID_INPUT", "from must be a sequence number >= 0");
   }
-  return c.live.serve(c.runtime, c.id, fromSeq, c.req, c.res);
+  return c.live.serve(c.runtime, c.id, fromSeq, c.req, c.res, c.readOnly);
 }
 
 function segment(raw: string): string {

@@ -1,9 +1,19 @@
 /**
  * `loom show <id> [--json]`: an execution's folded state and a readable timeline of its log.
  * With `--json` it prints `{ state, events }`: the folded state and the log's envelopes.
+ *
+ * `--step NAME`: one call in full (analytics/step-detail.ts): NAME is a call id (`search#1`), or
+ * a step name, which shows every call of that name in the order they were made. With `--json`,
+ * a call id prints its StepDetail, a name an array of them.
+ * `--llm`: the execution's LLM calls as conversations (analytics/conversation.ts), in call order;
+ * with `--json`, an array of `{ callId, status, ...Conversation }`.
  */
 import type { Command } from "../args.ts";
 import { formatShow } from "../format.ts";
+import { formatConversation, formatStep } from "../format-call.ts";
+import { CliError } from "../cli-error.ts";
+import { stepDetail, type StepDetail } from "../../analytics/step-detail.ts";
+import type { Envelope } from "../../kernel/events.ts";
 import type { Io } from "../io.ts";
 import { openRuntime } from "../open-runtime.ts";
 import { chainLineageOfStates, type ChainLineage } from "../../analytics/chain-lineage.ts";
@@ -78,6 +88,8 @@ export async function showCommand(cmd: ShowCommand, io: Io): Promise<number> {
   try {
     const state = await runtime.getState(cmd.id);
     const events = await runtime.readLog(cmd.id);
+    if (cmd.step !== undefined) return showStep(cmd, cmd.step, state, events, io);
+    if (cmd.llm === true) return showLlm(cmd, state, events, io);
     const lineage = await chainOfShown(runtime, state);
     const tree = await childrenOfShown(runtime, state);
     if (cmd.json) {
@@ -93,4 +105,64 @@ export async function showCommand(cmd: ShowCommand, io: Io): Promise<number> {
   } finally {
     await runtime.close();
   }
+}
+
+/** Every call's detail, in the order the calls were made (their first event). */
+function detailsOf(state: ExecutionState, events: readonly Envelope[]): StepDetail[] {
+  const details: StepDetail[] = [];
+  for (const callId of Object.keys(state.frames)) {
+    const d = stepDetail(events, state, callId);
+    if (d) details.push(d);
+  }
+  const first = (d: StepDetail) => d.seqs[0] ?? d.startedAtMs ?? 0;
+  return details.sort((a, b) => first(a) - first(b));
+}
+
+function showStep(
+  cmd: ShowCommand,
+  name: string,
+  state: ExecutionState,
+  events: readonly Envelope[],
+  io: Io,
+): number {
+  if (Object.hasOwn(state.frames, name)) {
+    const d = stepDetail(events, state, name) as StepDetail;
+    io.out(cmd.json ? JSON.stringify(d, null, 2) : formatStep(cmd.id, d));
+    return 0;
+  }
+  const all = detailsOf(state, events);
+  const named = all.filter((d) => d.name === name);
+  if (named.length === 0) {
+    const ids = all.map((d) => d.callId);
+    const known = ids.length === 0 ? "it has none" : `its calls: ${ids.join(", ")}`;
+    throw new CliError(`execution "${cmd.id}" has no call or step named "${name}" (${known})`);
+  }
+  if (cmd.json) io.out(JSON.stringify(named, null, 2));
+  else {
+    const head = `${named.length} call${named.length === 1 ? "" : "s"} of step "${name}": ${named.map((d) => d.callId).join(", ")}`;
+    io.out([head, ...named.map((d) => formatStep(cmd.id, d))].join("\n\n"));
+  }
+  return 0;
+}
+
+function showLlm(
+  cmd: ShowCommand,
+  state: ExecutionState,
+  events: readonly Envelope[],
+  io: Io,
+): number {
+  const calls = detailsOf(state, events).filter((d) => d.llm !== undefined);
+  if (cmd.json) {
+    const out = calls.map((d) => ({ callId: d.callId, status: d.status, ...d.llm }));
+    io.out(JSON.stringify(out, null, 2));
+  } else if (calls.length === 0) {
+    io.out(`execution "${cmd.id}" made no LLM call`);
+  } else {
+    const blocks = calls.map((d) => {
+      const text = d.llm === undefined ? "" : formatConversation(d.callId, d.llm);
+      return d.status === "completed" ? text : `${text}\n  status: ${d.status}`;
+    });
+    io.out(blocks.join("\n\n"));
+  }
+  return 0;
 }

@@ -8,14 +8,17 @@
  * in the sign-in URL on the second line of stdout (`loom ui: sign in at <url>/auth?token=...`);
  * a token read from a file is never printed. `--read-only` serves no writes (server.ts S5).
  *
- * Its runtime drives nothing (no background loop, no flows), like `loom show`: the UI reads the
- * executions and appends what a user asks for (a cancel, a resume, a message), and the processes
- * that drive the executions (`loom run`, `loom worker`) carry them on.
+ * Its runtime runs no background loop, like `loom show`: the UI reads the executions and appends
+ * what a user asks for (a cancel, a resume, a message, a fork, a rerun), and the processes that
+ * drive the executions (`loom run`, `loom worker`) carry them on. `--module M` loads the user's
+ * module as `loom run` does (load-module.ts) and registers its flows: the page can then rerun
+ * them (recorded for a worker to drive) and a fork of one is driven by this process.
  */
 import { resolve } from "node:path";
 import type { Command } from "../args.ts";
 import { CliError, errorLine } from "../cli-error.ts";
 import type { Io } from "../io.ts";
+import { loadFlows } from "../load-module.ts";
 import { describeDatabase, openRuntime } from "../open-runtime.ts";
 import { watchSignals } from "../signals.ts";
 import { readTokenFile } from "../../ui/auth.ts";
@@ -34,10 +37,12 @@ export async function uiCommand(
     tokenFile === undefined || tokenFile === ""
       ? undefined
       : await readTokenFile(resolve(io.cwd, tokenFile));
+  const flows = cmd.module === undefined ? [] : (await loadFlows(cmd.module, io.cwd)).flows;
   const signals = watchSignals();
   try {
     const runtime = await openRuntime(cmd, io.cwd, { background: false, mustExist: true });
     try {
+      for (const flow of flows) runtime.registerFlow(flow);
       const options = {
         runtime,
         port: cmd.port,
@@ -54,8 +59,10 @@ export async function uiCommand(
         if (token === undefined) io.out(`loom ui: sign in at ${server.signInUrl}`);
         else io.err(`loom: sign in at ${server.url}/auth?token=<the token in ${tokenFile}>`);
         const mode = cmd.readOnly ? "read-only UI" : "UI";
+        const names = flows.map((f) => f.name).join(", ");
+        const withFlows = flows.length === 0 ? "" : ` with flows ${names} from ${cmd.module ?? ""}`;
         io.err(
-          `loom: serving the ${mode} of ${describeDatabase(cmd)}; stop with Ctrl-C (SIGINT) or SIGTERM`,
+          `loom: serving the ${mode} of ${describeDatabase(cmd)}${withFlows}; stop with Ctrl-C (SIGINT) or SIGTERM`,
         );
         const signal = await signals.received;
         io.err(`loom: ${signal} received; closing the UI`);
