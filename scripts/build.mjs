@@ -46,16 +46,21 @@ for (const file of walk(dist)) {
 const { bundleClient, BUNDLE_FILE } = await import(
   pathToFileURL(join(dist, "ui", "bundle.js")).href
 );
-const clientJs = await bundleClient(join(root, "src", "ui", "client", "main.ts"));
+// The map's sources are relative to where the package keeps the bundle: dist/, not dist.next/.
+const client = await bundleClient(
+  join(root, "src", "ui", "client", "main.ts"),
+  join(root, "dist", "ui", BUNDLE_FILE),
+);
 const bundlePath = join(dist, "ui", BUNDLE_FILE);
 mkdirSync(dirname(bundlePath), { recursive: true });
-writeFileSync(bundlePath, clientJs);
+writeFileSync(bundlePath, client.js);
+writeFileSync(`${bundlePath}.map`, client.map);
 writeFileSync(join(dist, ".built"), `${new Date().toISOString()}\n`);
 rmSync(join(root, "dist"), { recursive: true, force: true });
 renameSync(dist, join(root, "dist"));
 process.stdout.write(
   `build: dist/ written, ${rewritten} declaration files rewritten to .js, ` +
-    `dashboard client ${Buffer.byteLength(clientJs)} bytes\n`,
+    `dashboard client ${Buffer.byteLength(client.js)} bytes\n`,
 );
 
 function* walk(dir) {

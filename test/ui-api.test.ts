@@ -531,6 +531,6 @@ describe("the page and its assets (ui/server.ts, http.ts H3)", () => {
     expect(first).not.toMatch(/^\s*import\s/m);
     expect(await (await call(`${url}/assets/app.js`)).text()).toBe(first);
     const entry = join(import.meta.dirname, "..", "src", "ui", "client", "main.ts");
-    expect(first).toBe(await bundleClient(entry));
+    expect(first).toBe((await bundleClient(entry)).js);
   });
 });

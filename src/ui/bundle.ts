@@ -18,8 +18,16 @@ import { fileURLToPath } from "node:url";
 /** Where scripts/build.mjs writes the bundle, relative to this module in dist/. */
 export const BUNDLE_FILE = "client/app.js";
 
-/** The bundle of the client whose entry module is `entry` (B1, B2): one IIFE, minified. */
-export async function bundleClient(entry: string): Promise<string> {
+/**
+ * The bundle of the client whose entry module is `entry` (B1, B2): one IIFE, minified. Given
+ * `outfile`, where it will be written, it comes with a source map whose sources are relative to
+ * it (the package ships the client's sources that map names, and no comment in the script asks
+ * a browser for the map).
+ */
+export async function bundleClient(
+  entry: string,
+  outfile?: string,
+): Promise<{ js: string; map?: string }> {
   const esbuild = await import("esbuild");
   // esbuild builds in a child process of its own; stop it after, so no test or demo leaves one.
   const out = await esbuild
@@ -34,11 +42,13 @@ export async function bundleClient(entry: string): Promise<string> {
       legalComments: "none",
       write: false,
       logLevel: "silent",
+      ...(outfile === undefined ? {} : { outfile, sourcemap: "external" as const }),
     })
     .finally(() => esbuild.stop());
-  const file = out.outputFiles[0];
-  if (file === undefined) throw new Error("esbuild wrote no bundle of the dashboard's client");
-  return file.text;
+  const js = out.outputFiles.find((f) => !f.path.endsWith(".map"))?.text;
+  if (js === undefined) throw new Error("esbuild wrote no bundle of the dashboard's client");
+  const map = out.outputFiles.find((f) => f.path.endsWith(".map"))?.text;
+  return map === undefined ? { js } : { js, map };
 }
 
 let bundle: Promise<string> | undefined;
@@ -54,7 +64,8 @@ export function clientScript(): Promise<string> {
 
 function load(): Promise<string> {
   if (import.meta.url.endsWith(".ts")) {
-    return bundleClient(fileURLToPath(new URL("./client/main.ts", import.meta.url)));
+    const entry = fileURLToPath(new URL("./client/main.ts", import.meta.url));
+    return bundleClient(entry).then((b) => b.js);
   }
   return readFile(new URL(`./${BUNDLE_FILE}`, import.meta.url), "utf8");
 }
