@@ -1,6 +1,6 @@
 /**
  * The TypeScript client (src/ui/client/) in Debian's Chromium driven by playwright-core: the
- * list's filters and sort in the hash (router.ts R2, R3), a new execution and a status change
+ * list's filters and sort in the hash (router.ts U2, U3), a new execution and a status change
  * appearing in the list without a reload (list-page.ts), distinct colours for failed, cancelled
  * and refused (format.ts C4), costs and times for people (C1, C3), the actions that apply and
  * none on a read-only page (server.ts S5), a call's panel opened by keyboard, and pages whose
@@ -118,7 +118,7 @@ describe("the TypeScript dashboard client in Chromium (issue 25)", () => {
     return ids;
   };
 
-  it("R2, R3: the hash filters the list; a sort click writes the hash and asks the API for it", async () => {
+  it("U2, U3: the hash filters the list; a sort click writes the hash and asks the API for it", async () => {
     await page.goto(`${ui.url}/#/?flow=wait`);
     await until(async () => (await rowIds()).length === 2);
     expect(await rowIds()).toEqual(["d-cancelled", "e-waits"]);

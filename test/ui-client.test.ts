@@ -1,6 +1,6 @@
 /**
  * The dashboard client's pure modules, in Node (no DOM): formatting (format.ts C1..C4) and the
- * hash router (router.ts R1..R3); and the bundle the package serves (bundle.ts B2).
+ * hash router (router.ts U1..U3); and the bundle the package serves (bundle.ts B2).
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -87,7 +87,7 @@ describe("format.ts", () => {
 });
 
 describe("router.ts", () => {
-  it("R1: an execution (its id decoded, / included), schedules, fleet, else the list", () => {
+  it("U1: an execution (its id decoded, / included), schedules, fleet, else the list", () => {
     expect(parseRoute("#/x/a%2Fb%3A%3Ak%230")).toEqual({ page: "execution", id: "a/b::k#0" });
     expect(parseRoute("#/x/%E0%A4%A")).toEqual({ page: "execution", id: "%E0%A4%A" });
     expect(parseRoute("#/schedules")).toEqual({ page: "schedules" });
@@ -96,7 +96,7 @@ describe("router.ts", () => {
     expect(parseRoute("#/nowhere")).toEqual({ page: "list", filters: emptyFilters() });
   });
 
-  it("R2: the list's filters, sort and cursor round-trip through the hash; junk is dropped", () => {
+  it("U2: the list's filters, sort and cursor round-trip through the hash; junk is dropped", () => {
     const f: ListFilters = {
       status: ["failed", "cancelled"],
       flow: "agent & co",
@@ -119,7 +119,7 @@ describe("router.ts", () => {
     expect(toggleSort(once, "id")).toMatchObject({ sort: "id", order: "asc" });
   });
 
-  it("R3: the API is asked for exactly the hash's filters, by its parameter names", () => {
+  it("U3: the API is asked for exactly the hash's filters, by its parameter names", () => {
     const f: ListFilters = {
       ...emptyFilters(),
       status: ["running"],

@@ -1,7 +1,7 @@
 /**
  * The list's filter form: statuses, flow, id, principal, least cost, and a creation window
  * (the browser's local time, kept in the hash as epoch ms). Apply writes the hash (router.ts
- * R2); the list follows the hash.
+ * U2); the list follows the hash.
  */
 import { h } from "./dom.ts";
 import { STATUSES } from "./format.ts";
@@ -113,7 +113,7 @@ export function listFilterForm(filters: ListFilters, resetTrail: () => void): HT
   return form;
 }
 
-/** The filters the form says, keeping the sort of the list shown (router.ts R2). */
+/** The filters the form says, keeping the sort of the list shown (router.ts U2). */
 function filtersOfForm(form: HTMLFormElement, filters: ListFilters): ListFilters {
   const data = new FormData(form);
   const get = (name: string): string => {

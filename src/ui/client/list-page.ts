@@ -1,5 +1,5 @@
 /**
- * The executions list (`#/?...`, router.ts R2): filters by status, flow, id, principal, least
+ * The executions list (`#/?...`, router.ts U2): filters by status, flow, id, principal, least
  * cost and creation time, a sort by id, creation, update or cost either way, pages of 50 with
  * Previous and Next. It stays live: while the tab is visible the page shown is fetched again
  * every LIST_REFRESH_MS and its rows are updated in place (new executions appear, statuses

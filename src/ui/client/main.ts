@@ -1,6 +1,6 @@
 /**
  * The dashboard's client, bundled into `/assets/app.js` (scripts/build.mjs; bundle.ts when run
- * from the sources): it draws the view the hash names (router.ts R1) and disposes the one
+ * from the sources): it draws the view the hash names (router.ts U1) and disposes the one
  * before (its timers and live stream).
  */
 import { h, mainEl } from "./dom.ts";

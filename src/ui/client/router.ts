@@ -2,12 +2,12 @@
  * The client's routes, read from and written to the URL's hash, so every view can be bookmarked
  * and reloaded. Pure (no DOM), so the tests run it in Node.
  *
- * Invariants (tests cite R1..R3):
- * R1. `#/x/<id>` is an execution (its id URL-encoded, `/` included), `#/schedules` the
+ * Invariants (tests cite U1..U3):
+ * U1. `#/x/<id>` is an execution (its id URL-encoded, `/` included), `#/schedules` the
  *     schedules, `#/fleet` the fleet, and anything else the list.
- * R2. The list's filters, sort and cursor round-trip through the hash: `parseRoute(listHash(f))`
+ * U2. The list's filters, sort and cursor round-trip through the hash: `parseRoute(listHash(f))`
  *     gives `f` back; unknown statuses, sorts and non-numbers are dropped, not passed on.
- * R3. `listQuery` asks the API (api-types.ts ListAnswer) for exactly the hash's filters, by the
+ * U3. `listQuery` asks the API (api-types.ts ListAnswer) for exactly the hash's filters, by the
  *     API's parameter names; the cursor `after` is passed back as it came (it is opaque).
  */
 import { STATUSES, type Status } from "./format.ts";
@@ -72,7 +72,7 @@ function filtersOf(params: URLSearchParams): ListFilters {
   return f;
 }
 
-/** R1: the route of a location hash (`#/...`). */
+/** U1: the route of a location hash (`#/...`). */
 export function parseRoute(hash: string): Route {
   const path = hash.startsWith("#") ? hash.slice(1) : hash;
   const at = path.indexOf("?");
@@ -91,7 +91,7 @@ export function parseRoute(hash: string): Route {
   return { page: "list", filters: filtersOf(params) };
 }
 
-/** The filters as query parameters, by the API's names (R3), without `limit`. */
+/** The filters as query parameters, by the API's names (U3), without `limit`. */
 export function filterParams(f: ListFilters): URLSearchParams {
   const p = new URLSearchParams();
   if (f.status.length > 0) p.set("status", f.status.join(","));
@@ -107,13 +107,13 @@ export function filterParams(f: ListFilters): URLSearchParams {
   return p;
 }
 
-/** R2: the hash of the list with these filters. */
+/** U2: the hash of the list with these filters. */
 export function listHash(f: ListFilters): string {
   const text = filterParams(f).toString();
   return `#/${text ? `?${text}` : ""}`;
 }
 
-/** R3: the API path of a list page. */
+/** U3: the API path of a list page. */
 export function listQuery(f: ListFilters, limit: number): string {
   const p = filterParams(f);
   p.set("limit", String(limit));
