@@ -4,7 +4,10 @@
  * appearing in the list without a reload (list-page.ts), distinct colours for failed, cancelled
  * and refused (format.ts C4), costs and times for people (C1, C3), the actions that apply and
  * none on a read-only page (server.ts S5), a call's panel opened by keyboard, and pages whose
- * endpoint may not be there yet degrading to the error the API answered. Screenshots go to
+ * endpoint may not be there yet degrading to the error the API answered. The last test draws
+ * answers typed by api-types.ts (a StepDetail with its conversation, actions, lineage, a
+ * MadeExecution) through the browser's network layer, so the client's rendering of the new
+ * endpoints is checked here while their server side lands from other branches. Screenshots go to
  * test-artifacts/ui/. Chromium missing is a failure, not a skip: CI installs it.
  */
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -16,6 +19,7 @@ import { createRuntime, flow$, step$, type Runtime } from "../src/index.ts";
 import { formatUsd } from "../src/analytics/numbers.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { startUiServer, type UiServer } from "../src/ui/server.ts";
+import type { MadeExecution, StepDetail } from "../src/ui/api-types.ts";
 import { until } from "./helpers.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -261,6 +265,114 @@ describe("the TypeScript dashboard client in Chromium (issue 25)", () => {
       expect(problems).toEqual([]);
     } finally {
       await readOnly.close();
+    }
+  });
+
+  it("draws a call, its conversation, lineage and the fork form from answers shaped by api-types.ts; a fork lands on what it made", async () => {
+    const id = "a-spends";
+    const step: StepDetail = {
+      callId: "priced#0",
+      kind: "step",
+      name: "priced",
+      scope: "",
+      status: "completed",
+      input: { q: "<img src=x onerror=alert(1)>" },
+      output: 2,
+      attempts: [
+        {
+          attempt: 1,
+          durationMs: 12,
+          error: { name: "E", code: "LOOM_X", message: "first failed" },
+        },
+        { attempt: 2, durationMs: 5 },
+      ],
+      metering: { costUsd: 0.0008399999999999999, tokens: { input: 10, output: 4 } },
+      taint: [{ where: "input", path: "q", source: "web" }],
+      sealed: true,
+      seqs: [1, 2],
+      forkAt: 0,
+      llm: {
+        model: "m1",
+        system: "be brief",
+        messages: [
+          { role: "user", content: "<b>hi</b>" },
+          { role: "assistant", content: "", toolCalls: [{ id: "t1", name: "search", input: {} }] },
+          { role: "tool", toolCallId: "t1", content: "found" },
+        ],
+        answer: { text: "hello", toolCalls: [], stopReason: "end_turn" },
+        usage: { inputTokens: 10, outputTokens: 4, cacheReadTokens: 3, cacheWriteTokens: 0 },
+        price: { usd: 0.0008399999999999999, source: "genai-prices" },
+        severed: "the tokens budget",
+      },
+    };
+    const made: MadeExecution = {
+      executionId: "b-boom",
+      startedAtMs: Date.UTC(2026, 0, 2, 3, 4, 5),
+      budget: { costUsd: 2 },
+      spent: {},
+    };
+    const forks: unknown[] = [];
+    await page.route(`**/api/executions/${id}`, async (route) => {
+      const res = await route.fetch();
+      const body = (await res.json()) as Record<string, unknown>;
+      body.actions = { cancel: false, resume: false, send: false, fork: true, rerun: true };
+      body.lineage = { forks: [{ executionId: "b-boom", seq: 2 }], parent: "c-greedy" };
+      await route.fulfill({ response: res, json: body });
+    });
+    await page.route(`**/api/executions/${id}/call?*`, (route) => route.fulfill({ json: step }));
+    await page.route(`**/api/executions/${id}/fork`, async (route) => {
+      forks.push(route.request().postDataJSON());
+      await route.fulfill({ json: made });
+    });
+    try {
+      await page.goto(`${ui.url}/#/x/${id}`);
+      await page.locator("[data-testid=forked-as] a", { hasText: "b-boom" }).waitFor();
+      expect(await page.locator("[data-testid=parent] a").getAttribute("href")).toBe(
+        "#/x/c-greedy",
+      );
+      const visible = await page.locator("[data-testid=actions] button:visible").allTextContents();
+      expect(visible).toEqual(["Fork…", "Rerun…"]);
+      await page.locator("[data-testid=step-bar]").first().click();
+      const panel = page.locator("[data-testid=step-panel]");
+      await panel.locator("[data-testid=conversation]").waitFor();
+      expect(await panel.locator("[data-testid=message]").count()).toBe(3);
+      expect(await panel.locator("[data-testid=message][data-role=user]").textContent()).toContain(
+        "<b>hi</b>",
+      );
+      expect(await panel.locator("b, img").count()).toBe(0);
+      expect(await panel.locator("[data-testid=answer]").textContent()).toContain("hello");
+      expect(await panel.locator("[data-testid=severed]").textContent()).toContain(
+        "severed by budget",
+      );
+      expect(await panel.locator("[data-testid=llm-usage]").textContent()).toBe(
+        "10 tokens in, 4 out, cache 3 read / 0 written, price $0.00084 (genai-prices)",
+      );
+      expect(await panel.locator("[data-testid=sealed]").count()).toBe(1);
+      expect(await panel.locator("[data-testid=attempt]").count()).toBe(2);
+      expect(await panel.locator("[data-testid=taint]").textContent()).toBe("input q: from web");
+      await page.screenshot({ path: join(ARTIFACTS, "client-llm-call.png"), fullPage: true });
+      await panel.locator("[data-testid=fork-here]").click();
+      expect(await page.locator("[data-testid=fork-at]").inputValue()).toBe("0");
+      await page.locator("[data-testid=fork-budget]").fill("{costUsd: 2}");
+      await page.locator("[data-testid=fork-form] [data-testid=confirm]").click();
+      expect(await page.locator("[data-testid=form-message]").textContent()).toMatch(
+        /^The budget is not JSON: /,
+      );
+      expect(forks).toEqual([]);
+      await page.locator("[data-testid=fork-budget]").fill('{"costUsd": 2}');
+      await page.locator("[data-testid=fork-form] [data-testid=confirm]").click();
+      await page.locator("[data-testid=made]").waitFor();
+      expect(page.url()).toMatch(/#\/x\/b-boom$/);
+      expect(forks).toEqual([{ atSequence: 0, keepDeadline: false, budget: { costUsd: 2 } }]);
+      expect(await page.locator("[data-testid=made]").textContent()).toContain(
+        "budget: costUsd $2",
+      );
+      expect(await page.locator("[data-testid=made] time").first().getAttribute("title")).toBe(
+        "2026-01-02T03:04:05.000Z",
+      );
+      expect(problems).toEqual([]);
+    } finally {
+      await page.unrouteAll();
     }
   });
 });

@@ -6,7 +6,7 @@
  * which shows its clock and budget (made.ts).
  */
 import type { ApplicableActions, ForkRequest, MadeExecution, RerunRequest } from "../api-types.ts";
-import { apiPath, errorText, post } from "./api.ts";
+import { apiPath, errorText, execHref, post } from "./api.ts";
 import { announce, h, isReadOnly, type Kid } from "./dom.ts";
 import { parseJsonText } from "./format.ts";
 import { remember } from "./made.ts";
@@ -171,7 +171,9 @@ function rerunForm(path: string, input: unknown): Form {
 
 function made(m: MadeExecution, what: string): string {
   remember(m);
-  location.hash = `#/x/${encodeURIComponent(m.executionId)}`;
+  const hash = execHref(m.executionId);
+  if (location.hash === hash) window.dispatchEvent(new HashChangeEvent("hashchange"));
+  else location.hash = hash;
   return `${what} as ${m.executionId}.`;
 }
 

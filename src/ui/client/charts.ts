@@ -53,6 +53,8 @@ function barRow(b: Bar, y: number, x: (ms: number) => number, nowOffsetMs: numbe
     "aria-label": `Open ${tip}`,
   });
   g.append(svg("title", {}, tip));
+  // The whole row takes the click, not only the label's glyphs and the bar.
+  g.append(svg("rect", { class: "hit", x: 0, y, width: W, height: ROW, fill: "transparent" }));
   g.append(
     svg(
       "text",

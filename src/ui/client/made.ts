@@ -4,13 +4,22 @@
  */
 import type { MadeExecution } from "../api-types.ts";
 import { h } from "./dom.ts";
-import { fmtAmount } from "./format.ts";
+import { fmtAmount, fmtDuration } from "./format.ts";
 import { timeEl } from "./widgets.ts";
 
 const made = new Map<string, MadeExecution>();
 
 export function remember(m: MadeExecution): void {
   made.set(m.executionId, m);
+}
+
+/**
+ * When the deadline falls. The contract does not say whether `deadlineMs` is a time or, as in
+ * the folded state, a span from the start: a span is far smaller than a clock's time, so a value
+ * past the start is taken as a time (with a clock at 0 both readings agree).
+ */
+function deadlineAt(m: MadeExecution, deadlineMs: number): number {
+  return deadlineMs > m.startedAtMs ? deadlineMs : m.startedAtMs + deadlineMs;
 }
 
 /** The note of what made execution `id`, when this page made it; else null. */
@@ -27,7 +36,13 @@ export function madeNote(id: string): HTMLElement | null {
     h("strong", {}, "Made just now. "),
     "Its clock starts ",
     timeEl(m.startedAtMs),
-    m.deadlineMs === undefined ? "; no deadline" : ["; deadline ", timeEl(m.deadlineMs)],
+    m.deadlineMs === undefined
+      ? "; no deadline"
+      : [
+          "; deadline ",
+          timeEl(deadlineAt(m, m.deadlineMs)),
+          ` (${fmtDuration(deadlineAt(m, m.deadlineMs) - m.startedAtMs)} after its start)`,
+        ],
     `; budget: ${budget || "none"}`,
     ".",
   );

@@ -51,11 +51,14 @@ function metering(s: StepDetail): Kid {
 
 function taint(s: StepDetail): Kid {
   if (s.taint.length === 0) return null;
-  return h(
-    "ul",
-    { class: "taint", "aria-label": "Taint marks", "data-testid": "taint" },
-    s.taint.map((t) => h("li", {}, `${t.where} ${t.path || "(whole)"}: from ${t.source}`)),
-  );
+  return [
+    h("h4", {}, "Taint marks"),
+    h(
+      "ul",
+      { class: "taint", "aria-label": "Taint marks", "data-testid": "taint" },
+      s.taint.map((t) => h("li", {}, `${t.where} ${t.path || "(whole)"}: from ${t.source}`)),
+    ),
+  ];
 }
 
 function stepBody(s: StepDetail, fork: ((seq: number) => void) | null): Kid[] {
