@@ -70,6 +70,50 @@ const runtimeRoom = {
   ],
 };
 
+/**
+ * The dashboard's browser client (src/ui/client/) runs in a page: no Node module or global, and
+ * of the server's modules only their types (api-types.ts) and the pure analytics (numbers.ts).
+ * Its tsconfig carries @types/node only because the API's types reach the runtime's.
+ */
+const browserRoom = {
+  "@typescript-eslint/no-restricted-imports": [
+    "error",
+    {
+      patterns: [
+        {
+          group: ["node:*"],
+          message: "the dashboard's client runs in the browser: no Node modules.",
+        },
+        {
+          group: [
+            "../*.ts",
+            "!../api-types.ts",
+            ...[
+              "runtime",
+              "store",
+              "cli",
+              "remote",
+              "providers",
+              "kernel",
+              "fold",
+              "effects",
+              "trust",
+            ].map((room) => `../../${room}/*`),
+          ],
+          allowTypeImports: true,
+          message: "the client imports the server's types only (api-types.ts), and pure analytics.",
+        },
+      ],
+    },
+  ],
+  "no-restricted-globals": [
+    "error",
+    ...["process", "Buffer", "require", "global", "__dirname", "__filename", "setImmediate"].map(
+      (name) => ({ name, message: "the dashboard's client runs in the browser, not in Node." }),
+    ),
+  ],
+};
+
 export default tseslint.config(
   { ignores: ["node_modules/**", "artifacts/**", ".tmp/**", "dist/**", "dist.next/**"] },
   js.configs.recommended,
@@ -95,6 +139,7 @@ export default tseslint.config(
   },
   { files: ["src/runtime/**"], rules: runtimeRoom },
   { files: ["src/kernel/**", "src/fold/**", "src/analytics/**"], rules: impure },
+  { files: ["src/ui/client/**"], rules: browserRoom },
   // Sizes that keep a module readable (issue 24; STYLE 10): a file of src/ holds one concept in
   // at most 400 lines, and a function fits on a screen (80 lines, blank lines and comments
   // aside). The numbers are in eslint.sizes.json, which test/structure.test.ts reads too.
@@ -110,6 +155,7 @@ export default tseslint.config(
         setTimeout: "readonly",
         clearTimeout: "readonly",
         URL: "readonly",
+        Buffer: "readonly",
       },
     },
   },

@@ -11,7 +11,14 @@
  * cost and tokens, one execution in three has one of 20 principals. Each round also times `GET /`
  * (the page shell). The baseline, in the same run, is the same number of
  * `runtime.list({ limit: 50 })` calls without HTTP. Target: list p99 <= 50 ms (issue 25).
+ *
+ * It also prints the size of the dashboard's client as served (`/assets/app.js`, the minified
+ * bundle of src/ui/client/), raw and gzipped, beside two baselines measured in the same run: the
+ * same bundle unminified, and the client's TypeScript sources summed.
  */
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { gzipSync } from "node:zlib";
 import { createRuntime, flow$, step$, type Runtime } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { startUiServer } from "../src/ui/server.ts";
@@ -33,6 +40,40 @@ const fail = flow$("fail", async (ctx) =>
     throw new Error("boom");
   }),
 );
+
+const CLIENT_DIR = join(import.meta.dirname, "..", "src", "ui", "client");
+
+/** The served client's bytes beside its unminified bundle's and its sources' (see the head). */
+async function bundleSizes(served: string): Promise<Record<string, number>> {
+  const esbuild = await import("esbuild");
+  const plain = await esbuild
+    .build({
+      entryPoints: [join(CLIENT_DIR, "main.ts")],
+      bundle: true,
+      format: "iife",
+      target: "es2022",
+      platform: "browser",
+      charset: "utf8",
+      write: false,
+      logLevel: "silent",
+    })
+    .finally(() => esbuild.stop());
+  const unminified = plain.outputFiles[0]?.text ?? "";
+  const sources = readdirSync(CLIENT_DIR)
+    .filter((f) => f.endsWith(".ts"))
+    .map((f) => readFileSync(join(CLIENT_DIR, f), "utf8"))
+    .join("\n");
+  const bytes = (text: string): number => Buffer.byteLength(text);
+  const gzip = (text: string): number => gzipSync(text, { level: 9 }).length;
+  return {
+    bundleBytes: bytes(served),
+    bundleGzipBytes: gzip(served),
+    unminifiedBytes: bytes(unminified),
+    unminifiedGzipBytes: gzip(unminified),
+    sourceBytes: bytes(sources),
+    sourceGzipBytes: gzip(sources),
+  };
+}
 
 /** The id of execution `i`: zero-padded, so ids sort in start order. */
 const idOf = (i: number): string => `run-${String(i).padStart(6, "0")}`;
@@ -119,6 +160,14 @@ export async function uiBench(argv: readonly string[]): Promise<void> {
           p50Ms: round(s.p50Us / 1000, 3),
           p99Ms: round(s.p99Us / 1000, 3),
         });
+      });
+      const script = await (await fetch(`${ui.url}/assets/app.js`, { headers })).text();
+      const sizes = await bundleSizes(script);
+      emit({
+        name: "ui",
+        phase: "bundle",
+        ...sizes,
+        gzipRatio: round((sizes.bundleGzipBytes ?? 0) / (sizes.unminifiedGzipBytes ?? 1)),
       });
       const first = await (await fetch(`${ui.url}/api/executions`, { headers })).json();
       const shown = (first as { executions: unknown[] }).executions.length;

@@ -7,7 +7,6 @@
  * the model the provider said answered it, the price recorded with it (B1).
  */
 import { join } from "node:path";
-import { createContext, Script } from "node:vm";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   createRuntime,
@@ -31,8 +30,7 @@ import { OPTION_PRICE_SOURCE, RUNTIME_PRICE_SOURCE } from "../src/providers/pric
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { fakeAnthropic, fakeOpenAi, type FakeAnthropicOptions } from "../src/testing/index.ts";
 import type { UsageRow } from "../src/analytics/resource-usage.ts";
-import { CLIENT_CHARTS } from "../src/ui/assets/client-charts.ts";
-import { CLIENT_CORE } from "../src/ui/assets/client-core.ts";
+import { meterText } from "../src/ui/client/format.ts";
 import { executionDetail } from "../src/ui/detail.ts";
 import { loom, tempDirs } from "./fixtures/cli/spawn.ts";
 import { runtimes, until } from "./helpers.ts";
@@ -207,12 +205,12 @@ describe("a cost that could not be priced (issue 20)", () => {
         costUsd: usd,
         costUnknown: true,
       });
-      // The dashboard: its view model, and the meter its client script draws from it.
+      // The dashboard: its view model, and the words of the meter its client draws from it.
       const detail = await executionDetail(r, "hp");
       const row = detail.resources[0]?.rows.find((x) => x.dimension === "costUsd");
       expect(row).toMatchObject({ spent: usd, limit: 1, costUnknown: true });
       expect(meterText(row as UsageRow)).toContain(
-        `≥ $${usd.toPrecision(3)} (some calls could not be priced) of $1.0000`,
+        `≥ ${formatUsd(usd)} (some calls could not be priced) of $1`,
       );
       const rows = detail.timeline.filter((x) => x.kind === "RESOURCE_METERED");
       expect(rows[1]?.text).toMatch(/cost unknown \(could not be priced\)/);
@@ -334,30 +332,6 @@ describe("one pricing basis for every ending (issue 20, B1)", () => {
     }
   });
 });
-
-/** The text of the meter the dashboard's client script draws for `row` (client-charts.ts). */
-function meterText(row: UsageRow): string {
-  class Node {}
-  class El extends Node {
-    kids: unknown[] = [];
-    style = {};
-    attrs: Record<string, string> = {};
-    setAttribute(k: string, v: string) {
-      this.attrs[k] = v;
-    }
-    addEventListener() {}
-    append(kid: unknown) {
-      this.kids.push(kid);
-    }
-  }
-  const document = { getElementById: () => null, createElement: () => new El() };
-  const context = createContext({ document, Node });
-  new Script(CLIENT_CORE + CLIENT_CHARTS).runInContext(context);
-  const drawn: unknown = new Script(`meterRow(${JSON.stringify(row)})`).runInContext(context);
-  const words = (x: unknown): string[] =>
-    x instanceof El ? x.kids.flatMap(words) : typeof x === "string" ? [x] : [];
-  return words(drawn).join(" | ");
-}
 
 describe("priced reservations (issue 20, pricing.ts B4)", () => {
   for (const viaRuntime of [false, true]) {

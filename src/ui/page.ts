@@ -1,6 +1,7 @@
 /**
- * The dashboard's one HTML page: a shell the script (assets/app.ts) fills by the URL's hash
- * (`#/` the executions list, `#/x/<id>` an execution). No inline script or style, so the
+ * The dashboard's one HTML page: a shell the client script (client/, bundled by bundle.ts) fills
+ * by the URL's hash (`#/` the executions list, `#/x/<id>` an execution, `#/schedules`,
+ * `#/fleet`). No inline script or style, so the
  * Content-Security-Policy (http.ts H3) can forbid both; no external font or CDN. A read-only
  * server's page carries `<meta name="loom-read-only">`, and the script then draws no forms
  * (server.ts S5).
@@ -20,7 +21,11 @@ const PAGE_HTML = `<!doctype html>
 <a class="skip" href="#main">Skip to content</a>
 <header class="top">
   <a class="brand" href="#/">Loom</a>
-  <span class="tagline">executions dashboard</span>
+  <nav class="nav" aria-label="Pages">
+    <a href="#/" data-nav="list">Executions</a>
+    <a href="#/schedules" data-nav="schedules">Schedules</a>
+    <a href="#/fleet" data-nav="fleet">Fleet</a>
+  </nav>
 </header>
 <main id="main" tabindex="-1">
   <p class="muted" id="boot">Loading…</p>

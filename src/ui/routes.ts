@@ -15,9 +15,9 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Runtime } from "../runtime/runtime.ts";
 import { ACTIONS, runAction } from "./actions.ts";
 import { APP_CSS } from "./assets/styles.ts";
-import { APP_JS } from "./assets/app.ts";
 import { SIGN_IN_PATH } from "./auth.ts";
 import { callDetail } from "./call.ts";
+import { clientScript } from "./bundle.ts";
 import { executionDetail } from "./detail.ts";
 import { fleetAnswer, schedulesAnswer, setSchedulePaused } from "./fleet-pages.ts";
 import { HttpRefusal, readJsonBody, SECURITY_HEADERS, sendJson, sendText } from "./http.ts";
@@ -66,7 +66,7 @@ export const UI_ROUTES: readonly Route[] = [
   {
     path: "/assets/app.js",
     methods: PAGE,
-    handle: (c) => sendText(c.res, "text/javascript", APP_JS),
+    handle: async (c) => sendText(c.res, "text/javascript", await clientScript()),
   },
   { path: "/assets/app.css", methods: PAGE, handle: (c) => sendText(c.res, "text/css", APP_CSS) },
   {

@@ -7,7 +7,7 @@ export const APP_CSS = String.raw`
   --bg: #fbfbfc; --fg: #1d2330; --muted: #5b6474; --line: #d9dde4; --panel: #ffffff;
   --link: #1d4ed8; --focus: #f59e0b;
   --pending: #6b7280; --running: #1d4ed8; --parked: #7c3aed; --completed: #15803d;
-  --failed: #b91c1c; --cancelled: #b45309; --continued: #0f766e;
+  --failed: #b91c1c; --cancelled: #b45309; --continued: #0f766e; --refused: #be185d;
   --bar-step: #3b82f6; --bar-sleep: #a3a3a3; --bar-suspend: #a855f7; --bar-receive: #14b8a6;
   --bar-child: #f97316; --marker: #dc2626;
   font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
@@ -18,6 +18,7 @@ export const APP_CSS = String.raw`
     --bg: #12151b; --fg: #e6e8ec; --muted: #9aa3b2; --line: #2c323d; --panel: #1a1e26;
     --link: #8ab4ff; --running: #60a5fa; --parked: #c4b5fd; --completed: #4ade80;
     --failed: #f87171; --cancelled: #fbbf24; --continued: #5eead4; --pending: #9ca3af;
+    --refused: #f472b6;
   }
 }
 * { box-sizing: border-box; }
@@ -60,6 +61,8 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 .badge.parked { color: var(--parked); } .badge.completed { color: var(--completed); }
 .badge.failed { color: var(--failed); } .badge.cancelled { color: var(--cancelled); }
 .badge.continued { color: var(--continued); }
+.badge.refused { color: var(--refused); border-style: dashed; }
+.badge.sealed, .badge.paused { color: var(--muted); margin-left: 6px; }
 .badge.live::before { content: ""; display: inline-block; width: 7px; height: 7px; margin-right: 5px; border-radius: 50%; background: currentColor; animation: pulse 1.2s infinite; }
 @keyframes pulse { 50% { opacity: .25; } }
 @media (prefers-reduced-motion: reduce) { .badge.live::before { animation: none; } }
@@ -101,4 +104,32 @@ pre.json { max-height: 420px; overflow: auto; background: var(--panel); border: 
 .tree li { margin: 3px 0; }
 .gen-head { font-weight: 700; }
 .error-box { border: 1px solid var(--failed); color: var(--failed); border-radius: 6px; padding: 10px; }
+.nav { display: flex; gap: 14px; margin-left: 16px; }
+.nav a[aria-current=page] { font-weight: 700; text-decoration: none; color: var(--fg); }
+th button.sort { border: 0; padding: 0; background: none; color: inherit; font: inherit; font-weight: 600; }
+input[type=number], input[type=datetime-local] { font: inherit; color: var(--fg); background: var(--bg); border: 1px solid var(--line); border-radius: 6px; padding: 5px 8px; }
+.io { display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: 12px; margin-bottom: 12px; }
+.io h3, .step-panel h4 { margin: 0 0 4px; font-size: 14px; }
+.step-panel h4 { margin-top: 12px; }
+.lineage { margin: 0; padding-left: 18px; }
+.action-bar { display: flex; flex-wrap: wrap; gap: 8px; }
+.action-form { margin-top: 8px; max-width: 640px; }
+.form .field { margin-top: 6px; }
+details.state summary { cursor: pointer; font-size: 16px; font-weight: 700; margin: 28px 0 8px; }
+.timeline g.row { cursor: pointer; }
+.timeline g.row:focus-visible { outline: 3px solid var(--focus); }
+.step-panel { margin-top: 10px; position: relative; }
+.step-panel .close { position: absolute; top: 8px; right: 8px; }
+.error-text { color: var(--failed); }
+.conversation .messages { list-style: none; padding: 0; margin: 8px 0; }
+.msg { border: 1px solid var(--line); border-radius: 6px; padding: 6px 10px; margin: 6px 0; }
+.msg-role { font-size: 12px; font-weight: 700; color: var(--muted); text-transform: uppercase; }
+.msg-text { white-space: pre-wrap; word-break: break-word; }
+.msg.user { border-left: 4px solid var(--running); }
+.msg.assistant { border-left: 4px solid var(--completed); }
+.msg.tool { border-left: 4px solid var(--parked); }
+.msg.system { border-left: 4px solid var(--muted); }
+.usage { color: var(--muted); font-size: 13px; }
+ul.plain { list-style: none; padding: 0; margin: 0; }
+.made { margin-bottom: 12px; border-color: var(--link); }
 `;
