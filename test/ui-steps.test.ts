@@ -22,6 +22,7 @@ import {
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { startUiServer } from "../src/ui/server.ts";
 import type {
+  ListAnswer,
   ExecutionDetail,
   FlowsAnswer,
   MadeExecution,
@@ -389,5 +390,27 @@ describe("POST fork and rerun, GET /api/flows (ui/made.ts)", () => {
     expect((await s.runtime.list()).length).toBe(before);
     expect((await call(s, callPath("r-1", "flaky#0"))).status).toBe(200);
     expect((await call(s, "/api/flows")).status).toBe(200);
+  });
+});
+
+describe("a sealed execution in the list of a dashboard without the key (log-errors.ts E3)", () => {
+  it("E3: the list answers, the sealed row marked LOOM_CODEC_KEY with nothing of its payloads; with the key it is plain", async () => {
+    const store = memoryStore();
+    const codec = aesGcmCodec({ keys: { k1: randomBytes(32) }, currentKeyId: "k1" });
+    const writer = createRuntime({ store, codec, closeStore: false });
+    writer.registerFlow(pays);
+    open.push(() => writer.close());
+    await (await writer.start(pays, { card: SECRET }, { id: "pay-1" })).result();
+    const keyless = await serve({ store });
+    const listed = await call<ListAnswer>(keyless, "/api/executions");
+    expect(listed.status).toBe(200);
+    const row = listed.body.executions.find((r) => r.executionId === "pay-1");
+    expect(row?.error?.code).toBe("LOOM_CODEC_KEY");
+    expect(row?.status).toBe("completed");
+    expect(listed.text).not.toContain("4111");
+    expect(listed.text).not.toContain("paid");
+    const keyed = await serve({ store, runtime: { codec } });
+    const plain = await call<ListAnswer>(keyed, "/api/executions");
+    expect(plain.body.executions.find((r) => r.executionId === "pay-1")?.error).toBeUndefined();
   });
 });

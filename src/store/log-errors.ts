@@ -5,8 +5,12 @@
  * page at a time, and gives the summary of one that fails its LogCorruptError as `error`.
  *
  * Invariants:
- * E1. Only LogCorruptError marks a summary; any other failure (the store is down) is thrown.
+ * E1. Only LogCorruptError and CodecKeyError mark a summary; any other failure (the store is
+ *     down) is thrown.
  * E2. A summary of a readable log is returned as it was, with no `error` key.
+ * E3. A log sealed with a key the reader does not have (CodecKeyError) is listed, marked with
+ *     that error, which names the codec and the key id and nothing of the payloads: a reader
+ *     without the keys sees that the execution exists and is sealed, never what it holds.
  */
 import { isLoomError } from "../kernel/errors.ts";
 import type { ExecutionSummary, Store } from "./spi.ts";
@@ -24,8 +28,10 @@ export async function withLogErrors(
       await readAll(store, row.executionId);
       out.push(row);
     } catch (e) {
-      if (!isLoomError(e, "LOOM_LOG_CORRUPT")) throw e; // E1
-      const error = { name: "LogCorruptError", code: e.code, message: e.message };
+      const corrupt = isLoomError(e, "LOOM_LOG_CORRUPT");
+      if (!corrupt && !isLoomError(e, "LOOM_CODEC_KEY")) throw e; // E1
+      const name = corrupt ? "LogCorruptError" : "CodecKeyError"; // E3
+      const error = { name, code: e.code, message: e.message };
       out.push({
         ...row,
         error: e.details === undefined ? error : { ...error, details: e.details },
