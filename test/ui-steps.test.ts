@@ -409,6 +409,10 @@ describe("a sealed execution in the list of a dashboard without the key (log-err
     expect(row?.status).toBe("completed");
     expect(listed.text).not.toContain("4111");
     expect(listed.text).not.toContain("paid");
+    // H1: its page is refused as content this dashboard cannot open, not as a server fault.
+    const page = await call(keyless, "/api/executions/pay-1");
+    expect([page.status, page.body.error.code]).toEqual([403, "LOOM_CODEC_KEY"]);
+    expect(page.text).not.toContain("4111");
     const keyed = await serve({ store, runtime: { codec } });
     const plain = await call<ListAnswer>(keyed, "/api/executions");
     expect(plain.body.executions.find((r) => r.executionId === "pay-1")?.error).toBeUndefined();

@@ -37,6 +37,8 @@ const STATUS_OF_CODE: Record<string, number> = {
   LOOM_INVALID_ID: 400,
   LOOM_RESERVED_SUCCESSOR_ID: 400,
   LOOM_UNAUTHORIZED: 403,
+  // Sealed with a key this dashboard's runtime does not have: its content is not shown.
+  LOOM_CODEC_KEY: 403,
   LOOM_NOT_FOUND: 404,
   LOOM_UNKNOWN_FLOW: 404,
   LOOM_NOT_RESUMABLE: 409,
