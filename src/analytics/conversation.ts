@@ -16,7 +16,7 @@
  */
 import type { ErrorData } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
-import type { LlmMessage, LlmToolCall, LlmUsage, PriceUsed } from "../providers/llm-core.ts";
+import type { LlmMessage, LlmToolCall, LlmUsage, PriceUsed } from "../providers/llm-types.ts";
 
 export interface Conversation {
   model?: string;

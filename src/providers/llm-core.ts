@@ -7,23 +7,10 @@ import { assertPeer, importPeer } from "../peers.ts";
 import type { EffectContext } from "../effects/effect.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
 
+export type { LlmMessage, LlmToolCall, LlmUsage, PriceUsed } from "./llm-types.ts";
+import type { LlmMessage, LlmToolCall, LlmUsage, PriceUsed } from "./llm-types.ts";
+
 export const PRICE_SOURCE = "@pydantic/genai-prices 0.1.8";
-
-/** A tool call the model asked for. */
-export interface LlmToolCall {
-  id: string;
-  name: string;
-  input: unknown;
-}
-
-/**
- * One turn of the conversation: text from the user or the assistant, the assistant's tool
- * calls (as an earlier step returned them), and a tool's result answering one of them.
- */
-export type LlmMessage =
-  | { role: "user"; content: string }
-  | { role: "assistant"; content: string; toolCalls?: LlmToolCall[] }
-  | { role: "tool"; toolCallId: string; content: string };
 
 /** A tool the model may call: its name, what it does, and its input's JSON Schema. */
 export interface LlmTool {
@@ -39,13 +26,6 @@ export interface LlmInput {
   tools?: LlmTool[];
 }
 
-export interface LlmUsage {
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-}
-
 export interface LlmResult {
   text: string;
   toolCalls: LlmToolCall[];
@@ -56,17 +36,6 @@ export interface LlmResult {
   usageEstimated?: true;
   /** What the call cost and what priced it (absent when nothing could price it). */
   price?: PriceUsed;
-}
-
-/** A price used: what the call cost, where the price came from, and the model it priced. */
-export interface PriceUsed {
-  usd: number;
-  source: string;
-  /**
-   * The model the call was priced as: the one the provider said answered, else the requested
-   * one (absent from results recorded before it was recorded).
-   */
-  model?: string;
 }
 
 /** What every provider's effect options share. */

@@ -16,7 +16,7 @@ import type { Json } from "../kernel/json.ts";
 import type { Budget, ResourceSnapshot } from "../kernel/resources.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
-import type { ChainView } from "./relations.ts";
+import type { ChainLineage } from "../analytics/chain-lineage.ts";
 
 export type { StepAttempt, StepDetail } from "../analytics/step-detail.ts";
 export type { Conversation } from "../analytics/conversation.ts";
@@ -44,6 +44,14 @@ export interface ListAnswer {
   /** The cursor of the next page (opaque: pass it back as `after`), or null on the last page. */
   next: string | null;
   nowMs: number;
+}
+
+/** An execution's chain (relations.ts R1): its generations, and where routing sends now. */
+export interface ChainView extends ChainLineage {
+  /** Where routing sends a resume, send or cancel addressed to the shown id now. */
+  routedHead?: string;
+  /** The walk stopped at MAX_GENERATIONS (R1). */
+  partial: boolean;
 }
 
 // ---- GET /api/executions/:id (detail.ts) ------------------------------------------------------

@@ -9,21 +9,17 @@
  *     readable by an anonymous caller; `partial` says the bound cut the walk.
  * R2. At most MAX_CHILDREN states are read for the children tree.
  */
-import { chainLineageOfStates, type ChainLineage } from "../analytics/chain-lineage.ts";
+import { chainLineageOfStates } from "../analytics/chain-lineage.ts";
 import { childTree, type ChildTree } from "../analytics/child-tree.ts";
 import { isLoomError } from "../kernel/errors.ts";
 import { chainOf, type ExecutionState } from "../fold/state.ts";
 import type { Runtime } from "../runtime/runtime.ts";
+import type { ChainView } from "./api-types.ts";
+
+export type { ChainView };
 
 export const MAX_GENERATIONS = 200;
 export const MAX_CHILDREN = 200;
-
-export interface ChainView extends ChainLineage {
-  /** Where routing sends a resume, send or cancel addressed to the shown id now. */
-  routedHead?: string;
-  /** The walk stopped at MAX_GENERATIONS (R1). */
-  partial: boolean;
-}
 
 /** A state, or undefined when there is none or it is another principal's. */
 async function stateOrNone(runtime: Runtime, id: string): Promise<ExecutionState | undefined> {

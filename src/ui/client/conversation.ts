@@ -5,7 +5,7 @@
  * when a budget cut the stream. Every text is a text node.
  */
 import type { Conversation } from "../api-types.ts";
-import type { LlmMessage, LlmToolCall } from "../../providers/llm-core.ts";
+import type { LlmMessage, LlmToolCall } from "../../providers/llm-types.ts";
 import { h, type Kid } from "./dom.ts";
 import { formatUsd } from "./format.ts";
 

@@ -7,7 +7,7 @@ import type { ChildNode, ChildTree } from "../../analytics/child-tree.ts";
 import type { TimelineRow } from "../../analytics/timeline.ts";
 import type { Envelope } from "../../kernel/events.ts";
 import type { ExecutionDetail, Lineage } from "../api-types.ts";
-import type { ChainView } from "../relations.ts";
+import type { ChainView } from "../api-types.ts";
 import { execHref } from "./api.ts";
 import { h, type Kid } from "./dom.ts";
 import { fmtDuration, jsonLine } from "./format.ts";
