@@ -13,13 +13,9 @@ export function remember(m: MadeExecution): void {
   made.set(m.executionId, m);
 }
 
-/**
- * When the deadline falls. The contract does not say whether `deadlineMs` is a time or, as in
- * the folded state, a span from the start: a span is far smaller than a clock's time, so a value
- * past the start is taken as a time (with a clock at 0 both readings agree).
- */
+/** When the deadline falls: `deadlineMs` counts from `startedAtMs` (api-types.ts MadeExecution). */
 function deadlineAt(m: MadeExecution, deadlineMs: number): number {
-  return deadlineMs > m.startedAtMs ? deadlineMs : m.startedAtMs + deadlineMs;
+  return m.startedAtMs + deadlineMs;
 }
 
 /** The note of what made execution `id`, when this page made it; else null. */
