@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { InvalidInputError } from "../src/kernel/errors.ts";
 import type { Envelope } from "../src/kernel/events.ts";
 import type { Store, StoreHooks } from "../src/store/spi.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
@@ -155,5 +156,14 @@ describe("sqlite: moving hot events", () => {
     );
     raw.close();
     await store.close();
+  });
+});
+
+describe("sqliteStore's path", () => {
+  it("a path that is not a non-empty string is InvalidInputError, before any file is opened", () => {
+    const bad: unknown[] = [{ path: "x.db" }, undefined, 7, ""];
+    for (const path of bad) {
+      expect(() => sqliteStore(path as string), String(path)).toThrow(InvalidInputError);
+    }
   });
 });

@@ -13,6 +13,7 @@
  * notices, the inbox, keys (keys.ts K1..K3), retention, and forks and members (records.ts).
  */
 import type Database from "better-sqlite3";
+import { InvalidInputError } from "../../kernel/errors.ts";
 import { requirePeer } from "../../peers.ts";
 import type { Store, StoreHooks } from "../spi.ts";
 import { sqliteAppend } from "./append.ts";
@@ -35,6 +36,11 @@ export interface SqliteStoreOptions {
 }
 
 export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Store {
+  if (typeof path !== "string" || path === "") {
+    throw new InvalidInputError(
+      `sqliteStore takes the database file's path as a string (":memory:" for one in memory), got ${path === "" ? "an empty string" : typeof path}`,
+    );
+  }
   const db = new (requirePeer<typeof Database>("better-sqlite3", "loomwork/sqlite"))(path);
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
   db.pragma("journal_mode = WAL");
