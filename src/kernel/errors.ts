@@ -171,6 +171,11 @@ export class LogCorruptError extends defineError("LOOM_LOG_CORRUPT") {}
 export class SnapshotRejectedError extends defineError("LOOM_SNAPSHOT_REJECTED") {}
 /** eraseSubject could not end every live execution of the subject, so it destroyed nothing. */
 export class SubjectLiveError extends defineError("LOOM_SUBJECT_LIVE") {}
+/**
+ * A start whose queue `dedupe` key is held by an execution still waiting in that queue (store
+ * S27); `details.existingId` names it. Nothing was recorded.
+ */
+export class QueueDuplicateError extends defineError("LOOM_QUEUE_DUPLICATE") {}
 
 /**
  * Thrown by user code: the attempt may be retried, no sooner than `retryAfterMs`. Recorded with
@@ -222,6 +227,7 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_CODEC_KEY: CodecKeyError,
   LOOM_CODEC: CodecError,
   LOOM_SUBJECT_LIVE: SubjectLiveError,
+  LOOM_QUEUE_DUPLICATE: QueueDuplicateError,
   LOOM_LOG_CORRUPT: LogCorruptError,
   LOOM_SNAPSHOT_REJECTED: SnapshotRejectedError,
   LOOM_NOT_RESUMABLE: NotResumableError,

@@ -62,8 +62,15 @@ import type { Json } from "./json.ts";
  *        (`<scope><name>#<n>`), and the fold reads them from the id (fold/steps.ts S5); its
  *        `startedAt` is left out when it equals the event's `at`, which the fold already read as
  *        the start (1.1.0).
+ * 1.12.0: flow control (issue 26). EXECUTION_STARTED's `queue` (`{ name, key?, priority,
+ *        dedupe?, notBeforeMs? }`) folds into `_queue` and the status `queued`: the execution
+ *        waits in that queue, and its body runs only after an EXECUTION_ADMITTED (`{ queue,
+ *        waitedMs }`), which the runtime appends under the lease the queue's admission gave it
+ *        (store S26). START_DEBOUNCED (`{ input, notBeforeMs }`), appended only while queued,
+ *        replaces the input and the time before which it is not admitted (a debounced start:
+ *        the last input wins); the status stays `queued`.
  */
-export const EVENT_SCHEMA_VERSION = "1.11.0";
+export const EVENT_SCHEMA_VERSION = "1.12.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",
@@ -88,6 +95,8 @@ export const EVENT_KINDS = [
   "EXECUTION_CONTINUED",
   "STATE_RESTORED",
   "SUBJECT_ERASED",
+  "EXECUTION_ADMITTED",
+  "START_DEBOUNCED",
 ] as const;
 
 export type EventKind = (typeof EVENT_KINDS)[number];
@@ -115,10 +124,15 @@ export interface Envelope {
   meta?: EnvelopeMeta;
 }
 
+/**
+ * `queued`: recorded with a queue (schema 1.12.0) and not yet admitted by it; it holds no slot
+ * and its body has not run. `pending`: started, no call made yet.
+ */
 export type ExecutionStatus =
-  "pending" | "running" | "parked" | "completed" | "failed" | "cancelled" | "continued";
+  "queued" | "pending" | "running" | "parked" | "completed" | "failed" | "cancelled" | "continued";
 
 export const EXECUTION_STATUSES: readonly ExecutionStatus[] = [
+  "queued",
   "pending",
   "running",
   "parked",

@@ -35,6 +35,8 @@ export const KIND_CODES: readonly EventKind[] = [
   "EXECUTION_CONTINUED",
   "STATE_RESTORED",
   "SUBJECT_ERASED",
+  "EXECUTION_ADMITTED",
+  "START_DEBOUNCED",
 ];
 
 const CODE_OF = new Map<string, number>(KIND_CODES.map((k, i) => [k, i]));

@@ -66,6 +66,7 @@
  *     write, moves the cursor to `cursorMs` if that is later (a resume skips what it missed);
  *     it answers whether the schedule exists, and writes nothing when it does not.
  * S24, S25 (the list's columns, its sorts, filters and keyset pages) are stated in spi-list.ts.
+ * S26..S29 (queues) are stated in spi-queues.ts, S30..S34 (rate limiters) in spi-limiters.ts.
  *
  * A store shared by a fleet of processes also implements `FleetStore` (S17, S18, below), checked by
  * `runFleetConformance`.
@@ -80,9 +81,28 @@ import type { ForkStore, MemberStore } from "./spi-records.ts";
 export type { ForkLink, ForkStore, HeldLease, Member, MemberStore } from "./spi-records.ts";
 import type { Spent } from "./spent.ts";
 import type { ListQuery } from "./spi-list.ts";
+import type { QueueEntry } from "./spi-queues.ts";
 
 export type { Spent } from "./spent.ts";
 export type { ListQuery, ListSort } from "./spi-list.ts";
+export type {
+  AdmitOptions,
+  Admitted,
+  QueueEntry,
+  QueueLimits,
+  QueueStore,
+  QueueView,
+  QueuedExecution,
+} from "./spi-queues.ts";
+export type {
+  LimiterAnswer,
+  LimiterAsk,
+  LimiterStore,
+  LimiterUse,
+  LimiterView,
+  LimiterWaiter,
+  RateLimit,
+} from "./spi-limiters.ts";
 
 export interface AppendBatch {
   executionId: string;
@@ -98,6 +118,11 @@ export interface AppendBatch {
   principal?: string;
   /** What the execution has spent after these events (S24), only when they changed it. */
   spent?: Spent;
+  /**
+   * Its queue (spi-queues.ts): on sequence 0's batch, the place it waits in (S26, S27); on a
+   * later batch of a queued execution, a new `notBeforeMs` (S28).
+   */
+  queue?: QueueEntry;
   index?: IndexChanges;
   /**
    * Creates the execution's lease in the same transaction (a start needs no separate one): only
@@ -147,6 +172,8 @@ export interface ExecutionSummary {
   costUsd?: number;
   costUnknown?: boolean;
   tokens?: number;
+  /** The queue it was recorded in (spi-queues.ts), when it was. */
+  queue?: string;
   /**
    * Why the log cannot be read (LogCorruptError), where the lister asked (log-errors.ts); a
    * store's own `list` never sets it.
