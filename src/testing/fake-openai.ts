@@ -41,12 +41,21 @@ export interface FakeOpenAiOptions {
   toolCalls?: FakeToolCall[];
   /** The model every chunk and Response names. Default: the one asked for. */
   model?: string;
+  /**
+   * A provider's tokens-per-window limit (issue 26): each request's output tokens count at its
+   * arrival; one that would pass `outputTokens` within the last `windowMs` is answered 429 with a
+   * `retry-after-ms` (and counts nothing). Every answered request is kept in `arrivals`.
+   */
+  rateLimit?: { outputTokens: number; windowMs: number };
 }
 
 export interface FakeOpenAi {
   /** Includes `/v1`, as the SDK wants it. */
   baseURL: string;
   requests: (FakeRequest & { body: { stream_options?: { include_usage?: boolean } } })[];
+  /** With `rateLimit`: each request answered (its arrival, its output tokens), and the 429s. */
+  arrivals: { atMs: number; outputTokens: number }[];
+  refused: number;
   set(options: FakeOpenAiOptions): void;
   close(): Promise<void>;
 }
@@ -56,9 +65,13 @@ type OpenAiRequest = FakeOpenAi["requests"][number];
 export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeOpenAi> {
   let opts = options;
   const requests: FakeOpenAi["requests"] = [];
+  const limited = { arrivals: [] as FakeOpenAi["arrivals"], refused: 0 };
   const server = await serveJson(async (parsed, req, res) => {
     const body = parsed as OpenAiRequest["body"];
     const text = opts.text ?? "Tides rise and fall twice a day.";
+    if (opts.rateLimit && overLimit(opts.rateLimit, limited, Math.ceil(text.length / 4), res)) {
+      return;
+    }
     const deltas = splitText(text, opts.deltaChars ?? 8);
     const record = { body, deltasSent: 0, deltasTotal: deltas.length, closedEarly: false };
     requests.push(record);
@@ -98,11 +111,50 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
   return {
     baseURL: `http://127.0.0.1:${server.port}/v1`,
     requests,
+    get arrivals() {
+      return limited.arrivals;
+    },
+    get refused() {
+      return limited.refused;
+    },
     set(next) {
       opts = next;
     },
     close: () => server.close(),
   };
+}
+
+/** The fake's tokens-per-window limit: true (and a 429 written) when this request passes it. */
+function overLimit(
+  limit: { outputTokens: number; windowMs: number },
+  state: { arrivals: { atMs: number; outputTokens: number }[]; refused: number },
+  outputTokens: number,
+  res: ServerResponse,
+): boolean {
+  const now = Date.now();
+  const inWindow = state.arrivals.filter((a) => a.atMs > now - limit.windowMs);
+  const used = inWindow.reduce((sum, a) => sum + a.outputTokens, 0);
+  if (used + outputTokens <= limit.outputTokens) {
+    state.arrivals.push({ atMs: now, outputTokens });
+    return false;
+  }
+  state.refused++;
+  const oldest = inWindow[0]?.atMs ?? now;
+  res.writeHead(429, {
+    "content-type": "application/json",
+    "retry-after-ms": String(Math.max(1, oldest + limit.windowMs - now)),
+  });
+  res.end(
+    JSON.stringify({
+      error: {
+        message: `Rate limit reached on tokens per min (TPM): Limit ${limit.outputTokens}, Used ${used}, Requested ${outputTokens}.`,
+        type: "tokens",
+        param: null,
+        code: "rate_limit_exceeded",
+      },
+    }),
+  );
+  return true;
 }
 
 function json(res: ServerResponse, body: unknown): void {
