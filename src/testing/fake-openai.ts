@@ -53,8 +53,11 @@ export interface FakeOpenAi {
   /** Includes `/v1`, as the SDK wants it. */
   baseURL: string;
   requests: (FakeRequest & { body: { stream_options?: { include_usage?: boolean } } })[];
-  /** With `rateLimit`: each request answered (its arrival, its output tokens), and the 429s. */
-  arrivals: { atMs: number; outputTokens: number }[];
+  /**
+   * With `rateLimit`: each request answered (its arrival, its output tokens, its last message's
+   * text), and the 429s.
+   */
+  arrivals: { atMs: number; outputTokens: number; prompt: string }[];
   refused: number;
   set(options: FakeOpenAiOptions): void;
   close(): Promise<void>;
@@ -65,13 +68,13 @@ type OpenAiRequest = FakeOpenAi["requests"][number];
 export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeOpenAi> {
   let opts = options;
   const requests: FakeOpenAi["requests"] = [];
-  const limited = { arrivals: [] as FakeOpenAi["arrivals"], refused: 0 };
+  const limited: Pick<FakeOpenAi, "arrivals" | "refused"> = { arrivals: [], refused: 0 };
   const server = await serveJson(async (parsed, req, res) => {
     const body = parsed as OpenAiRequest["body"];
     const text = opts.text ?? "Tides rise and fall twice a day.";
-    if (opts.rateLimit && overLimit(opts.rateLimit, limited, Math.ceil(text.length / 4), res)) {
-      return;
-    }
+    const prompt = lastContent(body.messages);
+    const tokens = Math.ceil(text.length / 4);
+    if (opts.rateLimit && overLimit(opts.rateLimit, limited, { tokens, prompt }, res)) return;
     const deltas = splitText(text, opts.deltaChars ?? 8);
     const record = { body, deltasSent: 0, deltasTotal: deltas.length, closedEarly: false };
     requests.push(record);
@@ -124,18 +127,27 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
   };
 }
 
+/** The text of a request's last message, or "". */
+function lastContent(messages: unknown): string {
+  const last: unknown = Array.isArray(messages) ? messages.at(-1) : undefined;
+  const content =
+    typeof last === "object" && last !== null ? (last as { content?: unknown }).content : "";
+  return typeof content === "string" ? content : "";
+}
+
 /** The fake's tokens-per-window limit: true (and a 429 written) when this request passes it. */
 function overLimit(
   limit: { outputTokens: number; windowMs: number },
-  state: { arrivals: { atMs: number; outputTokens: number }[]; refused: number },
-  outputTokens: number,
+  state: Pick<FakeOpenAi, "arrivals" | "refused">,
+  asked: { tokens: number; prompt: string },
   res: ServerResponse,
 ): boolean {
+  const outputTokens = asked.tokens;
   const now = Date.now();
   const inWindow = state.arrivals.filter((a) => a.atMs > now - limit.windowMs);
   const used = inWindow.reduce((sum, a) => sum + a.outputTokens, 0);
   if (used + outputTokens <= limit.outputTokens) {
-    state.arrivals.push({ atMs: now, outputTokens });
+    state.arrivals.push({ atMs: now, outputTokens, prompt: asked.prompt });
     return false;
   }
   state.refused++;
