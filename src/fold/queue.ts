@@ -12,6 +12,9 @@
  *      replaces the input, `notBeforeMs` the mark's.
  * QF3. EXECUTION_ADMITTED records when it was admitted and how long it waited (`waitedMs`) in
  *      `_queue`, which stays: the execution is of that queue until it ends.
+ * QF4. A start whose queue mark carries `admittedAt` (a chain's successor, runtime/continuation.ts)
+ *      is of that queue and admitted already: it is not `queued`, and holds the slot its
+ *      predecessor held.
  */
 import type { Envelope } from "../kernel/events.ts";
 import type { QueueMark } from "../kernel/queue.ts";

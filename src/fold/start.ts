@@ -35,11 +35,17 @@ export const START_HANDLERS: Handlers = {
     }
     s.startedAt = e.at;
     s.status = "pending";
-    // Schema 1.12.0: recorded with a queue, it waits there until admitted (queue.ts QF1).
+    // Schema 1.12.0: recorded with a queue, it waits there until admitted (queue.ts QF1); a
+    // chain's successor takes its predecessor's slot, admitted already (QF4).
     const queue = readQueueMark(p.queue);
     if (queue) {
       s._queue = queue;
-      s.status = "queued";
+      const admittedAt = isPlainObject(p.queue) ? p.queue.admittedAt : undefined;
+      if (typeof admittedAt === "number" && Number.isFinite(admittedAt)) {
+        s._queue.admittedAt = admittedAt;
+      } else {
+        s.status = "queued";
+      }
     }
     if (str(p.principal) && p.principal !== "") s._principal = p.principal;
     if (str(p.subject) && p.subject !== "") s._subject = p.subject;
