@@ -153,6 +153,9 @@ export function faultyStore(
     setSchedulePaused: (n, p, at) =>
       guard("setSchedulePaused", () => inner.setSchedulePaused(n, p, at), true),
     forksOf: (id, limit) => guard("forksOf", () => inner.forksOf(id, limit)),
+    admitQueued: (owner, opts) => guard("admitQueued", () => inner.admitQueued(owner, opts), true),
+    queueView: (q, opts) => guard("queueView", () => inner.queueView(q, opts)),
+    queueNames: () => guard("queueNames", () => inner.queueNames()),
     // Member rows are no part of what the simulation checks: passed through, so the faults a
     // seed draws fall where they fell before the background loop wrote heartbeats.
     heartbeat: (m) => inner.heartbeat(m),

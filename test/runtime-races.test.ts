@@ -62,6 +62,9 @@ function delayed(inner: MemoryStore, ms: number, calls: readonly (keyof Store)[]
     setSchedulePaused: (...a: Parameters<Store["setSchedulePaused"]>) =>
       inner.setSchedulePaused(...a),
     forksOf: (...a: Parameters<Store["forksOf"]>) => inner.forksOf(...a),
+    admitQueued: (...a: Parameters<Store["admitQueued"]>) => inner.admitQueued(...a),
+    queueView: (...a: Parameters<Store["queueView"]>) => inner.queueView(...a),
+    queueNames: () => inner.queueNames(),
     heartbeat: (...a: Parameters<Store["heartbeat"]>) => inner.heartbeat(...a),
     members: (...a: Parameters<Store["members"]>) => inner.members(...a),
     leaveFleet: (...a: Parameters<Store["leaveFleet"]>) => inner.leaveFleet(...a),

@@ -19,6 +19,7 @@ import type {
   Lease,
   Member,
   Notice,
+  QueueEntry,
   Schedule,
   StoreHooks,
 } from "../spi.ts";
@@ -40,6 +41,8 @@ export interface Data {
   forks: Map<string, ForkLink[]>;
   /** The fleet's members by owner (S22). */
   members: Map<string, Member>;
+  /** The queue entry of each execution recorded in a queue (S26..S28), its notBeforeMs kept. */
+  queues: Map<string, QueueEntry>;
   /** The wake subscriptions of every handle over the data (a fleet store's only). */
   subscribers: Subscribers;
 }
@@ -58,6 +61,7 @@ export function newData(): Data {
     keys: new Map(),
     forks: new Map(),
     members: new Map(),
+    queues: new Map(),
     subscribers: new Set(),
   };
 }

@@ -153,6 +153,28 @@ export function listColumns(t: Tables): string {
   `;
 }
 
+/**
+ * Migration 7, queues (issue 26, spi-queues.ts S26..S29, queues.ts Q1..Q5): an execution's place in
+ * its queue, from its sequence 0 (the not-before time moved by later batches, S28; not indexed, so
+ * a debounce's update stays HOT). `executions_queued` holds the queued executions of each queue in
+ * admission order, `executions_by_queue` a queue's executions by status (admission counts the
+ * active ones), and `executions_queue_dedupe` is S27's key among a queue's queued executions, a
+ * safety net under the append routine's own check (append-routine.ts R13). Self-contained.
+ */
+export function queueColumns(t: Tables): string {
+  return `
+  ALTER TABLE ${t.executions} ADD COLUMN queue TEXT COLLATE "C",
+    ADD COLUMN queue_key TEXT COLLATE "C", ADD COLUMN queue_priority DOUBLE PRECISION,
+    ADD COLUMN queue_dedupe TEXT COLLATE "C", ADD COLUMN queue_not_before BIGINT;
+  CREATE INDEX executions_queued ON ${t.executions} (queue, queue_priority, created_at, id)
+    WHERE status = 'queued';
+  CREATE INDEX executions_by_queue ON ${t.executions} (queue, status, queue_key)
+    WHERE queue IS NOT NULL;
+  CREATE UNIQUE INDEX executions_queue_dedupe ON ${t.executions} (queue, queue_dedupe)
+    WHERE status = 'queued' AND queue_dedupe IS NOT NULL;
+  `;
+}
+
 export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   (t) => `
   CREATE TABLE ${t.executions} (
@@ -249,6 +271,7 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   leanEventRows,
   forksMembersPauses,
   listColumns,
+  queueColumns,
 ];
 
 /** Brings `schema` to the latest version (M1..M3); returns the versions it applied. */

@@ -20,9 +20,13 @@
  * and the list's columns (migration 6, R12); a schema upgraded from version 7 keeps
  * `loom_append_7` for the processes of the release before, whose forks get no row (their origin
  * does not list them) and whose appends leave the list's columns as they were (a row they start
- * has no principal or spent until a batch of this release carries one).
+ * has no principal or spent until a batch of this release carries one). Version 9 also writes an
+ * execution's queue columns (migration 7), refuses a dedupe key a queued execution holds (R13) and
+ * wakes the fleet's admitters (R14); a schema upgraded from version 8 keeps `loom_append_8` for the
+ * processes of the release before, which know no queue (they record none, and their ends of
+ * queued executions wake no admitter: its poll finds the slot).
  */
-export const APPEND_ROUTINE = "loom_append_8";
+export const APPEND_ROUTINE = "loom_append_9";
 
 /** The statuses a claim takes (S17), as an SQL list: whatever a lease row's `runnable` mirrors. */
 export const RUNNABLE_SQL = "'pending', 'running'";

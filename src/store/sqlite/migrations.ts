@@ -156,6 +156,24 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE schedules ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
   `,
   listColumns(),
+  // Queues (issue 26, spi-queues.ts S26..S29): an execution's place in its queue, from its
+  // sequence 0 (the not-before time moved by later batches, S28). Admission and the view walk the
+  // queued ones of a queue in admission order, and count its active ones by status, so neither
+  // reads the executions of other queues or the ended ones of this one. The unique index is S27's
+  // dedupe, among the queued executions of a queue only.
+  `
+  ALTER TABLE executions ADD COLUMN queue TEXT;
+  ALTER TABLE executions ADD COLUMN queue_key TEXT;
+  ALTER TABLE executions ADD COLUMN queue_priority REAL;
+  ALTER TABLE executions ADD COLUMN queue_dedupe TEXT;
+  ALTER TABLE executions ADD COLUMN queue_not_before INTEGER;
+  CREATE INDEX executions_queued ON executions (queue, queue_priority, created_at, id)
+    WHERE status = 'queued';
+  CREATE INDEX executions_by_queue ON executions (queue, status, queue_key)
+    WHERE queue IS NOT NULL;
+  CREATE UNIQUE INDEX executions_queue_dedupe ON executions (queue, queue_dedupe)
+    WHERE status = 'queued' AND queue_dedupe IS NOT NULL;
+  `,
 ];
 
 /**

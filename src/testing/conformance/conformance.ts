@@ -25,6 +25,7 @@ import type { Harness } from "./helpers.ts";
 import { leaseSuite } from "./leases.ts";
 import { recordsSuite } from "./records.ts";
 import { listSortedSuite } from "./list-sorted.ts";
+import { queueSuite } from "./queues.ts";
 import { retentionSuite } from "./retention.ts";
 import { scheduleSuite } from "./schedules.ts";
 import { snapshotSuite } from "./snapshots-and-reopen.ts";
@@ -80,5 +81,6 @@ export function runStoreConformance<S extends Store>(opts: StoreConformanceOptio
     retentionSuite(h);
     keysSuite(h);
     recordsSuite(h);
+    queueSuite(h);
   });
 }
