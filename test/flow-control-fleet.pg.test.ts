@@ -94,6 +94,8 @@ describe("a queue across a fleet on PostgreSQL (issue 26)", () => {
         expect(most.all).toBe(5);
         await client.close();
       } finally {
+        // The members first: once the schema is dropped, a live one reports missing tables.
+        for (const m of members) m.child.kill("SIGKILL");
         await store.close().catch(() => {});
         await dropSchema(url, schema);
       }

@@ -83,6 +83,8 @@ describe("a rate limit across a fleet on PostgreSQL (issue 26)", () => {
         }
         await client.close();
       } finally {
+        // The members first: once the schema is dropped, a live one reports missing tables.
+        for (const m of members) m.child.kill("SIGKILL");
         await store.close().catch(() => {});
         await provider.close();
         await dropSchema(url, schema);
