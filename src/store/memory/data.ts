@@ -23,6 +23,7 @@ import type {
   StoreHooks,
 } from "../spi.ts";
 import { send, type Subscribers } from "./fleet.ts";
+import { newLimiterData, type LimiterData } from "./limiter-rows.ts";
 import type { StoredEvent } from "./stored-event.ts";
 
 export interface Data {
@@ -40,6 +41,8 @@ export interface Data {
   forks: Map<string, ForkLink[]>;
   /** The fleet's members by owner (S22). */
   members: Map<string, Member>;
+  /** Rate limiters' grants, waiters and blocks (S30..S34, limiters.ts). */
+  limiters: LimiterData;
   /** The wake subscriptions of every handle over the data (a fleet store's only). */
   subscribers: Subscribers;
 }
@@ -58,6 +61,7 @@ export function newData(): Data {
     keys: new Map(),
     forks: new Map(),
     members: new Map(),
+    limiters: newLimiterData(),
     subscribers: new Set(),
   };
 }
