@@ -162,6 +162,14 @@ export function faultyStore(
     members: (since) => inner.members(since),
     leaveFleet: (o) => inner.leaveFleet(o),
     leasesOf: (o, now, limit) => inner.leasesOf(o, now, limit),
+    reserve: (name, limit, ask, now) =>
+      guard("reserve", () => inner.reserve(name, limit, ask, now), true),
+    settle: (name, id, used, now) => guard("settle", () => inner.settle(name, id, used, now), true),
+    withdraw: (name, id) => guard("withdraw", () => inner.withdraw(name, id), true),
+    blockLimiter: (name, until) =>
+      guard("blockLimiter", () => inner.blockLimiter(name, until), true),
+    limiterView: (name, now) => guard("limiterView", () => inner.limiterView(name, now)),
+    limiterNames: () => guard("limiterNames", () => inner.limiterNames()),
     appendMessage: (c, m) => guard("appendMessage", () => inner.appendMessage(c, m), true),
     readMessages: (c, t, after, limit) =>
       guard("readMessages", () => inner.readMessages(c, t, after, limit)),

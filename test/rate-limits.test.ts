@@ -36,7 +36,7 @@ interface Call {
   id: string;
   out: number;
   used?: number;
-  fail?: unknown;
+  fail?: Error;
 }
 
 /** An effect on the limiter "m" that holds until released, and reports `used` output tokens. */
@@ -53,7 +53,7 @@ function gatedEffect() {
       await new Promise<void>((resolve) => gates.set(c.id, resolve));
       running.delete(c.id);
       ectx.meter({ tokens: { input: 0, output: c.used ?? c.out } });
-      if (c.fail !== undefined) throw c.fail;
+      if (c.fail) throw c.fail;
       return c.id;
     },
   };

@@ -69,6 +69,12 @@ function delayed(inner: MemoryStore, ms: number, calls: readonly (keyof Store)[]
     members: (...a: Parameters<Store["members"]>) => inner.members(...a),
     leaveFleet: (...a: Parameters<Store["leaveFleet"]>) => inner.leaveFleet(...a),
     leasesOf: (...a: Parameters<Store["leasesOf"]>) => inner.leasesOf(...a),
+    reserve: (...a: Parameters<Store["reserve"]>) => inner.reserve(...a),
+    settle: (...a: Parameters<Store["settle"]>) => inner.settle(...a),
+    withdraw: (...a: Parameters<Store["withdraw"]>) => inner.withdraw(...a),
+    blockLimiter: (...a: Parameters<Store["blockLimiter"]>) => inner.blockLimiter(...a),
+    limiterView: (...a: Parameters<Store["limiterView"]>) => inner.limiterView(...a),
+    limiterNames: () => inner.limiterNames(),
     dueTimers: slow("dueTimers", (...a: Parameters<Store["dueTimers"]>) => inner.dueTimers(...a)),
     nextWakeAt: slow("nextWakeAt", (...a: Parameters<Store["nextWakeAt"]>) =>
       inner.nextWakeAt(...a),

@@ -88,6 +88,12 @@ function watched(
     members: (sinceMs) => call(() => inner.members(sinceMs)),
     leaveFleet: (owner) => call(() => inner.leaveFleet(owner)),
     leasesOf: (owner, nowMs, limit) => call(() => inner.leasesOf(owner, nowMs, limit)),
+    reserve: (limiter, limit, ask, nowMs) => call(() => inner.reserve(limiter, limit, ask, nowMs)),
+    settle: (limiter, id, used, nowMs) => call(() => inner.settle(limiter, id, used, nowMs)),
+    withdraw: (limiter, id) => call(() => inner.withdraw(limiter, id)),
+    blockLimiter: (limiter, untilMs) => call(() => inner.blockLimiter(limiter, untilMs)),
+    limiterView: (limiter, nowMs) => call(() => inner.limiterView(limiter, nowMs)),
+    limiterNames: () => call(() => inner.limiterNames()),
     appendMessage: (chain, m) => call(() => inner.appendMessage(chain, m)),
     readMessages: (chain, t, after, limit) =>
       call(() => inner.readMessages(chain, t, after, limit)),

@@ -119,6 +119,14 @@ export interface RateLimitDeps {
   report(error: unknown): void;
 }
 
+/** RL1: the runtime's innermost middleware when `rateLimits` names a limiter, else none. */
+export function rateLimiting(
+  limits: Readonly<Record<string, RateLimit>>,
+  deps: Omit<RateLimitDeps, "limits">,
+): EffectMiddleware[] {
+  return Object.keys(limits).length === 0 ? [] : [rateLimitMiddleware({ ...deps, limits })];
+}
+
 /** RL1..RL5, RL7: the runtime's innermost middleware, where `rateLimits` names limiters. */
 export function rateLimitMiddleware(deps: RateLimitDeps): EffectMiddleware {
   return async (ctx, next) => {
@@ -133,13 +141,17 @@ export function rateLimitMiddleware(deps: RateLimitDeps): EffectMiddleware {
     } catch (e) {
       const blockMs = rateLimitedFor(e);
       if (blockMs !== undefined) {
-        await deps.store.blockLimiter(claim.name, deps.now() + blockMs).catch(deps.report);
+        await deps.store
+          .blockLimiter(claim.name, deps.now() + blockMs)
+          .catch((e: unknown) => deps.report(e));
       }
       throw e;
     } finally {
       const tokens = ctx.metered().tokens;
       const used = { inputTokens: tokens?.input ?? 0, outputTokens: tokens?.output ?? 0 };
-      await deps.store.settle(claim.name, id, used, deps.now()).catch(deps.report);
+      await deps.store
+        .settle(claim.name, id, used, deps.now())
+        .catch((e: unknown) => deps.report(e));
     }
   };
 }
@@ -186,7 +198,7 @@ async function waitForGrant(
     try {
       await sleepUnless(ctx.signal, sleep);
     } catch (e) {
-      await deps.store.withdraw(claim.name, id).catch(deps.report);
+      await deps.store.withdraw(claim.name, id).catch((e: unknown) => deps.report(e));
       throw e;
     }
   }

@@ -49,7 +49,7 @@ import { BackgroundLoop } from "./background-loop.ts";
 import type { NegotiationPolicy } from "./runtime-options.ts";
 import { checkedNegotiation } from "./syscalls-budgets.ts";
 import { checkedQueueLimits } from "./queue-options.ts";
-import { checkedRateLimits, rateLimitMiddleware } from "./rate-limits.ts";
+import { checkedRateLimits, rateLimiting } from "./rate-limits.ts";
 
 const RECENT_OUTCOMES = 1000;
 /** The longest close() waits for background duties in flight. */
@@ -153,18 +153,11 @@ export class RuntimeState implements RunHost {
     }
     const admission = options.unpricedCost ? { unpricedCost: options.unpricedCost } : {};
     // RL1: the rate limits are innermost, whatever chain the options give.
-    const rateLimits = checkedRateLimits(options.rateLimits);
-    const limiting =
-      Object.keys(rateLimits).length === 0
-        ? []
-        : [
-            rateLimitMiddleware({
-              store: this.store,
-              limits: rateLimits,
-              now: () => this.clock.now(),
-              report: (e) => this.report(e),
-            }),
-          ];
+    const limiting = rateLimiting(checkedRateLimits(options.rateLimits), {
+      store: this.store,
+      now: () => this.clock.now(),
+      report: (e) => this.report(e),
+    });
     this.chain = effectChain(
       options.middleware ?? defaultMiddleware(admission),
       admission,

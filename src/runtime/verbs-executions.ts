@@ -10,7 +10,6 @@
  */
 import { isTerminalStatus, type Envelope } from "../kernel/events.ts";
 import {
-  ExecutionConflictError,
   ExecutionNotFoundError,
   InvalidInputError,
   NonDeterminismError,
@@ -23,25 +22,16 @@ import {
 import { boundedJson, type Json } from "../kernel/json.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import { checkedDuration } from "../kernel/limits.ts";
-import { validated } from "../kernel/schema.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { LiveDelta } from "../effects/deltas.ts";
-import { checkedBudget, isFlow, type Flow } from "./flow.ts";
+import { isFlow, type Flow } from "./flow.ts";
 import { endEvent, mustLoad } from "./load-state.ts";
-import {
-  assertCreatable,
-  assertSameStart,
-  checkedPrincipal,
-  checkedSubject,
-  positive,
-  startPayload,
-  withDeadline,
-} from "./runtime-support.ts";
-import type { CallerOptions, ExecutionHandle, StartOptions } from "./runtime-options.ts";
+import { positive, withDeadline } from "./runtime-support.ts";
+import type { CallerOptions, ExecutionHandle } from "./runtime-options.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
 import { delay } from "./system.ts";
 import { checkedReason } from "./cancel.ts";
-import { assertOwner, authorize, create, deliver } from "./runtime-core.ts";
+import { assertOwner, authorize, deliver } from "./runtime-core.ts";
 import { cancelRouted, refuseIfSucceeded, route } from "./runtime-routing.ts";
 import type { RuntimeState } from "./runtime-state.ts";
 

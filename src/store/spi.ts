@@ -83,28 +83,13 @@ export type { ForkLink, ForkStore, HeldLease, Member, MemberStore } from "./spi-
 import type { Spent } from "./spent.ts";
 import type { ListQuery } from "./spi-list.ts";
 import type { QueueEntry, QueueStore } from "./spi-queues.ts";
+import type { LimiterStore } from "./spi-limiters.ts";
 
 export type { Spent } from "./spent.ts";
 export type { InboxMessage, InboxStore } from "./spi-inbox.ts";
 export type { ListQuery, ListSort } from "./spi-list.ts";
-export type {
-  AdmitOptions,
-  Admitted,
-  QueueEntry,
-  QueueLimits,
-  QueueStore,
-  QueueView,
-  QueuedExecution,
-} from "./spi-queues.ts";
-export type {
-  LimiterAnswer,
-  LimiterAsk,
-  LimiterStore,
-  LimiterUse,
-  LimiterView,
-  LimiterWaiter,
-  RateLimit,
-} from "./spi-limiters.ts";
+export type * from "./spi-queues.ts";
+export type * from "./spi-limiters.ts";
 
 export interface AppendBatch {
   executionId: string;
@@ -331,7 +316,8 @@ export interface Store
     InboxStore,
     ForkStore,
     MemberStore,
-    QueueStore {
+    QueueStore,
+    LimiterStore {
   /** A short name for messages and benchmarks ("memory", "sqlite"). */
   readonly kind: string;
   close(): Promise<void>;

@@ -24,6 +24,7 @@ import type {
   StoreHooks,
 } from "../spi.ts";
 import { send, type Subscribers } from "./fleet.ts";
+import { newLimiterData, type LimiterData } from "./limiter-rows.ts";
 import type { StoredEvent } from "./stored-event.ts";
 
 export interface Data {
@@ -43,6 +44,8 @@ export interface Data {
   members: Map<string, Member>;
   /** The queue entry of each execution recorded in a queue (S26..S28), its notBeforeMs kept. */
   queues: Map<string, QueueEntry>;
+  /** Rate limiters' grants, waiters and blocks (S30..S34, limiters.ts). */
+  limiters: LimiterData;
   /** The wake subscriptions of every handle over the data (a fleet store's only). */
   subscribers: Subscribers;
 }
@@ -62,6 +65,7 @@ export function newData(): Data {
     forks: new Map(),
     members: new Map(),
     queues: new Map(),
+    limiters: newLimiterData(),
     subscribers: new Set(),
   };
 }

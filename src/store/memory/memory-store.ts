@@ -16,7 +16,8 @@
  * The store is assembled here from its parts, split as the SPI's groups are (as the PostgreSQL
  * store is): the data and a handle over it (data.ts H1..H3), events (stored-event.ts E1, E2),
  * appends (append.ts A1..A3), reads, snapshots, leases, timers, schedules and notices, the inbox,
- * retention, keys, forks and members (records.ts), and queues (queues.ts).
+ * retention, keys, forks and members (records.ts), queues (queues.ts) and rate limiters
+ * (limiters.ts).
  */
 import type { FleetStore, Store, StoreHooks } from "../spi.ts";
 import { memoryAppend } from "./append.ts";
@@ -26,6 +27,7 @@ import { memoryInbox } from "./inbox.ts";
 import { memoryKeys } from "./keys.ts";
 import { memoryLeases } from "./leases.ts";
 import { memoryQueues } from "./queues.ts";
+import { memoryLimiters } from "./limiters.ts";
 import { memoryReads } from "./reads.ts";
 import { memoryRecords } from "./records.ts";
 import { memoryRetention } from "./retention.ts";
@@ -98,6 +100,7 @@ function open(h: Handle): MemoryStore {
     ...memoryKeys(h),
     ...memoryRecords(h),
     ...memoryQueues(h),
+    ...memoryLimiters(h),
 
     async close() {
       h.closed = true;

@@ -175,6 +175,48 @@ export function queueColumns(t: Tables): string {
   `;
 }
 
+/**
+ * Migration 8, rate limiters (issue 26, limiters.ts PL1..PL3): a limiter's row keeps its last window
+ * (for its view) and its block; a grant is settled once `used_input` is set, and is found by its
+ * window (`limiter_grants_by_time`) and, while it holds a slot, by its hold's end; a waiter's place
+ * is (since_ms, n), n an identity: a row written later has a larger one (limiter-rules.ts LR5).
+ */
+export function limiters(t: Tables): string {
+  return `
+  CREATE TABLE ${t.limiters} (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    window_ms BIGINT,
+    blocked_until_ms BIGINT
+  );
+  CREATE TABLE ${t.limiterGrants} (
+    limiter TEXT COLLATE "C" NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    execution_id TEXT COLLATE "C" NOT NULL,
+    at_ms BIGINT NOT NULL,
+    requests BIGINT NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    used_input BIGINT,
+    used_output BIGINT,
+    hold_until_ms BIGINT NOT NULL,
+    PRIMARY KEY (limiter, id)
+  );
+  CREATE INDEX limiter_grants_by_time ON ${t.limiterGrants} (limiter, at_ms);
+  CREATE INDEX limiter_grants_held ON ${t.limiterGrants} (limiter, hold_until_ms)
+    WHERE used_input IS NULL;
+  CREATE TABLE ${t.limiterWaiters} (
+    limiter TEXT COLLATE "C" NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    execution_id TEXT COLLATE "C" NOT NULL,
+    since_ms BIGINT NOT NULL,
+    wait_until_ms BIGINT NOT NULL,
+    n BIGINT GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (limiter, id)
+  );
+  CREATE INDEX limiter_waiters_by_place ON ${t.limiterWaiters} (limiter, since_ms, n);
+  `;
+}
+
 export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   (t) => `
   CREATE TABLE ${t.executions} (
@@ -272,6 +314,7 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   forksMembersPauses,
   listColumns,
   queueColumns,
+  limiters,
 ];
 
 /** Brings `schema` to the latest version (M1..M3); returns the versions it applied. */

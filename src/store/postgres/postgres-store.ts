@@ -23,6 +23,7 @@ import { newPool, tables } from "./db.ts";
 import { postgresInbox } from "./inbox.ts";
 import { postgresKeys } from "./keys.ts";
 import { postgresLeases } from "./leases.ts";
+import { postgresLimiters } from "./limiters.ts";
 import { migrate } from "./migrations.ts";
 import { postgresQueues } from "./queues.ts";
 import { postgresReads } from "./reads.ts";
@@ -92,6 +93,7 @@ export async function postgresStore(options: PostgresStoreOptions): Promise<Post
     ...postgresKeys(pool, t, options.keyScrubWaitMs),
     ...postgresRecords(pool, t),
     ...postgresQueues(pool, t, schema),
+    ...postgresLimiters(pool, t, schema),
     listen: (onWake) => listener.subscribe(onWake),
     close() {
       closing ??= listener.close().then(() => pool.end());

@@ -56,6 +56,10 @@ export interface Tables {
   /** Forks by origin (S21) and the fleet's members (S22): migration 5, records.ts. */
   forks: string;
   members: string;
+  /** Rate limiters (S30..S34): migration 8, limiters.ts. */
+  limiters: string;
+  limiterGrants: string;
+  limiterWaiters: string;
   /** The append routine (append-routine.ts). */
   appendRoutine: string;
 }
@@ -76,6 +80,9 @@ export function tables(schema: string): Tables {
     keys: t("keys"),
     forks: t("forks"),
     members: t("members"),
+    limiters: t("limiters"),
+    limiterGrants: t("limiter_grants"),
+    limiterWaiters: t("limiter_waiters"),
     appendRoutine: t(APPEND_ROUTINE),
   };
 }
