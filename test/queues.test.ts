@@ -74,12 +74,10 @@ describe.each(STORES)("queues on the $kind store (issue 26)", ({ open }) => {
     g.openAll();
     expect(await h.result()).toMatchObject({ status: "completed", output: "a" });
     const log = await store.read("a");
-    expect(log.map((e) => e.kind)).toEqual([
-      "EXECUTION_STARTED",
-      "EXECUTION_ADMITTED",
-      "STEP_COMPLETED",
-      "EXECUTION_COMPLETED",
-    ]);
+    const kinds = log.map((e) => e.kind);
+    // Nothing of the body before its admission (a long step may also write its STEP_STARTED).
+    expect(kinds.slice(0, 2)).toEqual(["EXECUTION_STARTED", "EXECUTION_ADMITTED"]);
+    expect(kinds.slice(-2)).toEqual(["STEP_COMPLETED", "EXECUTION_COMPLETED"]);
     expect(foldAll(log)._queue?.admittedAt).toBe(log[1]?.at);
   });
 

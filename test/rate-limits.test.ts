@@ -36,7 +36,8 @@ interface Call {
   id: string;
   out: number;
   used?: number;
-  fail?: Error;
+  /** Fail with a provider's 429 asking to retry after this many ms. */
+  tooManyFor?: number;
 }
 
 /** An effect on the limiter "m" that holds until released, and reports `used` output tokens. */
@@ -53,7 +54,10 @@ function gatedEffect() {
       await new Promise<void>((resolve) => gates.set(c.id, resolve));
       running.delete(c.id);
       ectx.meter({ tokens: { input: 0, output: c.used ?? c.out } });
-      if (c.fail) throw c.fail;
+      if (c.tooManyFor !== undefined) {
+        const headers = { "retry-after-ms": String(c.tooManyFor) };
+        throw Object.assign(new Error("429 Too Many Requests"), { status: 429, headers });
+      }
       return c.id;
     },
   };
@@ -125,11 +129,7 @@ describe.each(STORES)("rate limits on the $kind store (issue 26)", ({ open }) =>
       ctx.execute(g.effect, c, { retry: false }),
     );
     const r = rt(store, { rateLimits: { m: { rpm: 1000 } } }).registerFlow(flow);
-    const tooMany = Object.assign(new Error("429 Too Many Requests"), {
-      status: 429,
-      headers: { "retry-after-ms": String(slow(60_000)) },
-    });
-    const a = await r.start(flow, { id: "a", out: 1, fail: tooMany });
+    const a = await r.start(flow, { id: "a", out: 1, tooManyFor: slow(60_000) });
     await until(() => g.running.has("a"));
     const before = Date.now();
     g.open("a");
