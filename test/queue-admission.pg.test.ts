@@ -10,6 +10,10 @@
  * lease rows (Q2's re-check lets one have each), but admitters of different flows pick different
  * ones, so only the serialization (Q1) keeps them under the limits. Removing the advisory lock
  * made this test fail on every run tried (3 of 3, a dozen breaches each).
+ *
+ * And S27 across connections (append-routine.ts R13): stores recording one dedupe key at once,
+ * alone or in a group commit, get one winner and refusals naming it; without the routine's dedupe
+ * lock the unique index fails whole calls instead (tried: the test fails).
  */
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
@@ -136,4 +140,39 @@ describe("queue admission under concurrency (S26, postgres/queues.ts Q1..Q3)", (
       await Promise.all(stores.map((s) => s.close()));
     }
   }, 120_000);
+
+  it("S27: of stores recording one dedupe key at once, exactly one wins; the others name it", async () => {
+    const schema = schemaName("queuededupe");
+    schemas.push(schema);
+    const stores: PostgresStore[] = [];
+    for (let i = 0; i < 4; i++) {
+      stores.push(await postgresStore({ connectionString: url, schema, pool: { max: 2 } }));
+    }
+    try {
+      for (let round = 0; round < 10; round++) {
+        const dedupe = `d${round}`;
+        const outcomes = await Promise.all(
+          stores.map(async (store, i) => {
+            const b = record(`r${round}-${i}`, undefined, T0, FLOW);
+            const entry = { name: QUEUE, priority: 0, dedupe };
+            // Alone, or in a group commit with another execution (the routine's two paths).
+            const other = record(`r${round}-${i}-other`, undefined, T0, FLOW);
+            const call = i % 2 === 0 ? [{ ...b, queue: entry }] : [other, { ...b, queue: entry }];
+            const results = await store.appendMany(call);
+            return results[results.length - 1];
+          }),
+        );
+        const won = outcomes.flatMap((o, i) => (o?.ok ? [`r${round}-${i}`] : []));
+        expect(won).toHaveLength(1);
+        for (const o of outcomes) {
+          if (o && !o.ok) {
+            expect(o.error.code).toBe("LOOM_QUEUE_DUPLICATE");
+            expect(o.error.details).toEqual({ existingId: won[0] });
+          }
+        }
+      }
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+  }, 60_000);
 });
