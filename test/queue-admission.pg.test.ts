@@ -19,6 +19,7 @@ import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { postgresStore, type PostgresStore } from "../src/store/postgres/index.ts";
 import { tables } from "../src/store/postgres/db.ts";
+import { admitSql } from "../src/store/postgres/queues.ts";
 import type { AppendBatch, QueueLimits } from "../src/store/spi.ts";
 import { batch, envelope, FLOW, T0 } from "../src/testing/conformance/helpers.ts";
 import { dropSchema, pgUrl, schemaName } from "./support/postgres.ts";
@@ -175,4 +176,39 @@ describe("queue admission under concurrency (S26, postgres/queues.ts Q1..Q3)", (
       await Promise.all(stores.map((s) => s.close()));
     }
   }, 60_000);
+
+  it("Q5: at 10,000 ended executions, admission walks the queue's indexes", async () => {
+    const schema = schemaName("queueplan");
+    schemas.push(schema);
+    await (await postgresStore({ connectionString: url, schema, pool: { max: 1 } })).close();
+    const t = tables(schema);
+    const db = new pg.Client({ connectionString: url });
+    await db.connect();
+    try {
+      await db.query(
+        `INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at, queue,
+           queue_priority)
+         SELECT 'e-' || lpad(g::text, 6, '0'), 'f', CASE WHEN g % 500 = 0 THEN 'queued'
+           ELSE 'completed' END, 1, g, g, 'q' || (g % 10), 0
+         FROM generate_series(1, 10000) AS g`,
+      );
+      await db.query(`ANALYZE ${t.executions}`);
+      const { rows } = await db.query<{ "QUERY PLAN": string }>(`EXPLAIN ${admitSql(t)}`, [
+        "q0",
+        T0,
+        ["f"],
+        10,
+        5,
+        null,
+        "w",
+        T0 + 1,
+      ]);
+      const plan = rows.map((r) => r["QUERY PLAN"]).join("\n");
+      expect(plan).toContain("executions_queued");
+      expect(plan).toContain("executions_by_queue");
+      expect(plan).not.toMatch(/Seq Scan on executions/);
+    } finally {
+      await db.end();
+    }
+  });
 });
