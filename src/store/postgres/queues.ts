@@ -45,8 +45,8 @@ export function admitSql(t: Tables): string {
   const from = `${t.executions} e LEFT JOIN ${t.leases} l ON l.execution_id = e.id`;
   return `WITH active AS (
        SELECT e.queue_key AS key FROM ${from}
-       WHERE e.queue = $1::text
-         AND (e.status IN (${ACTIVE}) OR (e.status = 'queued' AND ${live("$2::bigint")}))
+       WHERE e.queue = $1::text AND e.status IN ('queued', ${ACTIVE})
+         AND (e.status <> 'queued' OR ${live("$2::bigint")})
      ), by_key AS (
        SELECT key, count(*) AS n FROM active WHERE key IS NOT NULL GROUP BY key
      ), waiting AS (
@@ -88,7 +88,8 @@ function queueStatements(t: Tables) {
     active: statement(
       "queue_active",
       `SELECT e.queue_key AS key, count(*)::int AS n FROM ${from}
-       WHERE e.queue = $1 AND (e.status IN (${ACTIVE}) OR (e.status = 'queued' AND ${live("$2")}))
+       WHERE e.queue = $1 AND e.status IN ('queued', ${ACTIVE})
+         AND (e.status <> 'queued' OR ${live("$2")})
        GROUP BY e.queue_key`,
     ),
     waiting: statement(

@@ -25,19 +25,28 @@ interface WaitingRow {
   not_before: number | null;
 }
 
+const WAITING = `SELECT e.id, e.flow, e.queue_key AS key, e.queue_priority AS priority,
+    e.created_at, e.queue_not_before AS not_before ${FROM}
+  WHERE e.queue = @queue AND e.status = 'queued' AND NOT ${LIVE}`;
+
+/** What admission reads (@queue, @now, @flows), exported for tests' EXPLAIN QUERY PLAN. */
+export const ADMISSION_SQL = {
+  active: `SELECT e.queue_key AS key, COUNT(*) AS n ${FROM}
+    WHERE e.queue = @queue AND e.status IN ('queued', ${ACTIVE})
+      AND (e.status <> 'queued' OR ${LIVE})
+    GROUP BY e.queue_key`,
+  admissible: `${WAITING} AND (e.queue_not_before IS NULL OR e.queue_not_before <= @now)
+      AND e.flow IN (SELECT value FROM json_each(@flows)) ${ORDER}`,
+};
+
 function queueStatements(db: Database.Database) {
-  const waiting = `SELECT e.id, e.flow, e.queue_key AS key, e.queue_priority AS priority,
-      e.created_at, e.queue_not_before AS not_before ${FROM}
-    WHERE e.queue = @queue AND e.status = 'queued' AND NOT ${LIVE}`;
+  const waiting = WAITING;
   return {
     active: db.prepare<{ queue: string; now: number }, { key: string | null; n: number }>(
-      `SELECT e.queue_key AS key, COUNT(*) AS n ${FROM}
-       WHERE e.queue = @queue AND (e.status IN (${ACTIVE}) OR (e.status = 'queued' AND ${LIVE}))
-       GROUP BY e.queue_key`,
+      ADMISSION_SQL.active,
     ),
     admissible: db.prepare<{ queue: string; now: number; flows: string }, WaitingRow>(
-      `${waiting} AND (e.queue_not_before IS NULL OR e.queue_not_before <= @now)
-         AND e.flow IN (SELECT value FROM json_each(@flows)) ${ORDER}`,
+      ADMISSION_SQL.admissible,
     ),
     waiting: db.prepare<{ queue: string; now: number; limit: number }, WaitingRow>(
       `${waiting} ${ORDER} LIMIT @limit`,
