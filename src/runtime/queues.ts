@@ -50,7 +50,9 @@ export async function admitQueued(s: RuntimeState): Promise<string[]> {
       const ok = await s.tasks
         .exclusive(lease.executionId, () => admitOne(s, queue, lease))
         .catch((e: unknown) => {
-          if (!isLoomError(e, "LOOM_RUNTIME_CLOSED")) s.report(e);
+          // Cancelled or taken over between the admission and its record: not this one's.
+          const benign = ["LOOM_RUNTIME_CLOSED", "LOOM_EXECUTION_ENDED", "LOOM_FENCED"];
+          if (!benign.some((code) => isLoomError(e, code))) s.report(e);
           return false;
         });
       if (ok) admitted.push(lease.executionId);

@@ -24,6 +24,11 @@
  *      sharing the store must pass the same.
  * RL7. The wait is marked on the step's span (`loom.limiter.*` attributes): which limiter, how
  *      long it waited, its place when it first waited.
+ * RL8. A grant counts in the windows as made when the call reaches the provider, which a provider
+ *      counts it by and which comes after the grant: the call's end, or SENT_WITHIN_MS after the
+ *      grant when it ends later or never (a crash) (store S30, S32: `sentByMs`, moved back by the
+ *      settle). A grant counted at its own time let a window the provider counts hold what the
+ *      limiter had already let go of, when requests reached it late (a loaded process).
  */
 import type { EffectMiddleware, LimiterClaim, MiddlewareContext } from "../effects/effect.ts";
 import type { Effect } from "../effects/effect.ts";
@@ -52,6 +57,8 @@ const HOLD_MS = 10 * 60_000;
 /** The longest a waiter sleeps before it asks again (its place is kept for three of these). */
 const MAX_SLEEP_MS = 1000;
 const BLOCK_WITHOUT_HINT_MS = 1000;
+/** RL8: a request not on its way this long after its grant is taken to have arrived by then. */
+export const SENT_WITHIN_MS = 5000;
 
 /** RL6 */
 export function checkedRateLimits(
@@ -179,6 +186,7 @@ async function waitForGrant(
         inputTokens: claim.inputTokens,
         outputTokens: claim.outputTokens,
         holdUntilMs: now + (ctx.options.timeoutMs ?? HOLD_MS),
+        sentByMs: now + SENT_WITHIN_MS,
         waitUntilMs: now + 3 * MAX_SLEEP_MS,
       },
       now,

@@ -135,6 +135,11 @@ export function checkReserve(limiter: string, limit: RateLimit, ask: LimiterAsk,
   for (const f of ["requests", "inputTokens", "outputTokens"] as const) amount(`ask.${f}`, ask[f]);
   for (const f of ["holdUntilMs", "waitUntilMs"] as const) time(`ask.${f}`, ask[f]);
   time("nowMs", nowMs);
+  if (ask.sentByMs !== undefined) {
+    time("ask.sentByMs", ask.sentByMs);
+    if (ask.sentByMs < nowMs)
+      throw bad("reserve: ask.sentByMs must not be before nowMs", "sentByMs");
+  }
 }
 
 /** LR1 for `settle`. */

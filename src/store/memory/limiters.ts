@@ -44,7 +44,7 @@ export function memoryLimiters(h: Handle): LimiterStore {
       const verdict = judge(limit, ask, state);
       if (verdict.granted) {
         rows.waiters.delete(ask.id);
-        rows.grants.set(ask.id, grantOf(ask, nowMs));
+        rows.grants.set(ask.id, grantOf(ask, ask.sentByMs ?? nowMs));
         return { granted: true };
       }
       if (!verdict.alone) {
@@ -67,6 +67,7 @@ export function memoryLimiters(h: Handle): LimiterStore {
       grant.inputTokens = used.inputTokens;
       grant.outputTokens = used.outputTokens;
       grant.settled = true;
+      grant.atMs = Math.min(grant.atMs, nowMs);
     },
 
     async withdraw(limiter, id) {

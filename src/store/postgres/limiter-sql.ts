@@ -103,10 +103,11 @@ function reserveStatements(t: Tables) {
 /** Settles, withdrawals (`dropWaiter`, above), blocks and views. */
 function otherStatements(t: Tables) {
   return {
-    /** ($1, id, usedInput, usedOutput) */
+    /** ($1, id, usedInput, usedOutput, nowMs) */
     settle: statement(
       "limiter_settle",
-      `UPDATE ${t.limiterGrants} SET used_input = $3, used_output = $4
+      `UPDATE ${t.limiterGrants} SET used_input = $3, used_output = $4,
+        at_ms = LEAST(at_ms, $5::bigint)
       WHERE limiter = $1 AND id = $2 AND used_input IS NULL`,
     ),
     /** ($1, untilMs) */

@@ -68,7 +68,7 @@ export function postgresLimiters(pool: pg.Pool, t: Tables, schema: string): Limi
 
     async settle(limiter, id, used, nowMs) {
       checkUse(limiter, id, used, nowMs);
-      await run(pool, s.settle([limiter, id, used.inputTokens, used.outputTokens]));
+      await run(pool, s.settle([limiter, id, used.inputTokens, used.outputTokens, nowMs]));
     },
 
     async withdraw(limiter, id) {
@@ -150,7 +150,7 @@ async function reserveLocked(
     tx.send(s.dropWaiter([limiter, ask.id]));
     tx.send(s.pruneWaiters([limiter, nowMs]));
     const charges = [ask.requests, ask.inputTokens, ask.outputTokens, ask.holdUntilMs];
-    tx.send(s.grant([limiter, ask.id, ask.executionId, nowMs, ...charges]));
+    tx.send(s.grant([limiter, ask.id, ask.executionId, ask.sentByMs ?? nowMs, ...charges]));
     return { granted: true };
   }
   if (!verdict.alone && row.own_live === true) {

@@ -64,7 +64,7 @@ function prepare(db: Database.Database) {
         AND (since_ms < @since OR (since_ms = @since AND n < @n))`,
     ),
     grant: db.prepare(`INSERT INTO limiter_grants (limiter, id, execution_id, at_ms, requests,
-      input_tokens, output_tokens, hold_until_ms) VALUES (@l, @id, @executionId, @now, @requests,
+      input_tokens, output_tokens, hold_until_ms) VALUES (@l, @id, @executionId, @at, @requests,
       @inputTokens, @outputTokens, @holdUntilMs)`),
     dropWaiter: db.prepare<[string, string]>(
       "DELETE FROM limiter_waiters WHERE limiter = ? AND id = ?",
@@ -96,7 +96,8 @@ function prepare(db: Database.Database) {
         AND hold_until_ms > @now ORDER BY hold_until_ms LIMIT 1 OFFSET @k`,
     ),
     settle: db.prepare(`UPDATE limiter_grants SET used_input = @inputTokens,
-      used_output = @outputTokens WHERE limiter = @l AND id = @id AND used_input IS NULL`),
+      used_output = @outputTokens, at_ms = min(at_ms, @now)
+      WHERE limiter = @l AND id = @id AND used_input IS NULL`),
     block: db.prepare<{ l: string; until: number }>(`INSERT INTO limiters (name, blocked_until_ms)
       VALUES (@l, @until) ON CONFLICT (name) DO UPDATE
       SET blocked_until_ms = max(coalesce(blocked_until_ms, excluded.blocked_until_ms),
@@ -127,7 +128,7 @@ export function sqliteLimiters(db: Database.Database): LimiterStore {
       const verdict = judge(limit, ask, state);
       if (verdict.granted) {
         if (own) q.dropWaiter.run(l, ask.id);
-        q.grant.run({ ...at, ...ask });
+        q.grant.run({ ...at, ...ask, at: ask.sentByMs ?? now });
         return { granted: true };
       }
       if (!verdict.alone) {
@@ -148,7 +149,7 @@ export function sqliteLimiters(db: Database.Database): LimiterStore {
 
     async settle(limiter, id, used, nowMs) {
       checkUse(limiter, id, used, nowMs);
-      q.settle.run({ l: limiter, id, ...used });
+      q.settle.run({ l: limiter, id, ...used, now: nowMs });
     },
 
     async withdraw(limiter, id) {

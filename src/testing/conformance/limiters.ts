@@ -178,6 +178,23 @@ function settleTests(h: Harness): void {
     expect(await store.limiterView("L", T0 + 30)).toMatchObject({ inputTokens: 70, inFlight: 1 });
   });
 
+  it("S30, S32: a grant counts as made when its call reaches the provider: sentByMs, moved back by the settle", async () => {
+    const store = await h.open();
+    const limit = limitOf({ outputTokens: 100 });
+    await granted(store, limit, ask("a", { outputTokens: 100, sentByMs: T0 + 5_000 }), T0);
+    // Not settled: counted until its sentByMs leaves the window, long after its grant did.
+    const b = ask("b", { outputTokens: 1 });
+    await refused(store, limit, b, T0 + 2 * WINDOW_MS, T0 + 5_000 + WINDOW_MS);
+    // Settled at T0 + 2500: it reached the provider by then, and counts until a window after.
+    await store.settle("L", "a", { inputTokens: 0, outputTokens: 100 }, T0 + 2_500);
+    await refused(store, limit, b, T0 + 3_000, T0 + 2_500 + WINDOW_MS);
+    await granted(store, limit, b, T0 + 2_500 + WINDOW_MS);
+    // LR1: a call cannot have reached the provider before it was granted.
+    await expect(store.reserve("L", limit, ask("c", { sentByMs: T0 }), T0 + 1)).rejects.toThrow(
+      /sentByMs/,
+    );
+  });
+
   it("S32: a used amount above the reservation counts as used", async () => {
     const store = await h.open();
     const limit = limitOf({ tokens: 100 });
