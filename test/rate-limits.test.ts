@@ -15,12 +15,13 @@ import {
   InvalidInputError,
   memoryStore,
   type Effect,
+  type MiddlewareContext,
   type RateLimitOptions,
   type Store,
 } from "../src/index.ts";
 import { openAiEffect } from "../src/providers/openai.ts";
 import { anthropicEffect } from "../src/providers/anthropic.ts";
-import { rateLimitedFor } from "../src/runtime/rate-limits.ts";
+import { rateLimitedFor, rateLimitMiddleware } from "../src/runtime/rate-limits.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { runtimes, slow, until } from "./helpers.ts";
 
@@ -158,6 +159,35 @@ describe("rate limits: the pieces (issue 26)", () => {
     expect(rateLimitedFor(e({ "retry-after": "7" }, 500))).toBeUndefined();
     const headers = new Headers({ "retry-after": "2" });
     expect(rateLimitedFor({ status: 429, headers })).toBe(2000);
+  });
+
+  it("RL9: two calls of one recorded attempt (two owners of one execution) are two grants, both charged", async () => {
+    const store = memoryStore();
+    const limits = { m: { windowMs: 60_000, outputTokens: 100 } };
+    const mw = rateLimitMiddleware({ store, limits, now: () => Date.now(), report: () => {} });
+    const ctx = (): MiddlewareContext => ({
+      executionId: "x",
+      stepId: "llm#0",
+      attempt: 1,
+      idempotencyKey: "x/llm#0",
+      signal: new AbortController().signal,
+      resources: {},
+      meter: () => {},
+      effect: "llm",
+      options: {},
+      budgets: [],
+      limiter: { name: "m", inputTokens: 0, outputTokens: 40 },
+      metered: () => ({ tokens: { input: 0, output: 40 } }),
+      emit: () => {},
+      now: () => Date.now(),
+      invoke: () => Promise.resolve("answer"),
+      failedAttempt: () => Promise.resolve(),
+      beginAttempt: () => Promise.resolve(),
+    });
+    await mw(ctx(), () => Promise.resolve("first owner's call"));
+    await mw(ctx(), () => Promise.resolve("second owner's call"));
+    const view = await store.limiterView("m", Date.now());
+    expect(view).toMatchObject({ requests: 2, outputTokens: 80 });
   });
 
   it("the LLM effects reserve with <provider>:<model>, or the limiter they name", () => {

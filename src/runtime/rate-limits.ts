@@ -8,14 +8,15 @@
  * RL1. A call reserves before its effect runs, once per attempt (the retry middleware is outside
  *      this one); a call whose limiter the runtime's `rateLimits` does not name is not limited.
  * RL2. Refused, it waits in the store's line (S31, first come first served across the fleet),
- *      asking again at the time the store says it could fit, and at least every second, which
- *      keeps its place. The wait ends with the step's signal (a cancel, a deadline, the runtime
+ *      asking again at the time the store says it could fit (later by 20 ms for each waiter before
+ *      it), and at least every second, which keeps its place. The wait ends with the step's signal (a cancel, a deadline, the runtime
  *      closing): the place is withdrawn and the call never runs.
  * RL3. A call that could never fit (it alone asks more than a limit) is refused before it waits,
  *      with InvalidInputError naming the limit.
- * RL4. After the call, its reservation is settled with what it was metered (S32): a call that
- *      used fewer tokens than it reserved gives the rest back to the window; a failed or aborted
- *      one settles with what it had metered.
+ * RL4. After the call, its reservation is settled (S32): an answered call with what it was metered
+ *      (fewer tokens than it reserved give the rest back to the window); a call the provider
+ *      refused (429) with nothing; any other end (aborted mid-stream, failed) with at least what
+ *      it reserved, which the provider may have counted when the request arrived.
  * RL5. A provider's 429 (an error with `status` 429) blocks the limiter for the whole fleet
  *      (S33) until its retry-after (`retry-after-ms`, `retry-after` in seconds or as a date, or
  *      OpenAI's `x-ratelimit-reset-*` durations, Anthropic's reset times), else for one second;
@@ -24,6 +25,10 @@
  *      sharing the store must pass the same.
  * RL7. The wait is marked on the step's span (`loom.limiter.*` attributes): which limiter, how
  *      long it waited, its place when it first waited.
+ * RL9. Each call made reserves under an id of its own: two processes that both run one recorded
+ *      attempt (a lease taken over before the attempt's start was written) make two requests, and
+ *      both are charged. (An id per recorded attempt let the second request pass as the first's,
+ *      granted again without a charge: seen as 429s under load.)
  * RL8. A grant counts in the windows as made when the call reaches the provider, which a provider
  *      counts it by and which comes after the grant: the call's end, or SENT_WITHIN_MS after the
  *      grant when it ends later or never (a crash) (store S30, S32: `sentByMs`, moved back by the
@@ -34,6 +39,7 @@ import type { EffectMiddleware, LimiterClaim, MiddlewareContext } from "../effec
 import type { Effect } from "../effects/effect.ts";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { LimiterStore, RateLimit } from "../store/spi.ts";
+import { randomIds } from "./system.ts";
 
 /** A limiter as `rateLimits` names it: per minute unless `windowMs` says otherwise. */
 export interface RateLimitOptions {
@@ -57,6 +63,8 @@ const HOLD_MS = 10 * 60_000;
 /** The longest a waiter sleeps before it asks again (its place is kept for three of these). */
 const MAX_SLEEP_MS = 1000;
 const BLOCK_WITHOUT_HINT_MS = 1000;
+/** How much longer a waiter sleeps for each waiter in line before it (RL2). */
+const BEHIND_MS = 20;
 /** RL8: a request not on its way this long after its grant is taken to have arrived by then. */
 export const SENT_WITHIN_MS = 5000;
 
@@ -141,25 +149,50 @@ export function rateLimitMiddleware(deps: RateLimitDeps): EffectMiddleware {
     const limit = claim === undefined ? undefined : deps.limits[claim.name];
     if (claim === undefined || limit === undefined) return next();
     refuseNeverFits(claim, limit, ctx.effect);
-    const id = `${ctx.executionId}/${ctx.stepId}/${ctx.attempt}`;
+    // RL9: one id per call made, never per recorded attempt.
+    const id = `${ctx.executionId}/${ctx.stepId}/${ctx.attempt}/${randomIds.newId()}`;
     await waitForGrant(deps, claim, limit, id, ctx);
+    let outcome: "ok" | "refused" | "failed" = "failed";
     try {
-      return await next();
+      const value = await next();
+      outcome = "ok";
+      return value;
     } catch (e) {
       const blockMs = rateLimitedFor(e);
       if (blockMs !== undefined) {
+        outcome = "refused";
         await deps.store
           .blockLimiter(claim.name, deps.now() + blockMs)
           .catch((e: unknown) => deps.report(e));
       }
       throw e;
     } finally {
-      const tokens = ctx.metered().tokens;
-      const used = { inputTokens: tokens?.input ?? 0, outputTokens: tokens?.output ?? 0 };
       await deps.store
-        .settle(claim.name, id, used, deps.now())
+        .settle(claim.name, id, settled(claim, ctx, outcome), deps.now())
         .catch((e: unknown) => deps.report(e));
     }
+  };
+}
+
+/**
+ * RL4: what a call is settled with. An answered call: what it was metered (the provider's own
+ * count, which corrects its estimate). A call the provider refused (429): nothing, it counted
+ * none. Any other end (aborted mid-stream, failed, cut off): at least what it reserved, since the
+ * provider may have counted the whole request when it arrived, as providers count `maxTokens` at
+ * a request's start.
+ */
+function settled(
+  claim: LimiterClaim,
+  ctx: MiddlewareContext,
+  outcome: "ok" | "refused" | "failed",
+): { inputTokens: number; outputTokens: number } {
+  if (outcome === "refused") return { inputTokens: 0, outputTokens: 0 };
+  const tokens = ctx.metered().tokens;
+  const used = { inputTokens: tokens?.input ?? 0, outputTokens: tokens?.output ?? 0 };
+  if (outcome === "ok") return used;
+  return {
+    inputTokens: Math.max(used.inputTokens, claim.inputTokens),
+    outputTokens: Math.max(used.outputTokens, claim.outputTokens),
   };
 }
 
@@ -202,7 +235,10 @@ async function waitForGrant(
       return;
     }
     firstPosition ??= answer.position;
-    const sleep = Math.min(MAX_SLEEP_MS, Math.max(1, answer.retryAtMs - now));
+    // Those further back ask less often: the line moves one grant at a time, and every ask
+    // takes the limiter's lock (RL2).
+    const back = answer.position * BEHIND_MS;
+    const sleep = Math.min(MAX_SLEEP_MS, Math.max(1, answer.retryAtMs - now, back));
     try {
       await sleepUnless(ctx.signal, sleep);
     } catch (e) {
