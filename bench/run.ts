@@ -12,6 +12,7 @@ import { fanoutBench } from "./fanout.ts";
 import { fleetBench } from "./fleet.ts";
 import { footprintBench } from "./footprint.ts";
 import { middlewareBench } from "./middleware.ts";
+import { rateLimitBench } from "./ratelimit.ts";
 import { resumeBench } from "./resume.ts";
 import { seamFloodBench } from "./seam-flood.ts";
 import { simBench } from "./sim.ts";
@@ -39,6 +40,7 @@ const WORKLOADS: Record<string, (argv: readonly string[]) => Promise<void>> = {
   "seam-flood": seamFloodBench,
   start: startBench,
   storage: storageBench,
+  ratelimit: rateLimitBench,
 };
 
 const USAGE = `usage: npm run bench -- NAME [flags]
@@ -79,6 +81,10 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           streams severed by streamTokenBudget: overshoot in deltas, breach-to-close latency
   codec   [--events 20000] [--rounds 5] [--bytes 300]
           per-event cost of the audit chain (hashUs) and AES-256-GCM (encryptUs) beside neither
+  ratelimit [--workers 3] [--calls 160] [--limit 10000] [--window-ms 60000]   (needs LOOM_PG_URL)
+          worker processes make LLM calls to a fake provider that answers 429 past its output
+          tokens per window, under a fleet limiter of the same: peakTpm (target <= limit + one
+          reservation), utilization (target >= 0.9), p99WaitMs, 429s; baseline: no limiter
   ui      [--executions 10000] [--requests 500]
           the dashboard's list API over HTTP on a SQLite store of N executions: p50/p99 of the
           first page and filtered or later pages, GET / beside it, and runtime.list({ limit: 50 })

@@ -12,7 +12,8 @@
  * that recovers it reads it, and `others` also holds its log as it stood when it stopped, so its
  * state keeps the note on the running step; since 1.11.0 its steps' events leave out the `scope`
  * and `name` their call ids give (and the fork's recovered attempt no longer expects the note
- * F13 drops at a fork point). Run it
+ * F13 drops at a fork point); since 1.12.0 `others` also holds queued executions (debounced,
+ * admitted, cancelled while queued, and a chain whose successor keeps its slot). Run it
  * once when the schema version is bumped (`npx tsx scripts/make-golden.ts`); it never overwrites
  * a file, since a golden log of an earlier version must replay forever (STYLE 6).
  */
@@ -25,6 +26,7 @@ import {
   foldAll,
   memoryStore,
   step$,
+  type Envelope,
 } from "../src/index.ts";
 
 const file = join(
@@ -179,12 +181,66 @@ if ((await after.waitForCompletion("golden-fork")).status !== "completed") {
   throw new Error("golden-fork did not complete");
 }
 const forkLog = await after.readLog("golden-fork");
+const queued = await queueLogs();
 await after.close();
 const others = [
   { id: "golden-stopped", events: stoppedLog, state: foldAll(stoppedLog) },
   { id: "golden-stopped@stop", events: stoppedPrefix, state: foldAll(stoppedPrefix) },
   { id: "golden-fork", events: forkLog, state: foldAll(forkLog) },
+  ...queued.map(([id, log]) => ({ id, events: log, state: foldAll(log) })),
 ];
+/**
+ * Schema 1.12.0: a queued start debounced twice (two START_DEBOUNCED), admitted
+ * (EXECUTION_ADMITTED) and run with the last input; a queued one cancelled before it was
+ * admitted; a queued conversation that continued as new, whose successor holds its slot (QF4).
+ */
+async function queueLogs(): Promise<(readonly [string, Envelope[]])[]> {
+  const key = () => "golden-key";
+  const queue = { name: "golden-q", key };
+  const once = flow$(
+    "golden-queued",
+    async (ctx, input: { text: string }) => ctx.run("echo", () => input.text),
+    { queue },
+  );
+  const rotating = flow$(
+    "golden-queued-chain",
+    async (ctx, input: { gen?: number }) =>
+      input.gen === 1 ? ctx.run("last", () => "rotated") : ctx.continueAsNew({ gen: 1 }),
+    { queue },
+  );
+  const features = { continueAsNew: true };
+  const recorder = createRuntime({ store, clock, closeStore: false, background: false, features });
+  recorder.registerFlow(once).registerFlow(rotating);
+  const debounce = { key: "golden-doc", ms: 40, maxMs: 80 };
+  const first = await recorder.start(once, { text: "a" }, { debounce });
+  await recorder.start(once, { text: "ab" }, { debounce });
+  await recorder.start(once, { text: "abc" }, { debounce });
+  const cancelled = await recorder.start(once, { text: "x" }, { id: "golden-queued-cancelled" });
+  await cancelled.cancel("not needed");
+  await recorder.start(rotating, {}, { id: "golden-queued-chain" });
+  await recorder.close();
+  const admitter = createRuntime({
+    store,
+    clock,
+    closeStore: false,
+    pollIntervalMs: 5,
+    features,
+    queues: { "golden-q": { concurrency: 1, keyConcurrency: 1 } },
+  });
+  admitter.registerFlow(once).registerFlow(rotating);
+  for (const id of [first.id, "golden-queued-chain~1"]) {
+    if ((await admitter.waitForCompletion(id)).status !== "completed") {
+      throw new Error(
+        `${id} did not complete: ${JSON.stringify(await admitter.waitForCompletion(id))}`,
+      );
+    }
+  }
+  const ids = [first.id, "golden-queued-cancelled", "golden-queued-chain", "golden-queued-chain~1"];
+  const logs = await Promise.all(ids.map(async (id) => [id, await admitter.readLog(id)] as const));
+  await admitter.close();
+  return logs;
+}
+
 writeFileSync(
   file,
   `${JSON.stringify({ schemaVersion: EVENT_SCHEMA_VERSION, events, state: foldAll(events), chain, others }, null, 1)}\n`,

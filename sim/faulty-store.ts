@@ -153,12 +153,23 @@ export function faultyStore(
     setSchedulePaused: (n, p, at) =>
       guard("setSchedulePaused", () => inner.setSchedulePaused(n, p, at), true),
     forksOf: (id, limit) => guard("forksOf", () => inner.forksOf(id, limit)),
+    admitQueued: (owner, opts) => guard("admitQueued", () => inner.admitQueued(owner, opts), true),
+    queueView: (q, opts) => guard("queueView", () => inner.queueView(q, opts)),
+    queueNames: () => guard("queueNames", () => inner.queueNames()),
     // Member rows are no part of what the simulation checks: passed through, so the faults a
     // seed draws fall where they fell before the background loop wrote heartbeats.
     heartbeat: (m) => inner.heartbeat(m),
     members: (since) => inner.members(since),
     leaveFleet: (o) => inner.leaveFleet(o),
     leasesOf: (o, now, limit) => inner.leasesOf(o, now, limit),
+    reserve: (name, limit, ask, now) =>
+      guard("reserve", () => inner.reserve(name, limit, ask, now), true),
+    settle: (name, id, used, now) => guard("settle", () => inner.settle(name, id, used, now), true),
+    withdraw: (name, id) => guard("withdraw", () => inner.withdraw(name, id), true),
+    blockLimiter: (name, until) =>
+      guard("blockLimiter", () => inner.blockLimiter(name, until), true),
+    limiterView: (name, now) => guard("limiterView", () => inner.limiterView(name, now)),
+    limiterNames: () => guard("limiterNames", () => inner.limiterNames()),
     appendMessage: (c, m) => guard("appendMessage", () => inner.appendMessage(c, m), true),
     readMessages: (c, t, after, limit) =>
       guard("readMessages", () => inner.readMessages(c, t, after, limit)),

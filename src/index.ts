@@ -38,6 +38,10 @@ export type { FlowContext, RunOptions, SuspendOptions } from "./runtime/context.
 export { DEFAULT_TOPIC, type ReceiveOptions, type SendOptions } from "./runtime/inbox.ts";
 export { DEDUPE_WINDOW, successorIdOf, type ChainIdentity } from "./kernel/chain.ts";
 export type { Outcome } from "./runtime/outcome.ts";
+export type { LimiterClaim } from "./effects/effect.ts";
+export type { RateLimitOptions } from "./runtime/rate-limits.ts";
+export type { DebounceOptions, FlowQueue, StartQueueOptions } from "./runtime/contract.ts";
+export type { QueueMark } from "./kernel/queue.ts";
 export {
   createRuntime,
   Runtime,

@@ -607,7 +607,9 @@ describe("routing follows verified links only (ADR 0109 K5, K6, fix rounds 1 and
   });
 
   it("D8 (6): the ExecutionStatus union is pinned, continued included and terminal", () => {
+    // Issue 26 added `queued` (schema 1.12.0), which is not terminal.
     expect(EXECUTION_STATUSES).toEqual([
+      "queued",
       "pending",
       "running",
       "parked",
@@ -617,6 +619,7 @@ describe("routing follows verified links only (ADR 0109 K5, K6, fix rounds 1 and
       "continued",
     ]);
     expect(isTerminalStatus("continued")).toBe(true);
+    expect(isTerminalStatus("queued")).toBe(false);
   });
 });
 

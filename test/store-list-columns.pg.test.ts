@@ -8,6 +8,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kindCode } from "../src/store/kind-codes.ts";
 import { tables } from "../src/store/postgres/db.ts";
+import { APPEND_ROUTINE } from "../src/store/postgres/tables.ts";
 import { listColumns, MIGRATIONS } from "../src/store/postgres/migrations.ts";
 import { postgresStore } from "../src/store/postgres/index.ts";
 import { dropSchema, pgUrl, schemaName } from "./support/postgres.ts";
@@ -72,7 +73,7 @@ describe("postgres migration 6: the list's columns (S24)", () => {
          WHERE s.nspname = $1 ORDER BY 1`,
         [schema],
       );
-      expect(fns.map((f) => f.proname)).toEqual(["loom_append_8"]);
+      expect(fns.map((f) => f.proname)).toEqual([APPEND_ROUTINE]);
     } finally {
       await store.close();
     }

@@ -92,6 +92,13 @@ export interface Effect<I, O> {
    * (PriceUnknownError, issue 20); one that runs is metered `costUnknown: true`.
    */
   unpriced?(input: I, prices: PriceTable): string | undefined;
+  /**
+   * The rate limiter a call reserves with before it runs (issue 26; runtime option
+   * `rateLimits`), and what it may send and take: an LLM effect names `<provider>:<model>` and
+   * its prompt's tokens (characters / 4) and `maxTokens`. Pure; computed before anything is
+   * recorded. A call's `limiter` option names another limiter, or `false` for none.
+   */
+  limiter?(input: I): LimiterClaim | undefined;
   /** Options for every call of this effect (a retry policy, say); a call's own override them. */
   readonly options?: ExecuteOptions;
   /**
@@ -105,6 +112,13 @@ export interface Effect<I, O> {
    * anything is recorded (a shell, a payment): `untaint` what a person or a check has cleared.
    */
   readonly refusesTainted?: boolean;
+}
+
+/** What one call asks of a rate limiter (Effect.limiter): its name, and the tokens it may use. */
+export interface LimiterClaim {
+  name: string;
+  inputTokens: number;
+  outputTokens: number;
 }
 
 /** An effect whose output is always tainted: `ctx.execute` of it resolves to a `Tainted<O>`. */
@@ -136,6 +150,11 @@ export interface ExecuteOptions {
    * `taintsOutput`; there is no option that removes a taint.
    */
   taint?: string;
+  /**
+   * The rate limiter this call reserves with (runtime option `rateLimits`), over the effect's
+   * own (Effect.limiter), or `false` for none.
+   */
+  limiter?: string | false;
 }
 
 /** What middleware sees: the effect's context, its name, the budgets, and kernel facts. */
@@ -149,6 +168,8 @@ export interface MiddlewareContext extends EffectContext {
   readonly unpriced?: string | undefined;
   /** What this call may spend at most (the effect's `reserve`), if it declares it. */
   readonly reservation?: ResourceSnapshot | undefined;
+  /** The rate limiter this call reserves with, and for how many tokens (Effect.limiter). */
+  readonly limiter?: LimiterClaim | undefined;
   /**
    * Holds this call's reservation against the budgets in force until its attempt settles (budget
    * admission calls it once the call is admitted; the runtime releases it).

@@ -118,15 +118,18 @@ export function defaultMiddleware(
 export function effectChain(
   middleware: readonly EffectMiddleware[],
   options: AdmissionOptions = {},
+  /** The runtime's own innermost middleware (its rate limits), which no chain can leave out. */
+  innermost: readonly EffectMiddleware[] = [],
 ) {
   const has = (r: Role) => middleware.some((m) => (m as Partial<Roled>)[ROLE] === r);
   const missing: EffectMiddleware[] = [];
   if (!has("admission")) missing.push(budgetAdmission(options));
   if (!has("metering")) missing.push(meteringMiddleware());
-  if (missing.length === 0) return compose(middleware, (ctx) => ctx.invoke());
-  const guard = compose(missing, (ctx) => ctx.invoke());
-  const underBudget: EffectMiddleware = (ctx, next) =>
-    ctx.budgets.length === 0 ? next() : guard(ctx);
+  if (missing.length === 0) return compose([...middleware, ...innermost], (ctx) => ctx.invoke());
+  const guard = compose([...missing, ...innermost], (ctx) => ctx.invoke());
+  const inner = compose([...innermost], (ctx) => ctx.invoke());
+  const underBudget: EffectMiddleware = (ctx) =>
+    ctx.budgets.length === 0 ? inner(ctx) : guard(ctx);
   return compose([...middleware, underBudget], (ctx) => ctx.invoke());
 }
 

@@ -10,8 +10,9 @@
  * F5. foldAll(log) equals foldAll(tail, snapshot) for any snapshot of a prefix of log.
  * F6. Sequence 0 must be EXECUTION_STARTED, and only sequence 0 may be: a log whose first event
  *     is not is ignored whole, and a later EXECUTION_STARTED is ignored.
- * F7. Status: terminal after a terminal event; else `parked` while a wait (sleep or suspend, in
- *     any scope) is open and no step is in flight; else `running` (`pending` before any call).
+ * F7. Status: terminal after a terminal event; else `queued` from a start with a queue until it is
+ *     admitted (queue.ts QF1); else `parked` while a wait (sleep or suspend, in any scope) is open
+ *     and no step is in flight; else `running` (`pending` before any call).
  * F8..F10 are the fold of children (children.ts); F11, F12, what a fork records at its fork point (fork-point.ts).
  *
  * `fold` updates `state` in place and returns it: the caller owns the state it passes in
@@ -28,6 +29,7 @@ import type { Payload } from "./frames.ts";
 import type { Handlers } from "./handler.ts";
 import { INBOX_HANDLERS } from "./inbox.ts";
 import { METERING_HANDLERS } from "./metering.ts";
+import { QUEUE_HANDLERS } from "./queue.ts";
 import { START_HANDLERS } from "./start.ts";
 import { STEP_HANDLERS } from "./steps.ts";
 import { WAIT_HANDLERS } from "./waits.ts";
@@ -52,7 +54,7 @@ export function fold(state: ExecutionState, envelope: Envelope): ExecutionState 
   state.updatedAt = at;
   if (handler) handler(state, p, e as unknown as Envelope);
   atForkPoint(state, e as unknown as Envelope);
-  if (!isTerminal(state) && kind !== "EXECUTION_STARTED" && !erasure) {
+  if (!isTerminal(state) && kind !== "EXECUTION_STARTED" && !erasure && state.status !== "queued") {
     state.status = state.openWaits > 0 && state.inFlight === 0 ? "parked" : "running";
   }
   return state;
@@ -96,6 +98,7 @@ const HANDLERS: Handlers = {
   ...INBOX_HANDLERS,
   ...METERING_HANDLERS,
   ...END_HANDLERS,
+  ...QUEUE_HANDLERS,
   CHILD_STARTED(s, p, e) {
     startChild(s, p, e);
   },

@@ -15,6 +15,7 @@ import { isPlainObject } from "../kernel/json.ts";
 import { readBudget } from "../kernel/resources.ts";
 import { readCarried, readChain, type ChainIdentity } from "../kernel/chain.ts";
 import { readParent } from "../kernel/children.ts";
+import { readQueueMark } from "../kernel/queue.ts";
 import { str } from "./frames.ts";
 import type { Handlers } from "./handler.ts";
 import type { ExecutionState } from "./state.ts";
@@ -34,6 +35,18 @@ export const START_HANDLERS: Handlers = {
     }
     s.startedAt = e.at;
     s.status = "pending";
+    // Schema 1.12.0: recorded with a queue, it waits there until admitted (queue.ts QF1); a
+    // chain's successor takes its predecessor's slot, admitted already (QF4).
+    const queue = readQueueMark(p.queue);
+    if (queue) {
+      s._queue = queue;
+      const admittedAt = isPlainObject(p.queue) ? p.queue.admittedAt : undefined;
+      if (typeof admittedAt === "number" && Number.isFinite(admittedAt)) {
+        s._queue.admittedAt = admittedAt;
+      } else {
+        s.status = "queued";
+      }
+    }
     if (str(p.principal) && p.principal !== "") s._principal = p.principal;
     if (str(p.subject) && p.subject !== "") s._subject = p.subject;
     const parent = readParent(p.parent);

@@ -7,6 +7,7 @@ import type { Json } from "../kernel/json.ts";
 import type { Budget, ResourceSnapshot } from "../kernel/resources.ts";
 import type { ChainIdentity, InboxState } from "../kernel/chain.ts";
 import type { ChildRecord, ParentLink } from "../kernel/children.ts";
+import type { QueueMark } from "../kernel/queue.ts";
 
 export type FrameStatus =
   | "started"
@@ -118,6 +119,11 @@ export interface ExecutionState {
    * and forks.
    */
   _subject?: string;
+  /**
+   * The queue it was recorded in (schema 1.12.0, fold/queue.ts): while `queued` it waits there;
+   * once admitted, when (`admittedAt`) and how long it waited.
+   */
+  _queue?: QueueMark & { admittedAt?: number; waitedMs?: number };
   /** A fork's origin and fork point (fold/fork-point.ts F12). */
   _forkedFrom?: { executionId: string; seq: number };
   /** The subjects erased from this log (SUBJECT_ERASED, schema 1.8.0), in order. */

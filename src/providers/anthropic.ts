@@ -22,6 +22,7 @@ import { CallPricing, finish, pricedReservation, unpricedModel } from "./pricing
 import {
   annotateRequest,
   checkEffectOptions,
+  llmLimiterClaim,
   checkLlmInput,
   DEFAULT_MAX_TOKENS,
   lazyClient,
@@ -69,6 +70,7 @@ export function anthropicEffect(options: AnthropicEffectOptions): Effect<LlmInpu
     reserve: (input, prices) =>
       pricedReservation("anthropic", options.model, options.price, prices, input),
     unpriced: (_input, prices) => unpricedModel("anthropic", options.model, options.price, prices),
+    limiter: (input) => llmLimiterClaim("anthropic", options, input),
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: async (input, ectx) => {
       annotateRequest(ectx, "anthropic", options.model, input);

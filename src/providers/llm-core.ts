@@ -4,7 +4,7 @@ import { checkedPrice } from "../kernel/prices.ts";
 import type { ResourceDelta, TokenCounts } from "../kernel/resources.ts";
 import { checkedTaintSource } from "../kernel/taint.ts";
 import { assertPeer, importPeer } from "../peers.ts";
-import type { EffectContext } from "../effects/effect.ts";
+import type { EffectContext, LimiterClaim } from "../effects/effect.ts";
 import { charsOver4, type StreamGuard } from "./stream.ts";
 
 export type { LlmMessage, LlmToolCall, LlmUsage, PriceUsed } from "./llm-types.ts";
@@ -57,6 +57,12 @@ export interface LlmEffectBase {
    * `prices`, prices it (issue 20). It wins over both, whatever model the provider says answered.
    */
   price?: { inputPerMTok: number; outputPerMTok: number };
+  /**
+   * The rate limiter its calls reserve with (the runtime's `rateLimits`, issue 26): default
+   * `<provider>:<model>` ("openai:gpt-4o"); another name (one per API key, say), or `false` for
+   * none.
+   */
+  limiter?: string | false;
 }
 
 /**
@@ -97,6 +103,14 @@ export function checkEffectOptions(options: LlmEffectBase): void {
     );
   }
   if (options.taint !== undefined) checkedTaintSource(options.taint, "an LLM effect's taint");
+  const limiter = options.limiter;
+  if (
+    limiter !== undefined &&
+    limiter !== false &&
+    (typeof limiter !== "string" || limiter === "")
+  ) {
+    throw new InvalidInputError("an LLM effect's limiter must be a limiter's name or false");
+  }
   if (options.price !== undefined) checkedPrice(options.price, "an LLM effect's price");
 }
 
@@ -112,6 +126,24 @@ export function llmReservation(input: LlmInput): ResourceDelta {
   let chars = input.system?.length ?? 0;
   for (const m of input.messages) chars += m.content.length;
   return { tokens: { input: Math.ceil(chars / 4), output: input.maxTokens ?? DEFAULT_MAX_TOKENS } };
+}
+
+/**
+ * The rate limiter an LLM call reserves with (Effect.limiter, issue 26): `<provider>:<model>` or
+ * the effect's `limiter`, for its prompt's tokens and its `maxTokens` (llmReservation's).
+ */
+export function llmLimiterClaim(
+  provider: string,
+  options: LlmEffectBase,
+  input: LlmInput,
+): LimiterClaim | undefined {
+  if (options.limiter === false) return undefined;
+  const tokens = llmReservation(input).tokens;
+  return {
+    name: options.limiter ?? `${provider}:${options.model}`,
+    inputTokens: tokens?.input ?? 0,
+    outputTokens: tokens?.output ?? 0,
+  };
 }
 
 /** Refuses a malformed LLM input before anything is recorded (every LLM effect's checkInput). */

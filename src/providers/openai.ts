@@ -19,6 +19,7 @@ import { CallPricing, finish, pricedReservation, unpricedModel } from "./pricing
 import {
   annotateRequest,
   checkEffectOptions,
+  llmLimiterClaim,
   checkLlmInput,
   lazyClient,
   parseArguments,
@@ -77,6 +78,7 @@ export function openAiEffect(options: OpenAiEffectOptions): Effect<LlmInput, Llm
     reserve: (input, prices) =>
       pricedReservation("openai", options.model, options.price, prices, input),
     unpriced: (_input, prices) => unpricedModel("openai", options.model, options.price, prices),
+    limiter: (input) => llmLimiterClaim("openai", options, input),
     ...(options.taint === undefined ? {} : { taintsOutput: options.taint }),
     run: async (input, ectx) => {
       annotateRequest(ectx, "openai", options.model, input);

@@ -89,6 +89,13 @@ export function successorStart(
   if (flow.deadlineMs !== undefined) payload.deadlineMs = flow.deadlineMs;
   if (state._principal !== undefined) payload.principal = state._principal;
   if (state._subject !== undefined) payload.subject = state._subject;
+  // QF4: the successor holds its predecessor's slot in the queue, admitted already.
+  const queue = state._queue;
+  if (queue) {
+    const { name, priority, key } = queue;
+    const mark = { name, priority, admittedAt: queue.admittedAt ?? state.startedAt };
+    payload.queue = key === undefined ? mark : { ...mark, key };
+  }
   // A child's successor is still its parent's child (D6): the head's end settles the slot.
   if (state._parent) payload.parent = state._parent as unknown as Json;
   return { id: successorIdOf(chain.chainId, generation), payload };

@@ -31,6 +31,45 @@ export interface FlowOptions<I = unknown, O = unknown, In = I> {
    * execution is cancelled (DeadlineExceededError). `start({ deadlineMs })` overrides it.
    */
   deadlineMs?: number;
+  /**
+   * The queue its executions wait in (runtime/queues.ts): a name, or `{ name, key, priority }`
+   * where `key(input)` gives an execution's key for the queue's per-key concurrency. A start's
+   * own `queue`, `key` and `priority` options override it.
+   */
+  queue?: FlowQueue<I>;
+}
+
+/** A flow's queue (FlowOptions.queue): a name, or a name with a key from the input and a priority. */
+export type FlowQueue<I = unknown> =
+  string | { name: string; key?: (input: I) => string; priority?: number };
+
+/** A flow's queue as flow$ checked it. */
+export interface FlowQueueChecked {
+  name: string;
+  key?: (input: unknown) => string;
+  priority?: number;
+}
+
+/** A start's debounce (StartOptions.debounce, runtime/debounce.ts). */
+export interface DebounceOptions {
+  /** The starts of one key are debounced together. */
+  key: string;
+  /** How long after the latest start the execution is admitted. */
+  ms: number;
+  /** The longest it waits after the first start, however many starts follow (default: no cap). */
+  maxMs?: number;
+}
+
+/** The queue options of a start (StartOptions). */
+export interface StartQueueOptions {
+  /** The queue to wait in (over the flow's). */
+  queue?: string;
+  /** Its key in the queue (per-key concurrency): over the flow's `key(input)`. */
+  key?: string;
+  /** Lower is admitted first (default: the flow's, else 0). */
+  priority?: number;
+  /** Refused (QueueDuplicateError) while another execution waits in the queue with this key. */
+  dedupe?: string;
 }
 
 /**
@@ -45,6 +84,8 @@ export interface Flow<I = unknown, O = unknown, In = I> {
   readonly fingerprint: string;
   readonly budget?: Budget;
   readonly deadlineMs?: number;
+  /** Its queue (FlowOptions.queue), checked. */
+  readonly queue?: FlowQueueChecked;
   /** The input's schema, when the flow declares one (FlowOptions.input). */
   readonly input?: StandardSchemaV1<In, I>;
   /** The output's schema, when the flow declares one (FlowOptions.output). */

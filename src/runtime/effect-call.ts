@@ -22,7 +22,7 @@ import {
 } from "../effects/middleware.ts";
 import { budgetsInForce, type NestedBudget } from "./budgets-in-force.ts";
 import type { ContextDeps } from "./context-deps.ts";
-import type { EffectContext, StepAttributes } from "../effects/effect.ts";
+import type { EffectContext, LimiterClaim, StepAttributes } from "../effects/effect.ts";
 import { merged, type EventSpec, type Run } from "./run.ts";
 import type { StepSpan } from "./tracing.ts";
 
@@ -291,9 +291,10 @@ export function makeMiddlewareContext(
   declared: {
     readonly reservation?: ResourceSnapshot | undefined;
     readonly unpriced?: string | undefined;
+    readonly limiter?: LimiterClaim | undefined;
   } = {},
 ): MiddlewareContext {
-  const { reservation, unpriced } = declared;
+  const { reservation, unpriced, limiter } = declared;
   let budgets: { seq: number; inForce: BudgetInForce[] } | undefined;
   // Methods, not arrow-valued properties: the TS runner names every named arrow it creates.
   return {
@@ -335,6 +336,7 @@ export function makeMiddlewareContext(
     },
     reservation,
     unpriced,
+    limiter,
     hold() {
       if (reservation === undefined) return;
       const names = budgetsInForce(run, nested).map((b) => b.name);

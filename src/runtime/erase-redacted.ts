@@ -11,7 +11,7 @@
  *      known parts, never spread.
  * X5b. What is kept is identity and accounting, none of it the subject's content: ids, status,
  *      flow name, version and fingerprint, timestamps, the deadline, the budget, what was spent
- *      (and in which named scope), the owner, the chain's and the parent's identity, each child's
+ *      (and in which named scope), the owner, the queue's name, priority and admission time, the chain's and the parent's identity, each child's
  *      flow, budget and how it ended (status and spending), the subjects erased. Dropped: input,
  *      output, error, frames, decisions, queued and carried payloads, the inbox (its cursors and
  *      message keys), `_subject` (so the snapshot is sealed with the codec's key, not the erased
@@ -58,6 +58,9 @@ const KEPT: Kept = {
   _inbox: dropped,
   _principal: (s) => text(s._principal),
   _subject: dropped,
+  // The queue's name and when it admitted the execution; its key and dedupe key may name the
+  // subject (a user, a conversation): dropped.
+  _queue: (s) => s._queue && queueKept(s._queue),
   _forkedFrom: (s) =>
     s._forkedFrom && { executionId: s._forkedFrom.executionId, seq: s._forkedFrom.seq },
   _erased: (s) => s._erased?.filter((x) => typeof x === "string"),
@@ -77,6 +80,14 @@ export function redactedState(state: ExecutionState): ExecutionState {
 }
 
 const text = (v: string | undefined): string | undefined => (typeof v === "string" ? v : undefined);
+
+function queueKept(q: NonNullable<ExecutionState["_queue"]>): ExecutionState["_queue"] {
+  const kept: NonNullable<ExecutionState["_queue"]> = { name: String(q.name), priority: 0 };
+  if (Number.isSafeInteger(q.priority)) kept.priority = q.priority;
+  if (finite(q.admittedAt) !== undefined) kept.admittedAt = q.admittedAt;
+  if (finite(q.waitedMs) !== undefined) kept.waitedMs = q.waitedMs;
+  return kept;
+}
 
 const finite = (v: number | undefined): number | undefined =>
   typeof v === "number" && Number.isFinite(v) ? v : undefined;

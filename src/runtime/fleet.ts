@@ -85,6 +85,7 @@ export class FleetMember {
         return;
       case "runnable":
       case "message":
+      case "queue":
         this.deps.tick(0);
         return;
     }

@@ -9,6 +9,7 @@ import { createHash } from "node:crypto";
 import { InvalidInputError } from "../kernel/errors.ts";
 import { readBudget, SCALAR_DIMENSIONS, type Budget } from "../kernel/resources.ts";
 import type { Flow, FlowContext, FlowOptions } from "./contract.ts";
+import { checkedFlowQueue } from "./queue-options.ts";
 
 export type { Flow, FlowOptions } from "./contract.ts";
 import type { Effect, EffectContext, ExecuteOptions, TaintingEffect } from "../effects/effect.ts";
@@ -83,6 +84,9 @@ export function flow$<I, O, In = I>(
   }
   if (options.deadlineMs !== undefined) {
     out = { ...out, deadlineMs: checkedDuration(options.deadlineMs, `flow "${name}" deadlineMs`) };
+  }
+  if (options.queue !== undefined) {
+    out = { ...out, queue: checkedFlowQueue(options.queue, name) };
   }
   if (options.input !== undefined) {
     out = { ...out, input: checkedSchema(options.input, `flow "${name}" input`) };
@@ -178,7 +182,8 @@ export function step$<I, O>(
   };
 }
 
-type OptionKey = "retry" | "timeoutMs" | "atMostOnce" | "taint" | "taintsOutput" | "refusesTainted";
+type OptionKey =
+  "retry" | "timeoutMs" | "atMostOnce" | "taint" | "taintsOutput" | "refusesTainted" | "limiter";
 
 /** What `checkedOptions` gives: call options, and an effect's taint declarations. */
 export interface CheckedOptions extends ExecuteOptions {
@@ -188,7 +193,7 @@ export interface CheckedOptions extends ExecuteOptions {
 
 /** Per-call options of `ctx.execute`, checked before anything is recorded. */
 export function checkedExecuteOptions(value: unknown, owner: string): ExecuteOptions {
-  return checkedOptions(value, owner, ["retry", "timeoutMs", "atMostOnce", "taint"]);
+  return checkedOptions(value, owner, ["retry", "timeoutMs", "atMostOnce", "taint", "limiter"]);
 }
 
 /** Options of a step call, of the `known` kinds only; a refusal names the owner and the key. */
@@ -221,7 +226,7 @@ export function checkedOptions(
       `the options of ${owner} have unknown keys: ${unknown.join(", ")} (known: ${known.join(", ")})`,
     );
   }
-  const { retry, timeoutMs, atMostOnce, taint, taintsOutput, refusesTainted } = given;
+  const { retry, timeoutMs, atMostOnce, taint, taintsOutput, refusesTainted, limiter } = given;
   const out: CheckedOptions = {};
   if (retry !== undefined) out.retry = checkedRetryPolicy(retry, owner);
   if (timeoutMs !== undefined) out.timeoutMs = checkedDuration(timeoutMs, `${owner} timeoutMs`);
@@ -232,6 +237,12 @@ export function checkedOptions(
     out.atMostOnce = atMostOnce;
   }
   if (taint !== undefined) out.taint = checkedTaintSource(taint, `${owner} taint`);
+  if (limiter !== undefined) {
+    if (limiter !== false && (typeof limiter !== "string" || limiter.length === 0)) {
+      throw new InvalidInputError(`${owner} limiter must be a limiter's name or false`);
+    }
+    out.limiter = limiter;
+  }
   if (taintsOutput !== undefined) {
     out.taintsOutput = checkedTaintSource(taintsOutput, `${owner} taintsOutput`);
   }

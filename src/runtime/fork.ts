@@ -45,6 +45,7 @@ import { indexChanges, watchWakeId, type IndexChanges } from "../fold/index-chan
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import { awaitedChildren } from "../fold/children.ts";
 import { atForkPoint } from "../fold/fork-point.ts";
+import { queueOfBatch } from "../fold/queue.ts";
 import type { Clock } from "../kernel/clock.ts";
 import type { Store } from "../store/spi.ts";
 import { spentOf } from "../store/spent.ts";
@@ -103,6 +104,7 @@ export async function writeFork(
   }
   // V1: one batch, with the new id's lease (fence 1): the fork exists whole or not at all.
   const spent = spentOf(state._resources);
+  const queue = queueOfBatch(events, state);
   try {
     await deps.journal.append({
       executionId: newId,
@@ -116,6 +118,9 @@ export async function writeFork(
       ...(state._principal === undefined ? {} : { principal: state._principal }),
       ...(spent === undefined ? {} : { spent }),
       ...(state._subject === undefined ? {} : { subject: state._subject }),
+      // Its queue's columns: a fork of a queued execution waits in the queue; one of an admitted
+      // one counts in it (docs/flow-control.md).
+      ...(queue === undefined ? {} : { queue }),
     });
   } catch (e) {
     if (e instanceof SequenceConflictError || (e instanceof Error && /fence/i.test(e.message))) {

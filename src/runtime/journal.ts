@@ -144,6 +144,8 @@ function mergeConsecutive(items: Pending[]): Group[] {
       if (release !== undefined) merged.releaseLease = release;
       const spent = b.spent ?? g.batch.spent;
       if (spent) merged.spent = spent;
+      const queue = b.queue ?? g.batch.queue;
+      if (queue) merged.queue = queue;
       const notice = b.notice ?? g.batch.notice;
       if (notice) merged.notice = notice;
       g.batch = merged;

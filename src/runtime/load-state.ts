@@ -15,6 +15,7 @@ import { ExecutionNotFoundError, LogCorruptError } from "../kernel/errors.ts";
 import { fold, foldOnto } from "../fold/fold.ts";
 import { initialState, type ExecutionState } from "../fold/state.ts";
 import { indexChanges } from "../fold/index-changes.ts";
+import { queueOfBatch } from "../fold/queue.ts";
 import type { AppendBatch, Store } from "../store/spi.ts";
 import { spentOf } from "../store/spent.ts";
 import type { Journal } from "./journal.ts";
@@ -126,6 +127,7 @@ export async function appendSpecs(
   for (const e of events) fold(state, e);
   // S24: a kernel batch (a cancel's CHILD_DONE, say) carries what was spent when it changed.
   const spent = state._resources === resourcesBefore ? undefined : spentOf(state._resources);
+  const queue = queueOfBatch(events, state);
   await journal.append({
     executionId: state.executionId,
     events,
@@ -134,6 +136,7 @@ export async function appendSpecs(
     status: state.status,
     index: indexChanges(events, state),
     ...(spent === undefined ? {} : { spent }),
+    ...(queue === undefined ? {} : { queue }),
     ...extras,
     ...(state._subject === undefined ? {} : { subject: state._subject }),
   });

@@ -21,6 +21,7 @@ import { jsonText, type Json } from "../kernel/json.ts";
 import type { Clock } from "../kernel/clock.ts";
 import { fold } from "../fold/fold.ts";
 import { indexChanges } from "../fold/index-changes.ts";
+import { queueOfBatch } from "../fold/queue.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { AppendBatch } from "../store/spi.ts";
 import { sameSpent, spentOf } from "../store/spent.ts";
@@ -167,6 +168,8 @@ export class RunAppends {
     };
     if (extras?.claimLease) batch.claimLease = extras.claimLease;
     if (state._principal !== undefined) batch.principal = state._principal;
+    const queue = queueOfBatch(events, state);
+    if (queue) batch.queue = queue;
     if (state._subject !== undefined) batch.subject = state._subject;
     if (isTerminalStatus(state.status) || extras?.release) {
       batch.releaseLease = this.host.ownerId;

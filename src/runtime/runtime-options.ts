@@ -2,7 +2,9 @@
 import type { TracerProvider } from "@opentelemetry/api";
 import type { Clock, IdSource } from "../kernel/clock.ts";
 import type { Limits } from "../kernel/limits.ts";
-import type { Store } from "../store/spi.ts";
+import type { QueueLimits, Store } from "../store/spi.ts";
+import type { DebounceOptions, StartQueueOptions } from "./contract.ts";
+import type { RateLimitOptions } from "./rate-limits.ts";
 import type { Budget } from "../kernel/resources.ts";
 import type { ModelPrice } from "../kernel/prices.ts";
 import type { EffectMiddleware } from "../effects/middleware.ts";
@@ -69,6 +71,22 @@ export interface RuntimeOptions {
    * them (default 50 ms): the bound on a cross-process cancel's latency.
    */
   noticePollMs?: number;
+  /**
+   * Each queue's limits (runtime/queues.ts): `{ support: { concurrency: 5, keyConcurrency: 1 } }`
+   * runs at most 5 executions of the queue "support" at once across every process sharing the
+   * store, and one per key. Every process sharing the store must pass the same; a queue not
+   * named here is unlimited. Checked when the runtime is made (InvalidInputError).
+   */
+  queues?: Record<string, QueueLimits>;
+  /**
+   * Rate limiters by name (runtime/rate-limits.ts), shared through the store by every process:
+   * `{ "openai:gpt-4o": { rpm: 500, inputTpm: 30_000, outputTpm: 10_000, concurrent: 20 } }`.
+   * An LLM effect reserves with `<provider>:<model>` (or its `limiter` option) before each call,
+   * waits while the window is full, and settles with what it used; a provider's 429 makes the
+   * whole fleet back off. Per minute unless `windowMs` says otherwise. Every process sharing the
+   * store must pass the same.
+   */
+  rateLimits?: Record<string, RateLimitOptions>;
   /** Run the background loop (default true). Command-line reads turn it off. */
   background?: boolean;
   cache?: { maxExecutions?: number; maxBytes?: number };
@@ -119,7 +137,14 @@ export interface RuntimeOptions {
   tracerProvider?: TracerProvider;
 }
 
-export interface StartOptions {
+export interface StartOptions extends StartQueueOptions {
+  /**
+   * Debounce starts by key (runtime/debounce.ts): the starts of `key` within `ms` of each other
+   * make one execution, admitted `ms` after the latest (at most `maxMs` after the first), which
+   * runs with the last input. Needs a queue (the start's or the flow's); the handle is the one
+   * execution's.
+   */
+  debounce?: DebounceOptions;
   /** A caller-chosen id: starting twice with the same flow and input is one execution. */
   id?: string;
   /** What this execution may spend (overrides the flow's budget); recorded in its start. */

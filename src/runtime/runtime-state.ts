@@ -27,7 +27,7 @@ import { boundedJson, type Json } from "../kernel/json.ts";
 import { DEFAULT_LIMITS, type Limits } from "../kernel/limits.ts";
 import { checkedPrices, type PriceTable } from "../kernel/prices.ts";
 import type { Clock, IdSource } from "../kernel/clock.ts";
-import { isFleetStore, type InboxMessage, type Store } from "../store/spi.ts";
+import { isFleetStore, type InboxMessage, type QueueLimits, type Store } from "../store/spi.ts";
 import type { ContextDeps } from "./context.ts";
 import { defaultMiddleware, effectChain, type MiddlewareContext } from "../effects/middleware.ts";
 import { DeltaBus } from "../effects/deltas.ts";
@@ -48,6 +48,8 @@ import { Tracing } from "./tracing.ts";
 import { BackgroundLoop } from "./background-loop.ts";
 import type { NegotiationPolicy } from "./runtime-options.ts";
 import { checkedNegotiation } from "./syscalls-budgets.ts";
+import { checkedQueueLimits } from "./queue-options.ts";
+import { checkedRateLimits, rateLimiting } from "./rate-limits.ts";
 
 const RECENT_OUTCOMES = 1000;
 /** The longest close() waits for background duties in flight. */
@@ -77,6 +79,8 @@ export class RuntimeState implements RunHost {
   readonly maxCarryBytes: number;
   /** The outside ceilings of ctx.negotiateBudget (RuntimeOptions.negotiation). */
   readonly negotiation: NegotiationPolicy;
+  /** Each queue's limits (RuntimeOptions.queues, queues.ts QU4), checked and frozen. */
+  readonly queues: Readonly<Record<string, QueueLimits>>;
   /** Prices by model name (RuntimeOptions.prices), checked and frozen. */
   readonly prices: PriceTable;
   /** This runtime's live deltas (effects/deltas.ts D1): never another runtime's. */
@@ -136,6 +140,7 @@ export class RuntimeState implements RunHost {
     this.maxActive = positive(options.maxActive, Infinity, "maxActive");
     this.maxCarryBytes = positive(options.maxCarryBytes, 1024 * 1024, "maxCarryBytes");
     this.negotiation = checkedNegotiation(options.negotiation);
+    this.queues = checkedQueueLimits(options.queues);
     this.prices = checkedPrices(options.prices);
     this.maxChainHops = positive(options.maxChainHops, 8, "maxChainHops");
     this.chains = options.features?.continueAsNew === true;
@@ -147,7 +152,17 @@ export class RuntimeState implements RunHost {
       throw new InvalidInputError('unpricedCost must be "refuse" or "allow"');
     }
     const admission = options.unpricedCost ? { unpricedCost: options.unpricedCost } : {};
-    this.chain = effectChain(options.middleware ?? defaultMiddleware(admission), admission);
+    // RL1: the rate limits are innermost, whatever chain the options give.
+    const limiting = rateLimiting(checkedRateLimits(options.rateLimits), {
+      store: this.store,
+      now: () => this.clock.now(),
+      report: (e) => this.report(e),
+    });
+    this.chain = effectChain(
+      options.middleware ?? defaultMiddleware(admission),
+      admission,
+      limiting,
+    );
     this.leases = new Leases(this.store, this.ownerId, this.clock, this.leaseTtlMs, () =>
       this.assertOpen(),
     );
@@ -202,7 +217,8 @@ export class RuntimeState implements RunHost {
     this.forget(run);
     // Its batch may have written wake rows (a parent, children): act on them now, not at the
     // next poll.
-    if (run.state._parent || run.state._children) this.nudge();
+    // An execution of a queue frees a slot (queues.ts QU5).
+    if (run.state._parent || run.state._children || run.state._queue) this.nudge();
     this.outcomes.set(run.id, outcomeOf(run.state));
     if (this.outcomes.size > RECENT_OUTCOMES) {
       const oldest = this.outcomes.keys().next().value;

@@ -59,6 +59,8 @@ import { list, type ListOptions } from "./verbs-list.ts";
 import * as chains from "./verbs-chains.ts";
 import * as fleet from "./verbs-fleet.ts";
 import * as trust from "./verbs-trust.ts";
+import * as queues from "./queues.ts";
+import * as starts from "./verbs-start.ts";
 
 export type {
   CallerOptions,
@@ -72,7 +74,13 @@ export type {
 const WIRING: RuntimeWiring = {
   contextDeps,
   fireTimer: fleet.fireTimer,
-  duties: [members.heartbeat, fleet.fireDueTimers, fleet.fireSchedules, fleet.recoverAbandoned],
+  duties: [
+    members.heartbeat,
+    fleet.fireDueTimers,
+    fleet.fireSchedules,
+    queues.admitQueued,
+    fleet.recoverAbandoned,
+  ],
 };
 
 export function createRuntime(options: RuntimeOptions): Runtime {
@@ -113,7 +121,7 @@ export class Runtime extends RuntimeFace {
     input?: unknown,
     options?: StartOptions,
   ): Promise<ExecutionHandle> {
-    return executions.start(this.state, flow, input, optionsOf(options, "start"));
+    return starts.start(this.state, flow, input, optionsOf(options, "start"));
   }
 
   /** A handle on `id`, acting as `caller` (the principal the execution was started with). */

@@ -11,12 +11,14 @@
  * - A user's decision name may not start with "$": those are the kernel's ($now, $parallel).
  */
 import { type ExecuteOptions, type MiddlewareContext } from "../effects/middleware.ts";
+import type { LimiterClaim } from "../effects/effect.ts";
 import { InvalidInputError, TaintedInputError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { PriceTable } from "../kernel/prices.ts";
 import { checkedTaintSource, findTaint } from "../kernel/taint.ts";
 import type { FlowContext, RunOptions } from "./contract.ts";
 import { attemptView } from "./attempt-view.ts";
+import { limiterClaimOf } from "./rate-limits.ts";
 import { makeMiddlewareContext, type StepAttempt } from "./effect-call.ts";
 import {
   assertName,
@@ -60,8 +62,18 @@ export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "d
       // Before the call claims an id or records anything, so a replay refuses the same way.
       if (effect.refusesTainted !== undefined) refuseTainted(effect, json);
       // What the effect declares about its spend; most declare nothing and share one object.
+      const callOptions =
+        options === undefined
+          ? (effect.options ?? NO_OPTIONS)
+          : {
+              ...effect.options,
+              ...checkedExecuteOptions(options, `ctx.execute of "${effect.name}"`),
+            };
       const declared: Declared =
-        effect.reserve === undefined && effect.unpriced === undefined
+        effect.reserve === undefined &&
+        effect.unpriced === undefined &&
+        effect.limiter === undefined &&
+        callOptions.limiter === undefined
           ? NOTHING_DECLARED
           : {
               reservation:
@@ -69,13 +81,7 @@ export function stepSyscalls(s: Scope): Pick<FlowContext, "run" | "execute" | "d
                   ? undefined
                   : reservationOf(effect, input, deps.prices),
               unpriced: effect.unpriced?.(input, deps.prices),
-            };
-      const callOptions =
-        options === undefined
-          ? (effect.options ?? NO_OPTIONS)
-          : {
-              ...effect.options,
-              ...checkedExecuteOptions(options, `ctx.execute of "${effect.name}"`),
+              limiter: limiterClaimOf(effect, input, callOptions.limiter),
             };
       const source = callOptions.taint ?? effect.taintsOutput;
       const runOptions: StepOptions = { ...runOptionsOf(callOptions), meterable: true };
@@ -130,10 +136,14 @@ async function decision<T>(s: Scope, name: string, fn: () => T): Promise<T> {
   return own(json) as T;
 }
 
-/** What a call declares about its spend (Effect.reserve, Effect.unpriced; issue 20). */
+/**
+ * What a call declares about its spend (Effect.reserve, Effect.unpriced; issue 20) and the rate
+ * limiter it reserves with (Effect.limiter, issue 26).
+ */
 interface Declared {
   readonly reservation: ResourceSnapshot | undefined;
   readonly unpriced: string | undefined;
+  readonly limiter?: LimiterClaim | undefined;
 }
 const NOTHING_DECLARED: Declared = Object.freeze({ reservation: undefined, unpriced: undefined });
 

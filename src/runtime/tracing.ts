@@ -84,6 +84,14 @@ export class Tracing {
       attributes["loom.chain.generation"] = state._chain.generation;
     }
     if (state._parent) attributes["loom.parent.execution.id"] = state._parent.executionId;
+    // Issue 26: the queue it waited in, and how long (the time spent waiting on a limiter is on
+    // the step's span: runtime/rate-limits.ts RL7).
+    if (state._queue) {
+      attributes["loom.queue.name"] = state._queue.name;
+      if (state._queue.waitedMs !== undefined) {
+        attributes["loom.queue.waited_ms"] = state._queue.waitedMs;
+      }
+    }
     span.setAttributes(attributes);
     return new DriveSpan(this.tracer, span, trace.setSpan(parent, span), this.sealed);
   }

@@ -10,7 +10,6 @@
  */
 import { isTerminalStatus, type Envelope } from "../kernel/events.ts";
 import {
-  ExecutionConflictError,
   ExecutionNotFoundError,
   InvalidInputError,
   NonDeterminismError,
@@ -23,25 +22,16 @@ import {
 import { boundedJson, type Json } from "../kernel/json.ts";
 import { assertValidId } from "../kernel/ids.ts";
 import { checkedDuration } from "../kernel/limits.ts";
-import { validated } from "../kernel/schema.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { LiveDelta } from "../effects/deltas.ts";
-import { checkedBudget, isFlow, type Flow } from "./flow.ts";
+import { isFlow, type Flow } from "./flow.ts";
 import { endEvent, mustLoad } from "./load-state.ts";
-import {
-  assertCreatable,
-  assertSameStart,
-  checkedPrincipal,
-  checkedSubject,
-  positive,
-  startPayload,
-  withDeadline,
-} from "./runtime-support.ts";
-import type { CallerOptions, ExecutionHandle, StartOptions } from "./runtime-options.ts";
+import { positive, withDeadline } from "./runtime-support.ts";
+import type { CallerOptions, ExecutionHandle } from "./runtime-options.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
 import { delay } from "./system.ts";
 import { checkedReason } from "./cancel.ts";
-import { assertOwner, authorize, create, deliver } from "./runtime-core.ts";
+import { assertOwner, authorize, deliver } from "./runtime-core.ts";
 import { cancelRouted, refuseIfSucceeded, route } from "./runtime-routing.ts";
 import type { RuntimeState } from "./runtime-state.ts";
 
@@ -69,116 +59,6 @@ export function registered(s: RuntimeState, flow: string | Flow): Flow {
     throw new UnknownFlowError(`no flow named ${JSON.stringify(name)} is registered`);
   }
   return found;
-}
-
-/** Starts `flow` with `input` (runtime.ts `start`: W4, W5); a caller's id of no reserved shape. */
-export function start(
-  s: RuntimeState,
-  flow: string | Flow,
-  input?: unknown,
-  options: StartOptions = {},
-): Promise<ExecutionHandle> {
-  return startChecked(s, flow, input, options, undefined);
-}
-
-/**
- * The schedule's own start of its occurrence `id` (schedules.ts SC1, kernel/ids.ts I2): the one
- * path that may create an id of the occurrence shape. Not reachable from `Runtime.start`, whose
- * options cannot name it.
- */
-export function startOccurrence(
-  s: RuntimeState,
-  flow: Flow,
-  input: unknown,
-  options: { id: string; principal?: string },
-): Promise<ExecutionHandle> {
-  return startChecked(s, flow, input, options, "occurrence");
-}
-
-async function startChecked(
-  s: RuntimeState,
-  flow: string | Flow,
-  input: unknown,
-  options: StartOptions,
-  kernelMade: "occurrence" | undefined,
-): Promise<ExecutionHandle> {
-  s.assertOpen();
-  if (isFlow(flow)) registerFlow(s, flow);
-  else if (typeof flow !== "string") {
-    throw new InvalidInputError(
-      "start needs a flow made with flow$, or the name of a registered one",
-    );
-  }
-  const name = isFlow(flow) ? flow.name : flow;
-  const registered = s.flows.get(name);
-  if (!registered) {
-    const known = [...s.flows.keys()].map((n) => `"${n}"`).join(", ") || "none";
-    throw new UnknownFlowError(
-      `no flow named ${JSON.stringify(name)} is registered (registered: ${known})`,
-    );
-  }
-  const id = options.id ?? s.ids.newId();
-  assertValidId(id);
-  assertCreatable(id, kernelMade);
-  const checked =
-    registered.input === undefined
-      ? input
-      : await validated(registered.input, input, `the input of flow "${name}"`);
-  const json = boundedJson(checked, `input of flow "${name}"`, s.limits.maxInputBytes);
-  const budget =
-    options.budget === undefined
-      ? registered.budget
-      : checkedBudget(options.budget, `execution "${id}"`);
-  const deadlineMs =
-    options.deadlineMs === undefined
-      ? registered.deadlineMs
-      : checkedDuration(options.deadlineMs, `execution "${id}" deadlineMs`);
-  const principal = checkedPrincipal(options.principal);
-  const subject = checkedSubject(options.subject);
-  const payload = startPayload(registered, json, { budget, deadlineMs });
-  if (principal !== undefined) payload.principal = principal;
-  if (subject !== undefined) payload.subject = subject;
-  if (options.drive !== undefined && typeof options.drive !== "boolean") {
-    throw new InvalidInputError("start option drive must be true or false");
-  }
-  await s.tasks.exclusive(id, () =>
-    create(
-      s,
-      registered,
-      id,
-      payload,
-      (known) => assertRepeatStart(known, id, registered.name, json, principal, subject),
-      [],
-      options.drive !== false,
-    ),
-  );
-  return handle(s, id, principal === undefined ? {} : { as: principal });
-}
-
-/** W5: a start that finds `known` under its id is the same start, by the same owner. */
-function assertRepeatStart(
-  known: ExecutionState,
-  id: string,
-  flow: string,
-  json: Json | undefined,
-  principal: string | undefined,
-  subject: string | undefined,
-): void {
-  // The owner first: another principal learns nothing of the flow or its input.
-  if (known._principal !== principal) {
-    throw new UnauthorizedError(
-      `execution "${id}" already exists and belongs to another principal`,
-      { executionId: id },
-    );
-  }
-  // A repeat start may not change whose data the execution holds (docs/trust.md).
-  if (known._subject !== subject) {
-    throw new ExecutionConflictError(
-      `execution "${id}" already exists with ${known._subject === undefined ? "no data subject" : "another data subject"}`,
-      { executionId: id },
-    );
-  }
-  assertSameStart(id, flow, json, known.flow, known.input);
 }
 
 /** A handle on `id`, acting as `caller` (runtime.ts `handle`). */

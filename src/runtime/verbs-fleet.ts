@@ -41,7 +41,8 @@ import type { CallerOptions } from "./runtime-options.ts";
 import { isWake, onWake, WATCH_EVERY_MS } from "./supervisor.ts";
 import { deliver, drive, ownedRun, recoverOne } from "./runtime-core.ts";
 import { supervisorDeps } from "./runtime-wiring.ts";
-import { registerFlow, startOccurrence } from "./verbs-executions.ts";
+import { registerFlow } from "./verbs-executions.ts";
+import { startOccurrence } from "./verbs-start.ts";
 import type { RuntimeState } from "./runtime-state.ts";
 
 // ---- timers and wakes ------------------------------------------------------------------------

@@ -10,11 +10,12 @@ import {
   InvalidInputError,
   SequenceConflictError,
 } from "../kernel/errors.ts";
+import { checkQueueEntry } from "./queue-admit.ts";
 import type { AppendBatch, FleetStore } from "./spi.ts";
 
 /**
  * Throws the error that refuses `batch`, given the stored head, status and lease fence: in this
- * order, a malformed batch, a stale fence (S3), an ended log (E4, but S20), a sequence conflict
+ * order, a malformed batch (its queue entry too: queue-admit.ts QA1), a stale fence (S3), an ended log (E4, but S20), a sequence conflict
  * (S2).
  */
 export function checkBatch(
@@ -34,6 +35,7 @@ export function checkBatch(
       );
     }
   });
+  checkQueueEntry(executionId, batch.queue);
   if (leaseFence === undefined || leaseFence !== fence) {
     throw new FencedError(
       `append to ${executionId} with fence ${fence} refused: the lease's fence is ${leaseFence ?? "absent"}`,

@@ -27,10 +27,15 @@ export interface ExecutionRow {
   cost_usd: number | null;
   cost_unknown: boolean | number | null;
   tokens: number | string | null;
+  /** The queue it was recorded in (spi-queues.ts), or null. */
+  queue: string | null;
 }
 
 /** SQL: the S24 columns an execution row is listed with. */
 export const SPENT_COLUMNS = "principal, cost_usd, cost_unknown, tokens";
+
+/** SQL: every column an execution row is listed with besides its id, flow, status and times. */
+export const LISTED_COLUMNS = `${SPENT_COLUMNS}, queue`;
 
 export interface ScheduleRow {
   name: string;
@@ -93,6 +98,7 @@ export function summaryOf(r: ExecutionRow): ExecutionSummary {
   if (r.cost_unknown === true || r.cost_unknown === 1) x.costUnknown = true;
   // PostgreSQL's bigint reads as text.
   if (r.tokens !== null) x.tokens = Number(r.tokens);
+  if (r.queue !== null) x.queue = r.queue;
   return x;
 }
 

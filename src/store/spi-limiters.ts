@@ -3,7 +3,8 @@
  * reserve before they run, shared by every process on the store, so a fleet together stays
  * under a provider's limits (requests, input and output tokens per minute, concurrent calls).
  *
- * Terms. A grant is a reservation the store accepted at `atMs` (the caller's nowMs). Its charge
+ * Terms. A grant is a reservation the store accepted; its time `atMs` is the ask's `sentByMs` (the
+ * caller's nowMs when it gives none), and a settle at an earlier time moves it there. Its charge
  * in a dimension is what it reserved until it is settled, then what it used. It counts in the
  * window at time t while `atMs > t - windowMs`, and toward `concurrent` while it is not settled
  * and `holdUntilMs > t` (a caller that crashed mid-call gives its slot back then). A waiter is an
@@ -20,7 +21,8 @@
  * S31. A refused ask becomes (or stays) a waiter; the answer says its position (live waiters with
  *      an older place) and `retryAtMs`, the earliest time at which it could fit if nothing else
  *      were granted (grants leaving the window or settling, a block ending; nowMs + 1 at least).
- * S32. `settle` makes a grant's charge what it used and ends its hold on `concurrent`; settling
+ * S32. `settle` makes a grant's charge what it used, ends its hold on `concurrent` and moves its
+ *      `atMs` to the settle's nowMs when that is earlier (the call reached the provider by then); settling
  *      an id that is not granted does nothing. `withdraw` removes a waiter (a cancelled call).
  * S33. `blockLimiter(name, untilMs)` grants nothing on that limiter before `untilMs` (a provider's
  *      429 with a retry-after); blocks keep the latest time.
@@ -50,6 +52,12 @@ export interface LimiterAsk {
   outputTokens: number;
   /** A grant counts toward `concurrent` until settled or this time. */
   holdUntilMs: number;
+  /**
+   * The latest time the call reaches the provider (default nowMs): its grant is counted in the
+   * windows as if made then, until a settle at an earlier time says it was made by then (S32). A
+   * provider counts a request when it arrives, which may be after the grant.
+   */
+  sentByMs?: number;
   /** A waiter keeps its place until this time unless it asks again before. */
   waitUntilMs: number;
 }

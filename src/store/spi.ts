@@ -77,32 +77,19 @@ import type { Json } from "../kernel/json.ts";
 import type { Snapshot } from "../fold/state.ts";
 import type { IndexChanges } from "../fold/index-changes.ts";
 import type { ForkStore, MemberStore } from "./spi-records.ts";
+import type { InboxStore } from "./spi-inbox.ts";
 
 export type { ForkLink, ForkStore, HeldLease, Member, MemberStore } from "./spi-records.ts";
 import type { Spent } from "./spent.ts";
 import type { ListQuery } from "./spi-list.ts";
-import type { QueueEntry } from "./spi-queues.ts";
+import type { QueueEntry, QueueStore } from "./spi-queues.ts";
+import type { LimiterStore } from "./spi-limiters.ts";
 
 export type { Spent } from "./spent.ts";
+export type { InboxMessage, InboxStore } from "./spi-inbox.ts";
 export type { ListQuery, ListSort } from "./spi-list.ts";
-export type {
-  AdmitOptions,
-  Admitted,
-  QueueEntry,
-  QueueLimits,
-  QueueStore,
-  QueueView,
-  QueuedExecution,
-} from "./spi-queues.ts";
-export type {
-  LimiterAnswer,
-  LimiterAsk,
-  LimiterStore,
-  LimiterUse,
-  LimiterView,
-  LimiterWaiter,
-  RateLimit,
-} from "./spi-limiters.ts";
+export type * from "./spi-queues.ts";
+export type * from "./spi-limiters.ts";
 
 export interface AppendBatch {
   executionId: string;
@@ -279,33 +266,6 @@ export interface ScheduleStore {
   setSchedulePaused(name: string, paused: boolean, cursorMs: number): Promise<boolean>;
 }
 
-/** A message in a chain's inbox (ADR 0110): `runtime.send` appends it, `ctx.receive` takes it. */
-export interface InboxMessage {
-  chainId: string;
-  /** Its place in the chain's stream (all topics), dense from 0. */
-  seq: number;
-  topic: string;
-  /** The sender's key: a second message with a key already consumed is dropped (dedupe). */
-  key: string;
-  payload: Json;
-  atMs: number;
-}
-
-export interface InboxStore {
-  /** Appends to the chain's stream and returns the message's sequence number (S12). */
-  appendMessage(
-    chainId: string,
-    message: Omit<InboxMessage, "chainId" | "seq"> & { subject?: string },
-  ): Promise<number>;
-  /** `topic`'s messages with `seq > afterSeq`, oldest first, at most `limit` (S12). */
-  readMessages(
-    chainId: string,
-    topic: string,
-    afterSeq: number,
-    limit: number,
-  ): Promise<InboxMessage[]>;
-}
-
 /** What retention and compaction remove (S13, S14). */
 export interface RetentionStore {
   /** Removes the execution whole (S13); true when it had a log. */
@@ -355,7 +315,9 @@ export interface Store
     ScheduleStore,
     InboxStore,
     ForkStore,
-    MemberStore {
+    MemberStore,
+    QueueStore,
+    LimiterStore {
   /** A short name for messages and benchmarks ("memory", "sqlite"). */
   readonly kind: string;
   close(): Promise<void>;
@@ -394,7 +356,9 @@ export type FleetWake =
   | { kind: "runnable"; executionId: string }
   | { kind: "timer"; executionId: string; wakeAtMs: number }
   | { kind: "notice"; owner: string; executionId: string }
-  | { kind: "message"; chainId: string };
+  | { kind: "message"; chainId: string }
+  /** A queue may admit: an execution was recorded in it, or one of it ended or let its lease go. */
+  | { kind: "queue"; queue: string };
 
 /** Whether `store` can claim work and wake owners (a fleet's shared store). */
 export function isFleetStore(store: Store): store is Store & FleetStore {

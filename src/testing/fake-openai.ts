@@ -41,12 +41,24 @@ export interface FakeOpenAiOptions {
   toolCalls?: FakeToolCall[];
   /** The model every chunk and Response names. Default: the one asked for. */
   model?: string;
+  /**
+   * A provider's tokens-per-window limit (issue 26): each request's output tokens count at its
+   * arrival; one that would pass `outputTokens` within the last `windowMs` is answered 429 with a
+   * `retry-after-ms` (and counts nothing). Every answered request is kept in `arrivals`.
+   */
+  rateLimit?: { outputTokens: number; windowMs: number };
 }
 
 export interface FakeOpenAi {
   /** Includes `/v1`, as the SDK wants it. */
   baseURL: string;
   requests: (FakeRequest & { body: { stream_options?: { include_usage?: boolean } } })[];
+  /**
+   * With `rateLimit`: each request answered (its arrival, its output tokens, its last message's
+   * text), and the 429s.
+   */
+  arrivals: { atMs: number; outputTokens: number; prompt: string }[];
+  refused: number;
   set(options: FakeOpenAiOptions): void;
   close(): Promise<void>;
 }
@@ -56,9 +68,13 @@ type OpenAiRequest = FakeOpenAi["requests"][number];
 export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeOpenAi> {
   let opts = options;
   const requests: FakeOpenAi["requests"] = [];
+  const limited: Pick<FakeOpenAi, "arrivals" | "refused"> = { arrivals: [], refused: 0 };
   const server = await serveJson(async (parsed, req, res) => {
     const body = parsed as OpenAiRequest["body"];
     const text = opts.text ?? "Tides rise and fall twice a day.";
+    const prompt = lastContent(body.messages);
+    const tokens = Math.ceil(text.length / 4);
+    if (opts.rateLimit && overLimit(opts.rateLimit, limited, { tokens, prompt }, res)) return;
     const deltas = splitText(text, opts.deltaChars ?? 8);
     const record = { body, deltasSent: 0, deltasTotal: deltas.length, closedEarly: false };
     requests.push(record);
@@ -98,11 +114,59 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
   return {
     baseURL: `http://127.0.0.1:${server.port}/v1`,
     requests,
+    get arrivals() {
+      return limited.arrivals;
+    },
+    get refused() {
+      return limited.refused;
+    },
     set(next) {
       opts = next;
     },
     close: () => server.close(),
   };
+}
+
+/** The text of a request's last message, or "". */
+function lastContent(messages: unknown): string {
+  const last: unknown = Array.isArray(messages) ? messages.at(-1) : undefined;
+  const content =
+    typeof last === "object" && last !== null ? (last as { content?: unknown }).content : "";
+  return typeof content === "string" ? content : "";
+}
+
+/** The fake's tokens-per-window limit: true (and a 429 written) when this request passes it. */
+function overLimit(
+  limit: { outputTokens: number; windowMs: number },
+  state: Pick<FakeOpenAi, "arrivals" | "refused">,
+  asked: { tokens: number; prompt: string },
+  res: ServerResponse,
+): boolean {
+  const outputTokens = asked.tokens;
+  const now = Date.now();
+  const inWindow = state.arrivals.filter((a) => a.atMs > now - limit.windowMs);
+  const used = inWindow.reduce((sum, a) => sum + a.outputTokens, 0);
+  if (used + outputTokens <= limit.outputTokens) {
+    state.arrivals.push({ atMs: now, outputTokens, prompt: asked.prompt });
+    return false;
+  }
+  state.refused++;
+  const oldest = inWindow[0]?.atMs ?? now;
+  res.writeHead(429, {
+    "content-type": "application/json",
+    "retry-after-ms": String(Math.max(1, oldest + limit.windowMs - now)),
+  });
+  res.end(
+    JSON.stringify({
+      error: {
+        message: `Rate limit reached on tokens per min (TPM): Limit ${limit.outputTokens}, Used ${used}, Requested ${outputTokens}.`,
+        type: "tokens",
+        param: null,
+        code: "rate_limit_exceeded",
+      },
+    }),
+  );
+  return true;
 }
 
 function json(res: ServerResponse, body: unknown): void {

@@ -87,6 +87,12 @@ export function sealStore(inner: Store, options: SealOptions): Store {
     deleteExecution: (id: string) => sealer.deleteExecution(id),
     acquireLease: (id: string, owner: string, opts: Parameters<Store["acquireLease"]>[2]) =>
       sealer.acquireLease(id, owner, opts),
+    // An admission takes leases as a claim does (queues, S26): the chain heads hear of them.
+    admitQueued: async (owner: string, opts: Parameters<Store["admitQueued"]>[1]) => {
+      const admitted = await inner.admitQueued(owner, opts);
+      sealer.noteLeases(admitted.map((a) => ({ ...a, owner })));
+      return admitted;
+    },
   };
   if ("claimRunnable" in inner && typeof inner.claimRunnable === "function") {
     const claim = inner.claimRunnable.bind(inner) as (...a: unknown[]) => Promise<Lease[]>;

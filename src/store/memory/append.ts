@@ -14,6 +14,7 @@ import { isWakeId } from "../../fold/index-changes.ts";
 import type { Envelope } from "../../kernel/events.ts";
 import { ensureError, LoomError } from "../../kernel/errors.ts";
 import { checkBatch, effectiveFence } from "../append-check.ts";
+import { duplicateError } from "../queue-admit.ts";
 import type {
   AppendBatch,
   AppendOutcome,
@@ -46,7 +47,10 @@ export function memoryAppend(h: Handle): EventStore["appendMany"] {
         try {
           applyBatch(data, b, undo);
           outcomes.push({ ok: true });
-          if (h.own) wakes.push(...batchWakes(b, data.leases.get(b.executionId)?.owner));
+          if (h.own) {
+            const id = b.executionId;
+            wakes.push(...batchWakes(b, data.leases.get(id)?.owner, data.queues.get(id)?.name));
+          }
         } catch (e) {
           if (!(e instanceof LoomError)) throw e;
           for (const u of undo.splice(mark).reverse()) u();
@@ -72,12 +76,43 @@ function applyBatch(data: Data, b: AppendBatch, undo: Undo): void {
     effectiveFence(b, lease?.fence),
     data.executions.get(b.executionId)?.status,
   );
+  applyQueue(data, b, log === undefined, undo);
   applyLease(data, b, lease, undo);
   applySnapshot(data, b, undo);
   applyNotice(data, b, undo);
   applyEvents(data, b, log, undo);
   applyTimers(data, b, undo);
   applyFork(data, b, undo);
+}
+
+/**
+ * S27, S28: a first batch's queue entry, refused (before any write) when a queued execution of
+ * its queue holds its dedupe key; a later batch's moves the entry's notBeforeMs.
+ */
+function applyQueue(data: Data, b: AppendBatch, first: boolean, undo: Undo): void {
+  const q = b.queue;
+  const id = b.executionId;
+  if (!q) return;
+  const prev = data.queues.get(id);
+  if (!first) {
+    if (!prev) return;
+    const moved = { ...prev };
+    if (q.notBeforeMs === undefined) delete moved.notBeforeMs;
+    else moved.notBeforeMs = q.notBeforeMs;
+    data.queues.set(id, moved);
+    undo.push(() => data.queues.set(id, prev));
+    return;
+  }
+  if (q.dedupe !== undefined) {
+    for (const [other, entry] of data.queues) {
+      const queued = data.executions.get(other)?.status === "queued";
+      if (queued && entry.name === q.name && entry.dedupe === q.dedupe) {
+        throw duplicateError(id, q, other);
+      }
+    }
+  }
+  data.queues.set(id, { ...q });
+  undo.push(() => data.queues.delete(id));
 }
 
 /** S21: the fork's row under its origin. */
@@ -116,6 +151,8 @@ function applyEvents(data: Data, b: AppendBatch, log: StoredEvent[] | undefined,
   // S24: the principal of sequence 0, and the latest spent a batch carried.
   const principal = prev ? prev.principal : b.principal;
   if (principal !== undefined) row.principal = principal;
+  const queue = data.queues.get(b.executionId)?.name;
+  if (queue !== undefined) row.queue = queue;
   const spent = b.spent ?? (prev && spentOfRow(prev));
   if (spent?.costUsd !== undefined) row.costUsd = spent.costUsd;
   if (spent?.costUnknown) row.costUnknown = true;

@@ -19,10 +19,12 @@ import type {
   Lease,
   Member,
   Notice,
+  QueueEntry,
   Schedule,
   StoreHooks,
 } from "../spi.ts";
 import { send, type Subscribers } from "./fleet.ts";
+import { newLimiterData, type LimiterData } from "./limiter-rows.ts";
 import type { StoredEvent } from "./stored-event.ts";
 
 export interface Data {
@@ -40,6 +42,10 @@ export interface Data {
   forks: Map<string, ForkLink[]>;
   /** The fleet's members by owner (S22). */
   members: Map<string, Member>;
+  /** The queue entry of each execution recorded in a queue (S26..S28), its notBeforeMs kept. */
+  queues: Map<string, QueueEntry>;
+  /** Rate limiters' grants, waiters and blocks (S30..S34, limiters.ts). */
+  limiters: LimiterData;
   /** The wake subscriptions of every handle over the data (a fleet store's only). */
   subscribers: Subscribers;
 }
@@ -58,6 +64,8 @@ export function newData(): Data {
     keys: new Map(),
     forks: new Map(),
     members: new Map(),
+    queues: new Map(),
+    limiters: newLimiterData(),
     subscribers: new Set(),
   };
 }

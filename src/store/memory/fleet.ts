@@ -17,7 +17,7 @@
  * F3. Closing a handle ends its subscriptions (PostgreSQL's store stops listening on close).
  */
 import { checkClaim } from "../append-check.ts";
-import type { ExecutionStatus } from "../../kernel/events.ts";
+import { isTerminalStatus, type ExecutionStatus } from "../../kernel/events.ts";
 import type { AppendBatch, ExecutionSummary, FleetStore, FleetWake, Lease } from "../spi.ts";
 
 /** Every subscription to any handle over one store's data. */
@@ -62,7 +62,11 @@ export function claimRunnable(
  * every timer row it set (other executions' wake rows first, as PostgreSQL's routine writes
  * them), and its execution when it is left pending or running with no lease held.
  */
-export function batchWakes(b: AppendBatch, leaseOwner: string | undefined): FleetWake[] {
+export function batchWakes(
+  b: AppendBatch,
+  leaseOwner: string | undefined,
+  queue: string | undefined,
+): FleetWake[] {
   const wakes: FleetWake[] = [];
   if (b.notice) {
     wakes.push({ kind: "notice", owner: b.notice.owner, executionId: b.executionId });
@@ -80,12 +84,25 @@ export function batchWakes(b: AppendBatch, leaseOwner: string | undefined): Flee
   if (runnable(b.status) && leaseOwner === undefined) {
     wakes.push({ kind: "runnable", executionId: b.executionId });
   }
+  // S26: a queue may admit once an execution is recorded in it, ends, or lets its lease go.
+  const recorded = b.queue !== undefined && b.expectedSeq === 0;
+  const freed = isTerminalStatus(b.status) || b.releaseLease !== undefined;
+  if (queue !== undefined && (recorded || freed)) wakes.push({ kind: "queue", queue });
   return wakes;
 }
 
-/** S18: a lease released while its execution is pending or running makes it runnable. */
-export function releaseWakes(id: string, status: ExecutionStatus | undefined): FleetWake[] {
-  return runnable(status) ? [{ kind: "runnable", executionId: id }] : [];
+/**
+ * S18: a lease released while its execution is pending or running makes it runnable; one of a
+ * queue's executions may free a slot of the queue.
+ */
+export function releaseWakes(
+  id: string,
+  status: ExecutionStatus | undefined,
+  queue: string | undefined,
+): FleetWake[] {
+  const wakes: FleetWake[] = runnable(status) ? [{ kind: "runnable", executionId: id }] : [];
+  if (queue !== undefined) wakes.push({ kind: "queue", queue });
+  return wakes;
 }
 
 /** F2: sends `wakes` to every subscriber on a microtask, after the call that committed them. */

@@ -39,7 +39,7 @@ export function memoryLeases(h: Handle): LeaseStore {
       const current = data.leases.get(id);
       if (current && current.owner === owner && current.fence === fence) {
         current.owner = undefined;
-        wake(h, () => releaseWakes(id, data.executions.get(id)?.status));
+        wake(h, () => releaseWakes(id, data.executions.get(id)?.status, data.queues.get(id)?.name));
       }
     },
 

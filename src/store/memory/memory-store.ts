@@ -16,7 +16,8 @@
  * The store is assembled here from its parts, split as the SPI's groups are (as the PostgreSQL
  * store is): the data and a handle over it (data.ts H1..H3), events (stored-event.ts E1, E2),
  * appends (append.ts A1..A3), reads, snapshots, leases, timers, schedules and notices, the inbox,
- * retention, keys, and forks and members (records.ts).
+ * retention, keys, forks and members (records.ts), queues (queues.ts) and rate limiters
+ * (limiters.ts).
  */
 import type { FleetStore, Store, StoreHooks } from "../spi.ts";
 import { memoryAppend } from "./append.ts";
@@ -25,6 +26,8 @@ import { claimRunnable, subscribe, type Subscribers } from "./fleet.ts";
 import { memoryInbox } from "./inbox.ts";
 import { memoryKeys } from "./keys.ts";
 import { memoryLeases } from "./leases.ts";
+import { memoryQueues } from "./queues.ts";
+import { memoryLimiters } from "./limiters.ts";
 import { memoryReads } from "./reads.ts";
 import { memoryRecords } from "./records.ts";
 import { memoryRetention } from "./retention.ts";
@@ -96,6 +99,8 @@ function open(h: Handle): MemoryStore {
     ...memoryRetention(h),
     ...memoryKeys(h),
     ...memoryRecords(h),
+    ...memoryQueues(h),
+    ...memoryLimiters(h),
 
     async close() {
       h.closed = true;

@@ -19,6 +19,7 @@ export function memoryRetention(h: Handle): RetentionStore {
       data.executions.delete(id);
       data.snapshots.delete(id);
       data.leases.delete(id);
+      data.queues.delete(id);
       for (const [key, t] of data.timers) if (t.executionId === id) data.timers.delete(key);
       // S21: no one's fork, and no forks of its own.
       data.forks.delete(id);

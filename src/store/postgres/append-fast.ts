@@ -39,6 +39,10 @@
  *     (R10): under the key that the UPDATE or INSERT of their execution row returns, so after it.
  * F8. A start writes its principal and what it carries as spent; an advance writes what was spent
  *     only when its batch carries it (a statement of its own, `_s`), as the routine does (R12).
+ * F9. A batch with a queue entry is never sent here (F1: its columns and its dedupe check are the
+ *     routine's, R13). An advance that ends an execution of a queue, or releases its lease, wakes
+ *     the queue's admitters (R14) with `pg_notify` in its own statement's answer, read from the
+ *     execution row it updated: so only when it is taken, and delivered on its commit (wakes.ts N1).
  */
 import type pg from "pg";
 import type { Envelope } from "../../kernel/events.ts";
@@ -50,6 +54,7 @@ import { EVENT_INSERT_COLUMNS, SPENT_COLUMNS } from "./append-routine-writes.ts"
 import { eventCells } from "./event-rows.ts";
 import { pgCode, runRetried, statement, type Statement, type Tables } from "./db.ts";
 import { RUNNABLE_SQL } from "./tables.ts";
+import { MAX_PAYLOAD_BYTES } from "./wakes.ts";
 
 /** What a batch of the fast path is (F1); undefined: the routine's. */
 interface Shape {
@@ -70,7 +75,8 @@ const quoted = (values: Iterable<string>) => [...values].map((v) => `'${v}'`).jo
 
 /** F1: the batch's shape if the fast path takes it. */
 export function fastShape(b: AppendBatch): Shape | undefined {
-  if (b.snapshot || b.notice) return undefined;
+  // A queue entry (R13: its columns, its dedupe check) is the routine's to write.
+  if (b.snapshot || b.notice || b.queue) return undefined;
   if (!Number.isSafeInteger(b.fence) || !Number.isSafeInteger(b.expectedSeq)) return undefined;
   let clear = false;
   const ix = b.index;
@@ -111,7 +117,7 @@ function insertEvents(t: Tables, source: string, seq: string, first: number, man
  * the events (kind code, kind name, at, payload, fence, meta: `eventValues`), $13 the released
  * owner, then (F8) what was spent: cost, cost unknown, tokens.
  */
-function advanceSql(t: Tables, s: Shape): string {
+function advanceSql(t: Tables, s: Shape, channel: string): string {
   const n = s.release ? 14 : 13;
   // F8: only a batch that carries it writes what was spent; a step without is the same statement.
   const spent = s.spent
@@ -130,7 +136,7 @@ function advanceSql(t: Tables, s: Shape): string {
        WHERE x.id = $1::text AND x.head = $6::bigint - 1
          AND x.status NOT IN (${quoted(TERMINAL_STATUSES)})
          AND EXISTS (SELECT FROM lease l ${gate})
-       RETURNING x.id, x.n
+       RETURNING x.id, x.n, x.queue
      ), appended AS (
        ${insertEvents(t, "advanced", "$6::bigint", 7, s.many)}
      )`,
@@ -157,8 +163,17 @@ function advanceSql(t: Tables, s: Shape): string {
        WHERE tm.execution_id = a.id AND ${NOT_A_WAKE_ROW}
      )`);
   }
-  parts.push(`SELECT 1 AS taken FROM advanced`);
+  parts.push(`SELECT 1 AS taken, ${queueWake(channel, s)} FROM advanced a`);
   return parts.join("\n");
+}
+
+/** F9: the queue's wake of an advance that ends or releases (the terminal test is on $3). */
+function queueWake(channel: string, s: Shape): string {
+  const freed = s.release ? "true" : `$3::text IN (${quoted(TERMINAL_STATUSES)})`;
+  const wake = `pg_catalog.json_build_object('kind', 'queue', 'queue', a.queue)::text`;
+  return `CASE WHEN a.queue IS NOT NULL AND ${freed}
+       AND pg_catalog.octet_length(${wake}) <= ${MAX_PAYLOAD_BYTES}
+     THEN pg_catalog.pg_notify('${channel}', ${wake}) END AS woke`;
 }
 
 /**
@@ -185,8 +200,8 @@ function startSql(t: Tables, s: Shape): string {
 }
 
 /** The statement's text for a batch of shape `s` (exported for tests' EXPLAIN). */
-export function fastSql(t: Tables, s: Shape): string {
-  return s.start ? startSql(t, s) : advanceSql(t, s);
+export function fastSql(t: Tables, s: Shape, channel: string): string {
+  return s.start ? startSql(t, s) : advanceSql(t, s, channel);
 }
 
 /** The batch's events as the statement's parameters (one each, or arrays: `many`; E2, E3). */
@@ -203,13 +218,14 @@ function eventValues(events: readonly Envelope[], many: boolean): unknown[] {
 export function fastAppender(
   pool: pg.Pool,
   t: Tables,
+  channel: string,
 ): (b: AppendBatch, s: Shape) => Promise<boolean> {
   const prepared = new Map<string, Statement>();
   const of = (s: Shape): Statement => {
     const name = `append_${s.start ? "start" : "advance"}${s.many ? "_n" : ""}${s.release ? "_r" : ""}${s.clear ? "_c" : ""}${s.spent && !s.start ? "_s" : ""}`;
     let st = prepared.get(name);
     if (!st) {
-      st = statement(name, fastSql(t, s));
+      st = statement(name, fastSql(t, s, channel));
       prepared.set(name, st);
     }
     return st;

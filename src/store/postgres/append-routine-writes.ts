@@ -18,7 +18,10 @@
  * - wakes.ts N1, N2: every wake goes out with `pg_notify` in the call's transaction, so only if the
  *   batch commits, and not at all when its JSON is over PostgreSQL's payload limit.
  */
+import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { RUNNABLE_SQL, type Tables } from "./tables.ts";
+
+const quoted = (values: Iterable<string>) => [...values].map((v) => `'${v}'`).join(", ");
 import { MAX_PAYLOAD_BYTES } from "./wakes.ts";
 import { NOT_A_WAKE_ROW } from "../rows.ts";
 
@@ -40,6 +43,13 @@ export const SPENT_SETS = `cost_usd = CASE WHEN b.sp THEN b.sc ELSE x.cost_usd E
           cost_unknown = CASE WHEN b.sp THEN b.su ELSE x.cost_unknown END,
           tokens = CASE WHEN b.sp THEN b.st ELSE x.tokens END`;
 
+/** R13: the executions row's queue columns, as an insert names them. */
+export const QUEUE_COLUMNS = "queue, queue_key, queue_priority, queue_dedupe, queue_not_before";
+
+/** R13, S28: a later batch's queue moves the not-before time of its execution row `x`. */
+export const QUEUE_SETS = `queue_not_before = CASE WHEN b.qn IS NOT NULL AND x.queue IS NOT NULL
+          THEN b.qb ELSE x.queue_not_before END`;
+
 /** The writes of an accepted batch, in order (R3). */
 export function batchWrites(t: Tables, channel: string): string[] {
   const notify = notifier(channel);
@@ -53,6 +63,7 @@ export function batchWrites(t: Tables, channel: string): string[] {
     timerRows(t, channel),
     forkRow(t),
     runnableWake(notify),
+    queueWake(notify),
   ];
 }
 
@@ -94,12 +105,14 @@ function appendEvents(t: Tables): string {
       IF written THEN
         NULL; -- R8: its execution row was written as it was checked.
       ELSIF log_status IS NULL THEN
-        INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at, ${SPENT_COLUMNS})
-          VALUES (b.i, coalesce(b.fl, ''), b.s, b.h, b.a0, b.a1, b.pr, b.sc, b.su, b.st)
+        INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at, ${SPENT_COLUMNS},
+            ${QUEUE_COLUMNS})
+          VALUES (b.i, coalesce(b.fl, ''), b.s, b.h, b.a0, b.a1, b.pr, b.sc, b.su, b.st, b.qn, b.qk,
+            b.qp, b.qd, b.qb)
           RETURNING n INTO log_key;
       ELSE
         UPDATE ${t.executions} AS x SET status = b.s, head = b.h, updated_at = b.a1,
-          ${SPENT_SETS} WHERE id = b.i;
+          ${SPENT_SETS}, ${QUEUE_SETS} WHERE id = b.i;
       END IF;
       -- R10: under the key the execution row holds, so after it.
       INSERT INTO ${t.events} (${EVENT_INSERT_COLUMNS})
@@ -111,6 +124,14 @@ function appendEvents(t: Tables): string {
         flows[j] := coalesce(b.fl, '');
         created[j] := b.a0;
         principals[j] := b.pr;
+        -- R13: a new execution's queue entry.
+        qkeys[j] := b.qk;
+        qprios[j] := b.qp;
+        qdedupes[j] := b.qd;
+        qnbs[j] := b.qb;
+      ELSIF b.qn IS NOT NULL THEN
+        qsets[j] := true;
+        qnbs[j] := b.qb;
       END IF;
       IF b.sp THEN
         spents[j] := true;
@@ -198,6 +219,28 @@ function timerRows(t: Tables, channel: string): string {
           FROM json_to_recordset(b.ts) AS st(e text, t text, a bigint)
         ) AS wake(w)
         WHERE octet_length(w) <= ${MAX_PAYLOAD_BYTES};
+    END IF;`;
+}
+
+/**
+ * R14, S18: a batch that records a queued execution, ends one of a queue or releases its lease
+ * wakes the queue's admitters. A new execution's queue is kept for the batches after it (R4).
+ */
+function queueWake(notify: Notify): string {
+  return `    IF is_new AND b.qn IS NOT NULL THEN
+      log_queue := b.qn;
+      -- R13: the key is held for the batches after it in the call, once this one is accepted.
+      IF b.qd IS NOT NULL THEN
+        dedupe_keys := dedupe_keys || json_build_array(b.qn, b.qd)::text;
+        dedupe_ids := dedupe_ids || b.i;
+      END IF;
+    END IF;
+    IF NOT single THEN
+      xqueues[j] := log_queue;
+    END IF;
+    IF log_queue IS NOT NULL AND ((is_new AND b.qn IS NOT NULL) OR b.r IS NOT NULL
+        OR b.s IN (${quoted(TERMINAL_STATUSES)})) THEN
+      ${notify(`json_build_object('kind', 'queue', 'queue', log_queue)`)};
     END IF;`;
 }
 

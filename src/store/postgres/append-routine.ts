@@ -67,6 +67,17 @@
  * R12. (Since `loom_append_8`.) The execution row keeps the principal of the batch that inserts
  *     it and, from every batch that carries one (`sp`), what was spent (spi.ts S24); a batch
  *     without leaves the row's as it was (append-routine-writes.ts SPENT_SETS).
+ * R13. (Since `loom_append_9`.) The execution row keeps the queue entry of the batch that inserts
+ *     it (`qn` name, `qk` key, `qp` priority, `qd` dedupe, `qb` not-before) and a later batch's
+ *     `qb` when it carries a queue (S28, QUEUE_SETS). A new execution with a dedupe key first
+ *     takes a transaction-scoped advisory lock named after the schema, queue and key, then looks
+ *     for a queued execution of the queue holding the key, among the rows committed (each
+ *     statement of the routine reads the latest: READ COMMITTED) and the batches accepted before
+ *     it in the call; found, the batch is refused (R5 `{n, d: existingId}`) having written nothing
+ *     (S27). Two calls recording one key wait for each other on the lock, so the second sees the
+ *     first's row; the unique index of migration 7 is only a safety net.
+ * R14. (Since `loom_append_9`.) A batch wakes its queue's admitters (S18 `queue`) when it records a
+ *     queued execution, ends an execution of a queue, or releases its lease.
  */
 import { TERMINAL_STATUSES } from "../../kernel/events.ts";
 import { ERASURE_KIND } from "../append-check.ts";
@@ -77,6 +88,8 @@ import {
   EVENT_INSERT_COLUMNS,
   EVENT_RECORD,
   EVENT_VALUES,
+  QUEUE_COLUMNS,
+  QUEUE_SETS,
   SPENT_COLUMNS,
   SPENT_SETS,
 } from "./append-routine-writes.ts";
@@ -96,7 +109,7 @@ const quoted = (values: Iterable<string>) => [...values].map((v) => `'${v}'`).jo
  * expiry, r released lease owner, ss/sj snapshot sequence and state, nw/nk notice owner (who) and
  * kind, tc clear all own timer rows, td timer rows deleted ({e, t}), ts timer rows set ({e, t, a}),
  * fo/fp a fork's origin and fork point (S21), pr principal, sp whether spent is carried,
- * sc/su/st its cost, cost unknown and tokens (R12).
+ * sc/su/st its cost, cost unknown and tokens (R12), qn/qk/qp/qd/qb its queue entry (R13).
  * `x`, `f` and `h` are numeric: a fence or sequence number no row can hold refuses its batch only
  * (as a mismatch), and is never cast to BIGINT.
  */
@@ -109,6 +122,7 @@ export function appendRoutineSql(t: Tables, schema: string, channel: string): st
     batchLoop(),
     batchState(t),
     batchCheck(),
+    queueCheck(t, schema),
     ...batchWrites(t, channel),
     "  END LOOP;",
     writeAppended(t),
@@ -150,6 +164,12 @@ function declarations(): string {
   checked_fence bigint;
   -- R8: whether the batch's execution row was written as it was checked.
   written boolean;
+  -- R13, R14: the batch's execution is new, its queue, and a queued holder of its dedupe key.
+  is_new boolean;
+  log_queue text;
+  dup_id text;
+  dedupe_keys text[] := '{}';
+  dedupe_ids text[] := '{}';
   -- Several executions (R4): the locked rows, in id order...
   locked_leases text[];
   locked_fences bigint[];
@@ -158,6 +178,7 @@ function declarations(): string {
   locked_executions text[];
   locked_heads bigint[];
   locked_statuses text[];
+  locked_queues text[];
   -- ...each execution as the batches so far left it, by its place in ids (a batch's j)...
   seen boolean[];
   fences bigint[];
@@ -174,6 +195,13 @@ function declarations(): string {
   spent_tokens float8[];
   created bigint[];
   updated bigint[];
+  -- R13: each execution's queue entry (a new one's), its not-before, and whether a batch set it.
+  xqueues text[];
+  qkeys text[];
+  qprios float8[];
+  qdedupes text[];
+  qnbs bigint[];
+  qsets boolean[];
   -- ...and the accepted batches' events.
   appended_ids text[] := '{}';
   appended_events json[] := '{}';
@@ -201,15 +229,21 @@ function lockRows(t: Tables): string {
     spent_tokens := array_fill(NULL::float8, ARRAY[cardinality(ids)]);
     created := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
     updated := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
+    xqueues := array_fill(NULL::text, ARRAY[cardinality(ids)]);
+    qkeys := array_fill(NULL::text, ARRAY[cardinality(ids)]);
+    qprios := array_fill(NULL::float8, ARRAY[cardinality(ids)]);
+    qdedupes := array_fill(NULL::text, ARRAY[cardinality(ids)]);
+    qnbs := array_fill(NULL::bigint, ARRAY[cardinality(ids)]);
+    qsets := array_fill(false, ARRAY[cardinality(ids)]);
     -- R2
     SELECT array_agg(l.execution_id), array_agg(l.fence), array_agg(l.owner),
         array_agg(l.runnable)
       INTO locked_leases, locked_fences, locked_owners, locked_runnables
       FROM (SELECT execution_id, fence, owner, runnable FROM ${t.leases} WHERE execution_id = ANY(ids)
             ORDER BY execution_id FOR UPDATE) AS l;
-    SELECT array_agg(x.id), array_agg(x.head), array_agg(x.status)
-      INTO locked_executions, locked_heads, locked_statuses
-      FROM (SELECT id, head, status FROM ${t.executions} WHERE id = ANY(ids)
+    SELECT array_agg(x.id), array_agg(x.head), array_agg(x.status), array_agg(x.queue)
+      INTO locked_executions, locked_heads, locked_statuses, locked_queues
+      FROM (SELECT id, head, status, queue FROM ${t.executions} WHERE id = ANY(ids)
             ORDER BY id FOR UPDATE) AS x;
   END IF;`;
 }
@@ -220,7 +254,8 @@ function batchLoop(): string {
   FOR b IN SELECT * FROM json_to_recordset(batches) AS q(i text, j int, x numeric, f numeric,
       s text, fl text, h numeric, a0 bigint, a1 bigint, e json, co text, ce bigint, r text,
       ss bigint, sj text, nw text, nk text, tc boolean, td json, ts json, fo text, fp bigint,
-      pr text, sp boolean, sc float8, su boolean, st float8)
+      pr text, sp boolean, sc float8, su boolean, st float8, qn text, qk text, qp float8,
+      qd text, qb bigint)
   LOOP
     k := k + 1;
     j := b.j;`;
@@ -241,16 +276,16 @@ function batchState(t: Tables): string {
       -- checks the row. Anything else reads the row locked, and is checked below.
       IF b.co IS NULL AND lease_fence = b.f THEN
         UPDATE ${t.executions} AS x SET status = b.s, head = b.h, updated_at = b.a1,
-          ${SPENT_SETS}
+          ${SPENT_SETS}, ${QUEUE_SETS}
           WHERE x.id = b.i AND x.head = b.x - 1 AND x.status NOT IN (${terminal})
-          RETURNING x.n INTO log_key;
+          RETURNING x.n, x.queue INTO log_key, log_queue;
         written := FOUND;
       END IF;
       IF written THEN
         log_head := b.x - 1;
       ELSE
-        SELECT x.head, x.status, x.n INTO log_head, log_status, log_key FROM ${t.executions} x
-          WHERE x.id = b.i FOR UPDATE;
+        SELECT x.head, x.status, x.n, x.queue INTO log_head, log_status, log_key, log_queue
+          FROM ${t.executions} x WHERE x.id = b.i FOR UPDATE;
         log_head := coalesce(log_head, -1);
       END IF;
     ELSE
@@ -264,12 +299,14 @@ function batchState(t: Tables): string {
         heads[j] := coalesce(locked_heads[p], -1);
         statuses[j] := locked_statuses[p];
         fresh[j] := p IS NULL;
+        xqueues[j] := locked_queues[p];
       END IF;
       lease_fence := fences[j];
       lease_owner := owners[j];
       lease_runnable := runnables[j];
       log_head := heads[j];
       log_status := statuses[j];
+      log_queue := xqueues[j];
     END IF;`;
 }
 
@@ -294,6 +331,23 @@ function batchCheck(): string {
     END IF;`;
 }
 
+/** R13, S27: a new execution's dedupe key, refused when a queued execution holds it. */
+function queueCheck(t: Tables, schema: string): string {
+  return `    is_new := NOT written AND log_status IS NULL;
+    IF is_new AND b.qd IS NOT NULL AND b.qn IS NOT NULL THEN
+      PERFORM pg_advisory_xact_lock(hashtextextended('loom.dedupe:${schema}:' || b.qn || ':' || b.qd, 0));
+      dup_id := dedupe_ids[array_position(dedupe_keys, json_build_array(b.qn, b.qd)::text)];
+      IF dup_id IS NULL THEN
+        SELECT x.id INTO dup_id FROM ${t.executions} x
+          WHERE x.queue = b.qn AND x.queue_dedupe = b.qd AND x.status = 'queued' LIMIT 1;
+      END IF;
+      IF dup_id IS NOT NULL THEN
+        refused := refused || json_build_object('n', k, 'd', dup_id);
+        CONTINUE;
+      END IF;
+    END IF;`;
+}
+
 /** R4, for several executions: the accepted batches' events and execution rows, after the loop. */
 function writeAppended(t: Tables): string {
   return `  -- R4
@@ -302,17 +356,23 @@ function writeAppended(t: Tables): string {
         -- R12
         cost_usd = CASE WHEN w.sp THEN w.cost ELSE x.cost_usd END,
         cost_unknown = CASE WHEN w.sp THEN w.unknown ELSE x.cost_unknown END,
-        tokens = CASE WHEN w.sp THEN w.tokens ELSE x.tokens END
-      FROM unnest(ids, fresh, statuses, heads, updated, spents, costs, unknowns, spent_tokens)
-        AS w(id, fresh, status, head, updated, sp, cost, unknown, tokens)
+        tokens = CASE WHEN w.sp THEN w.tokens ELSE x.tokens END,
+        -- R13
+        queue_not_before = CASE WHEN w.qset AND x.queue IS NOT NULL THEN w.qnb
+          ELSE x.queue_not_before END
+      FROM unnest(ids, fresh, statuses, heads, updated, spents, costs, unknowns, spent_tokens,
+          qsets, qnbs)
+        AS w(id, fresh, status, head, updated, sp, cost, unknown, tokens, qset, qnb)
       WHERE x.id = w.id AND NOT w.fresh AND w.updated IS NOT NULL;
     IF true = ANY(fresh) THEN
-      INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at, ${SPENT_COLUMNS})
+      INSERT INTO ${t.executions} (id, flow, status, head, created_at, updated_at, ${SPENT_COLUMNS},
+          ${QUEUE_COLUMNS})
         SELECT w.id, w.flow, w.status, w.head, w.created, w.updated, w.principal, w.cost,
-          w.unknown, w.tokens
+          w.unknown, w.tokens, w.queue, w.qkey, w.qprio, w.qdedupe, w.qnb
         FROM unnest(ids, fresh, flows, statuses, heads, created, updated, principals, costs,
-            unknowns, spent_tokens)
-          AS w(id, fresh, flow, status, head, created, updated, principal, cost, unknown, tokens)
+            unknowns, spent_tokens, xqueues, qkeys, qprios, qdedupes, qnbs)
+          AS w(id, fresh, flow, status, head, created, updated, principal, cost, unknown, tokens,
+            queue, qkey, qprio, qdedupe, qnb)
         WHERE w.fresh AND w.updated IS NOT NULL;
     END IF;
     -- R10: after the execution rows, whose keys they take.

@@ -45,6 +45,7 @@ import {
 } from "../../kernel/errors.ts";
 import { jsonText } from "../../kernel/json.ts";
 import { checkBatch, effectiveFence } from "../append-check.ts";
+import { duplicateError } from "../queue-admit.ts";
 import type { AppendBatch, AppendOutcome, StoreHooks } from "../spi.ts";
 import { runRetried, statement, transaction, type Tables } from "./db.ts";
 import { eventCells, type EventCells } from "./event-rows.ts";
@@ -85,6 +86,12 @@ interface SentBatch {
   sc?: number;
   su?: true;
   st?: number;
+  /** Its queue entry (R13): name, key, priority, dedupe, not-before. */
+  qn?: string;
+  qk?: string;
+  qp?: number;
+  qd?: string;
+  qb?: number;
 }
 
 /** A batch the routine refused (R5): its place in the call, and what it was checked against. */
@@ -94,6 +101,8 @@ interface Refusal {
   s?: AppendBatch["status"] | null;
   f?: number | null;
   c?: true;
+  /** S27: the queued execution that holds the batch's dedupe key (R13). */
+  d?: string;
 }
 
 /** The routine's answer (pg parses json). */
@@ -104,6 +113,7 @@ interface Answer {
 export function postgresAppend(
   pool: pg.Pool,
   t: Tables,
+  channel: string,
   hooks: StoreHooks,
 ): (batches: readonly AppendBatch[]) => Promise<AppendOutcome[]> {
   // The tables it names are in the text so that pg_stat_activity shows what a waiting call is
@@ -115,7 +125,7 @@ export function postgresAppend(
         ${t.notices}, ${t.timers}, ${t.forks} */`,
   );
 
-  const fast = fastAppender(pool, t);
+  const fast = fastAppender(pool, t, channel);
 
   return async (batches) => {
     const outcomes: AppendOutcome[] = batches.map(() => ({ ok: true }));
@@ -195,6 +205,7 @@ function refusalsOf(result: pg.QueryResult<Answer>): Refusal[] {
 /** The typed error that refuses `b`, from what the routine checked it against (R5). */
 function refusalError(b: AppendBatch, r: Refusal): LoomError {
   const id = b.executionId;
+  if (r.d !== undefined && b.queue) return duplicateError(id, b.queue, r.d);
   if (r.c) {
     return new FencedError(
       `append to ${id} with fence ${b.fence} refused: another owner created its lease meanwhile`,
@@ -251,6 +262,13 @@ function toSent(b: AppendBatch): SentBatch {
     if (b.spent.costUsd !== undefined) row.sc = b.spent.costUsd;
     if (b.spent.costUnknown) row.su = true;
     if (b.spent.tokens !== undefined) row.st = b.spent.tokens;
+  }
+  if (b.queue) {
+    row.qn = wellFormed(b.queue.name);
+    if (b.queue.key !== undefined) row.qk = wellFormed(b.queue.key);
+    row.qp = b.queue.priority;
+    if (b.queue.dedupe !== undefined) row.qd = wellFormed(b.queue.dedupe);
+    if (b.queue.notBeforeMs !== undefined) row.qb = b.queue.notBeforeMs;
   }
   if (b.claimLease) {
     row.co = wellFormed(b.claimLease.owner);
@@ -316,6 +334,9 @@ function assertStorable(b: AppendBatch): void {
     ...(b.index?.timersSet ?? []).map((x) => x.timerId),
     ...(b.index?.wakes ?? []).flatMap((x) => [x.executionId, x.timerId]),
     b.index?.forkedFrom?.executionId,
+    b.queue?.name,
+    b.queue?.key,
+    b.queue?.dedupe,
   ];
   const bad = texts.find((x) => x?.includes("\u0000"));
   if (bad !== undefined) {

@@ -32,7 +32,7 @@ import { checkClaim } from "../append-check.ts";
 import type { FleetStore, Lease, LeaseStore } from "../spi.ts";
 import { run, statement, type Tables } from "./db.ts";
 import { freeAtSql, RUNNABLE_SQL } from "./tables.ts";
-import { wakeText } from "./wakes.ts";
+import { MAX_PAYLOAD_BYTES, wakeText } from "./wakes.ts";
 
 interface LeaseRow {
   execution_id: string;
@@ -103,15 +103,22 @@ function leaseStatements(t: Tables) {
       `UPDATE ${t.leases} SET expires_at = $4
        WHERE execution_id = $1 AND owner = $2 AND fence = $3`,
     ),
-    // S18: a lease released while its execution is pending or running makes it runnable.
+    // S18: a lease released while its execution is pending or running makes it runnable; one of
+    // a queue's executions may free a slot of the queue (S26).
     release: statement(
       "release_lease",
       `WITH released AS (
          UPDATE ${t.leases} SET owner = NULL
          WHERE execution_id = $1 AND owner = $2 AND fence = $3 RETURNING execution_id
+       ), x AS (
+         SELECT e.status, e.queue, json_build_object('kind', 'queue', 'queue', e.queue)::text AS w
+         FROM released r JOIN ${t.executions} e ON e.id = r.execution_id
        )
-       SELECT pg_notify($4, $5) FROM released r JOIN ${t.executions} e ON e.id = r.execution_id
-       WHERE $5::text IS NOT NULL AND e.status IN ('pending', 'running')`,
+       SELECT pg_notify($4, $5) FROM x
+       WHERE $5::text IS NOT NULL AND x.status IN ('pending', 'running')
+       UNION ALL
+       SELECT pg_notify($4, x.w) FROM x
+       WHERE x.queue IS NOT NULL AND octet_length(x.w) <= ${MAX_PAYLOAD_BYTES}`,
     ),
     get: statement(
       "get_lease",

@@ -153,6 +153,70 @@ export function listColumns(t: Tables): string {
   `;
 }
 
+/**
+ * Migration 7, queues (issue 26, spi-queues.ts S26..S29, queues.ts Q1..Q5): an execution's place in
+ * its queue, from its sequence 0 (the not-before time moved by later batches, S28; not indexed, so
+ * a debounce's update stays HOT). `executions_queued` holds the queued executions of each queue in
+ * admission order, `executions_by_queue` a queue's executions by status (admission counts the
+ * active ones), and `executions_queue_dedupe` is S27's key among a queue's queued executions, a
+ * safety net under the append routine's own check (append-routine.ts R13). Self-contained.
+ */
+export function queueColumns(t: Tables): string {
+  return `
+  ALTER TABLE ${t.executions} ADD COLUMN queue TEXT COLLATE "C",
+    ADD COLUMN queue_key TEXT COLLATE "C", ADD COLUMN queue_priority DOUBLE PRECISION,
+    ADD COLUMN queue_dedupe TEXT COLLATE "C", ADD COLUMN queue_not_before BIGINT;
+  CREATE INDEX executions_queued ON ${t.executions} (queue, queue_priority, created_at, id)
+    WHERE status = 'queued';
+  CREATE INDEX executions_by_queue ON ${t.executions} (queue, status, queue_key)
+    WHERE queue IS NOT NULL;
+  CREATE UNIQUE INDEX executions_queue_dedupe ON ${t.executions} (queue, queue_dedupe)
+    WHERE status = 'queued' AND queue_dedupe IS NOT NULL;
+  `;
+}
+
+/**
+ * Migration 8, rate limiters (issue 26, limiters.ts PL1..PL3): a limiter's row keeps its last window
+ * (for its view) and its block; a grant is settled once `used_input` is set, and is found by its
+ * window (`limiter_grants_by_time`) and, while it holds a slot, by its hold's end; a waiter's place
+ * is (since_ms, n), n an identity: a row written later has a larger one (limiter-rules.ts LR5).
+ */
+export function limiters(t: Tables): string {
+  return `
+  CREATE TABLE ${t.limiters} (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    window_ms BIGINT,
+    blocked_until_ms BIGINT
+  );
+  CREATE TABLE ${t.limiterGrants} (
+    limiter TEXT COLLATE "C" NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    execution_id TEXT COLLATE "C" NOT NULL,
+    at_ms BIGINT NOT NULL,
+    requests BIGINT NOT NULL,
+    input_tokens BIGINT NOT NULL,
+    output_tokens BIGINT NOT NULL,
+    used_input BIGINT,
+    used_output BIGINT,
+    hold_until_ms BIGINT NOT NULL,
+    PRIMARY KEY (limiter, id)
+  );
+  CREATE INDEX limiter_grants_by_time ON ${t.limiterGrants} (limiter, at_ms);
+  CREATE INDEX limiter_grants_held ON ${t.limiterGrants} (limiter, hold_until_ms)
+    WHERE used_input IS NULL;
+  CREATE TABLE ${t.limiterWaiters} (
+    limiter TEXT COLLATE "C" NOT NULL,
+    id TEXT COLLATE "C" NOT NULL,
+    execution_id TEXT COLLATE "C" NOT NULL,
+    since_ms BIGINT NOT NULL,
+    wait_until_ms BIGINT NOT NULL,
+    n BIGINT GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (limiter, id)
+  );
+  CREATE INDEX limiter_waiters_by_place ON ${t.limiterWaiters} (limiter, since_ms, n);
+  `;
+}
+
 export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   (t) => `
   CREATE TABLE ${t.executions} (
@@ -249,6 +313,8 @@ export const MIGRATIONS: readonly ((t: Tables) => string)[] = [
   leanEventRows,
   forksMembersPauses,
   listColumns,
+  queueColumns,
+  limiters,
 ];
 
 /** Brings `schema` to the latest version (M1..M3); returns the versions it applied. */

@@ -23,7 +23,9 @@ import { newPool, tables } from "./db.ts";
 import { postgresInbox } from "./inbox.ts";
 import { postgresKeys } from "./keys.ts";
 import { postgresLeases } from "./leases.ts";
+import { postgresLimiters } from "./limiters.ts";
 import { migrate } from "./migrations.ts";
+import { postgresQueues } from "./queues.ts";
 import { postgresReads } from "./reads.ts";
 import { postgresRecords } from "./records.ts";
 import { postgresRetention } from "./retention.ts";
@@ -80,7 +82,7 @@ export async function postgresStore(options: PostgresStoreOptions): Promise<Post
   return {
     kind: "postgres",
     schema,
-    appendMany: postgresAppend(pool, t, options.hooks ?? {}),
+    appendMany: postgresAppend(pool, t, channel, options.hooks ?? {}),
     ...postgresReads(pool, t),
     ...postgresSnapshots(pool, t),
     ...postgresLeases(pool, t, channel),
@@ -90,6 +92,8 @@ export async function postgresStore(options: PostgresStoreOptions): Promise<Post
     ...postgresRetention(pool, t),
     ...postgresKeys(pool, t, options.keyScrubWaitMs),
     ...postgresRecords(pool, t),
+    ...postgresQueues(pool, t, schema),
+    ...postgresLimiters(pool, t, schema),
     listen: (onWake) => listener.subscribe(onWake),
     close() {
       closing ??= listener.close().then(() => pool.end());

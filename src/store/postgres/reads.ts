@@ -7,7 +7,7 @@
 import type pg from "pg";
 import type { EventStore } from "../spi.ts";
 import { run, statement, type Tables } from "./db.ts";
-import { SPENT_COLUMNS, summaryOf, type ExecutionRow } from "../rows.ts";
+import { LISTED_COLUMNS, summaryOf, type ExecutionRow } from "../rows.ts";
 import { checkListQuery } from "../list-query.ts";
 import { listSql } from "../list-sql.ts";
 import { EVENT_ROW_COLUMNS, envelopeOfPgRow, type PgEventRow } from "./event-rows.ts";
@@ -51,7 +51,7 @@ export function postgresReads(pool: pg.Pool, t: Tables): Omit<EventStore, "appen
       const { where, orderBy } = listSql(query, sort, desc, param, "updated_at");
       const limit = query.limit === undefined ? null : Math.max(0, Math.floor(query.limit));
       const sql =
-        `SELECT id, flow, status, head, created_at, updated_at, ${SPENT_COLUMNS} FROM ${t.executions}` +
+        `SELECT id, flow, status, head, created_at, updated_at, ${LISTED_COLUMNS} FROM ${t.executions}` +
         (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
         ` ORDER BY ${orderBy} LIMIT ${param(limit)}`;
       const { rows } = await run<ExecutionRow>(pool, { text: sql, values });

@@ -20,9 +20,13 @@
  * and the list's columns (migration 6, R12); a schema upgraded from version 7 keeps
  * `loom_append_7` for the processes of the release before, whose forks get no row (their origin
  * does not list them) and whose appends leave the list's columns as they were (a row they start
- * has no principal or spent until a batch of this release carries one).
+ * has no principal or spent until a batch of this release carries one). Version 9 also writes an
+ * execution's queue columns (migration 7), refuses a dedupe key a queued execution holds (R13) and
+ * wakes the fleet's admitters (R14); a schema upgraded from version 8 keeps `loom_append_8` for the
+ * processes of the release before, which know no queue (they record none, and their ends of
+ * queued executions wake no admitter: its poll finds the slot).
  */
-export const APPEND_ROUTINE = "loom_append_8";
+export const APPEND_ROUTINE = "loom_append_9";
 
 /** The statuses a claim takes (S17), as an SQL list: whatever a lease row's `runnable` mirrors. */
 export const RUNNABLE_SQL = "'pending', 'running'";
@@ -52,6 +56,10 @@ export interface Tables {
   /** Forks by origin (S21) and the fleet's members (S22): migration 5, records.ts. */
   forks: string;
   members: string;
+  /** Rate limiters (S30..S34): migration 8, limiters.ts. */
+  limiters: string;
+  limiterGrants: string;
+  limiterWaiters: string;
   /** The append routine (append-routine.ts). */
   appendRoutine: string;
 }
@@ -72,6 +80,9 @@ export function tables(schema: string): Tables {
     keys: t("keys"),
     forks: t("forks"),
     members: t("members"),
+    limiters: t("limiters"),
+    limiterGrants: t("limiter_grants"),
+    limiterWaiters: t("limiter_waiters"),
     appendRoutine: t(APPEND_ROUTINE),
   };
 }

@@ -55,6 +55,8 @@ export function parseWake(text: string): FleetWake | undefined {
         : undefined;
     case "message":
       return str("chainId") ? { kind: "message", chainId: w.chainId as string } : undefined;
+    case "queue":
+      return str("queue") ? { kind: "queue", queue: w.queue as string } : undefined;
     default:
       return undefined;
   }

@@ -29,7 +29,15 @@ import type { Envelope, ExecutionStatus } from "../../kernel/events.ts";
 import { LoomError, ensureError } from "../../kernel/errors.ts";
 import { jsonText } from "../../kernel/json.ts";
 import { checkBatch, effectiveFence } from "../append-check.ts";
-import type { AppendBatch, AppendOutcome, EventStore, Spent, StoreHooks } from "../spi.ts";
+import { duplicateError } from "../queue-admit.ts";
+import type {
+  AppendBatch,
+  AppendOutcome,
+  EventStore,
+  QueueEntry,
+  Spent,
+  StoreHooks,
+} from "../spi.ts";
 import { hotEvents } from "./hot-events.ts";
 import { kindCell, metaCell } from "./row-codec.ts";
 import { snapshotCell } from "./snapshots.ts";
@@ -127,6 +135,17 @@ function spentCells(spent: Spent | undefined) {
   };
 }
 
+/** S26..S28: the row's queue cells (all null for an execution of no queue). */
+function queueCells(queue: QueueEntry | undefined) {
+  return {
+    queue: queue?.name ?? null,
+    queueKey: queue?.key ?? null,
+    priority: queue?.priority ?? null,
+    dedupe: queue?.dedupe ?? null,
+    notBefore: queue?.notBeforeMs ?? null,
+  };
+}
+
 /** A4: a new integer key, from this connection's block (reserving the next one first if empty). */
 function newKey(q: Statements, keys: KeyBlock): number {
   if (keys.next === keys.end) {
@@ -147,6 +166,12 @@ function applyBatch(
   const row = checked(q, known, id);
   const leaseFence = row.fence;
   checkBatch(b, row.head, effectiveFence(b, leaseFence), row.status);
+  const queue = b.queue;
+  if (queue?.dedupe !== undefined && row.x === undefined) {
+    // S27, before any write of the batch.
+    const holder = q.queueHolder.get(queue.name, queue.dedupe);
+    if (holder !== undefined) throw duplicateError(id, queue, holder);
+  }
   if (leaseFence === undefined && b.claimLease) {
     q.claimLease.run(id, b.claimLease.owner, b.fence, b.claimLease.expiresAtMs);
   }
@@ -164,11 +189,13 @@ function applyBatch(
       x,
       principal,
       ...spentCells(b.spent),
+      ...queueCells(b.queue),
     });
   } else {
     if (row.status !== b.status) q.setStatus.run({ id, status: b.status });
     // S24: a batch that changed nothing spent writes nothing more.
     if (b.spent) q.setSpent.run({ id, ...spentCells(b.spent) });
+    if (queue) q.setNotBefore.run(queue.notBeforeMs ?? null, id);
   }
   for (const e of b.events) {
     q.insertEvent.run(x, e.seq, kindCell(e.kind), e.at, jsonText(e.payload), metaCell(e.meta));

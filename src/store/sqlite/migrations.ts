@@ -156,6 +156,60 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE schedules ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
   `,
   listColumns(),
+  // Queues (issue 26, spi-queues.ts S26..S29): an execution's place in its queue, from its
+  // sequence 0 (the not-before time moved by later batches, S28). Admission and the view walk the
+  // queued ones of a queue in admission order, and count its active ones by status, so neither
+  // reads the executions of other queues or the ended ones of this one. The unique index is S27's
+  // dedupe, among the queued executions of a queue only.
+  `
+  ALTER TABLE executions ADD COLUMN queue TEXT;
+  ALTER TABLE executions ADD COLUMN queue_key TEXT;
+  ALTER TABLE executions ADD COLUMN queue_priority REAL;
+  ALTER TABLE executions ADD COLUMN queue_dedupe TEXT;
+  ALTER TABLE executions ADD COLUMN queue_not_before INTEGER;
+  CREATE INDEX executions_queued ON executions (queue, queue_priority, created_at, id)
+    WHERE status = 'queued';
+  CREATE INDEX executions_by_queue ON executions (queue, status, queue_key)
+    WHERE queue IS NOT NULL;
+  CREATE UNIQUE INDEX executions_queue_dedupe ON executions (queue, queue_dedupe)
+    WHERE status = 'queued' AND queue_dedupe IS NOT NULL;
+  `,
+  // Issue 26: rate limiters (limiters.ts, S30..S34). A limiter's row keeps its last window (for
+  // its view) and its block; a grant is settled once `used_input` is set; a waiter's place is
+  // (since_ms, n), n its rowid: a row written later gets a larger one (limiter-rules.ts LR5).
+  `
+  CREATE TABLE limiters (
+    name TEXT PRIMARY KEY,
+    window_ms INTEGER,
+    blocked_until_ms INTEGER
+  ) WITHOUT ROWID;
+  CREATE TABLE limiter_grants (
+    limiter TEXT NOT NULL,
+    id TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    at_ms INTEGER NOT NULL,
+    requests INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    used_input INTEGER,
+    used_output INTEGER,
+    hold_until_ms INTEGER NOT NULL,
+    PRIMARY KEY (limiter, id)
+  ) WITHOUT ROWID;
+  CREATE INDEX limiter_grants_by_time ON limiter_grants (limiter, at_ms);
+  CREATE INDEX limiter_grants_held ON limiter_grants (limiter, hold_until_ms)
+    WHERE used_input IS NULL;
+  CREATE TABLE limiter_waiters (
+    n INTEGER PRIMARY KEY,
+    limiter TEXT NOT NULL,
+    id TEXT NOT NULL,
+    execution_id TEXT NOT NULL,
+    since_ms INTEGER NOT NULL,
+    wait_until_ms INTEGER NOT NULL,
+    UNIQUE (limiter, id)
+  );
+  CREATE INDEX limiter_waiters_by_place ON limiter_waiters (limiter, since_ms, n);
+  `,
 ];
 
 /**
@@ -168,7 +222,7 @@ export const MIGRATIONS: readonly string[] = [
  * successor was carried, is not read here: such a row shows it from its next metered batch on,
  * which carries the whole total.
  */
-function listColumns(): string {
+export function listColumns(): string {
   const events = `(SELECT x, seq, kind, payload, meta FROM events
     UNION ALL SELECT x, seq, kind, payload, meta FROM events_hot)`;
   // Nested CASEs: SQLite does not promise to evaluate AND's terms in order, and json_extract

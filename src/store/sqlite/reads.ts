@@ -5,7 +5,7 @@
  */
 import type Database from "better-sqlite3";
 import type { EventStore, ListQuery } from "../spi.ts";
-import { SPENT_COLUMNS, summaryOf, type ExecutionRow } from "../rows.ts";
+import { LISTED_COLUMNS, summaryOf, type ExecutionRow } from "../rows.ts";
 import { checkListQuery } from "../list-query.ts";
 import { listSql } from "../list-sql.ts";
 import { envelopeOfRow } from "./row-codec.ts";
@@ -49,7 +49,7 @@ export function listStatement(query: ListQuery): { sql: string; args: unknown[] 
   // The last update is read from the events (no column an append would have to write): in a
   // subquery, so that a sort or page by it can name it.
   const sql =
-    `SELECT * FROM (SELECT id, flow, status, created_at, ${SPENT_COLUMNS},` +
+    `SELECT * FROM (SELECT id, flow, status, created_at, ${LISTED_COLUMNS},` +
     ` ${headOfKey("n")} AS head, ${UPDATED_AT} AS updated_at FROM executions)` +
     (where.length ? ` WHERE ${where.join(" AND ")}` : "") +
     ` ORDER BY ${orderBy}${limit}`;

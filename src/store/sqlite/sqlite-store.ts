@@ -10,7 +10,8 @@
  * The store is assembled here from its parts, split as the SPI's groups are (as the PostgreSQL
  * store is), over one connection and its prepared statements (statements.ts Q1, Q2): appends
  * (append.ts A1..A3, hot-events.ts H1, H2), reads, snapshots, leases, timers, schedules and
- * notices, the inbox, keys (keys.ts K1..K3), retention, and forks and members (records.ts).
+ * notices, the inbox, keys (keys.ts K1..K3), retention, forks and members (records.ts),
+ * queues (queues.ts) and rate limiters (limiters.ts).
  */
 import type Database from "better-sqlite3";
 import { InvalidInputError } from "../../kernel/errors.ts";
@@ -20,7 +21,9 @@ import { sqliteAppend } from "./append.ts";
 import { sqliteInbox } from "./inbox.ts";
 import { sqliteKeys } from "./keys.ts";
 import { sqliteLeases } from "./leases.ts";
+import { sqliteLimiters } from "./limiters.ts";
 import { MIGRATIONS } from "./migrations.ts";
+import { sqliteQueues } from "./queues.ts";
 import { sqliteReads } from "./reads.ts";
 import { sqliteRecords } from "./records.ts";
 import { sqliteRetention } from "./retention.ts";
@@ -61,6 +64,8 @@ export function sqliteStore(path: string, options: SqliteStoreOptions = {}): Sto
     ...sqliteKeys(db),
     ...sqliteRetention(db, headOf, forget),
     ...sqliteRecords(db),
+    ...sqliteQueues(db, forget),
+    ...sqliteLimiters(db),
 
     async close() {
       if (db.open) db.close();

@@ -57,6 +57,8 @@ export interface Statements {
   insertExecution: Stmt;
   setStatus: Stmt;
   setSpent: Stmt;
+  queueHolder: Stmt<[string, string], string>;
+  setNotBefore: Stmt;
   insertEvent: Stmt;
   hotCount: Stmt<[], { n: number }>;
   settle: Stmt;
@@ -123,8 +125,20 @@ function eventStatements(db: Db) {
       )
       .pluck(),
     insertExecution: db.prepare(
-      `INSERT INTO executions (id, flow, status, created_at, n, principal, cost_usd, cost_unknown, tokens)
-       VALUES (@id, @flow, @status, @at0, @x, @principal, @cost, @unknown, @tokens)`,
+      `INSERT INTO executions (id, flow, status, created_at, n, principal, cost_usd, cost_unknown, tokens,
+         queue, queue_key, queue_priority, queue_dedupe, queue_not_before)
+       VALUES (@id, @flow, @status, @at0, @x, @principal, @cost, @unknown, @tokens,
+         @queue, @queueKey, @priority, @dedupe, @notBefore)`,
+    ),
+    /** S27: the queued execution that holds a dedupe key of a queue. */
+    queueHolder: db
+      .prepare<[string, string], string>(
+        "SELECT id FROM executions WHERE queue = ? AND queue_dedupe = ? AND status = 'queued' LIMIT 1",
+      )
+      .pluck(),
+    /** S28 */
+    setNotBefore: db.prepare(
+      "UPDATE executions SET queue_not_before = ? WHERE id = ? AND queue IS NOT NULL",
     ),
     setStatus: db.prepare("UPDATE executions SET status = @status WHERE id = @id"),
     /** S24: only a batch that carries `spent` runs it. */

@@ -1,8 +1,14 @@
 /**
  * The one store conformance suite (STYLE 3): every store's test file calls
+<<<<<<< HEAD
  * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S25 in `../spi.ts`
- * (S21 and S22 in `../spi-records.ts`; S17 and S18, a fleet's, are `runFleetConformance`'s:
- * fleet.ts).
+ * (S21 and S22 in `../spi-records.ts`, S30..S34 in `../spi-limiters.ts`; S17 and S18, a fleet's,
+ * are `runFleetConformance`'s: fleet.ts).
+=======
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S29 in `../spi.ts`
+ * (S21 and S22 in `../spi-records.ts`, S26..S29 in `../spi-queues.ts`: queues.ts; S17 and S18, a
+ * fleet's, are `runFleetConformance`'s: fleet.ts).
+>>>>>>> wt-queues
  *
  * @example
  * runStoreConformance({
@@ -23,8 +29,10 @@ import { inboxSuite } from "./inbox.ts";
 import { keysSuite } from "./keys.ts";
 import type { Harness } from "./helpers.ts";
 import { leaseSuite } from "./leases.ts";
+import { limiterSuite } from "./limiters.ts";
 import { recordsSuite } from "./records.ts";
 import { listSortedSuite } from "./list-sorted.ts";
+import { queueSuite } from "./queues.ts";
 import { retentionSuite } from "./retention.ts";
 import { scheduleSuite } from "./schedules.ts";
 import { snapshotSuite } from "./snapshots-and-reopen.ts";
@@ -80,5 +88,7 @@ export function runStoreConformance<S extends Store>(opts: StoreConformanceOptio
     retentionSuite(h);
     keysSuite(h);
     recordsSuite(h);
+    queueSuite(h);
+    limiterSuite(h);
   });
 }

@@ -12,6 +12,7 @@ import {
   envelopes,
   expectAllOk,
   expectRefused,
+  FLOW,
   start,
   T0,
   TTL_MS,
@@ -156,5 +157,43 @@ export function quietWakeTests(f: FleetHarness): void {
     // With no one left listening, a new subscription listens again.
     const again = await ear(store);
     expect(await again.settle(peer)).toEqual([]);
+  });
+}
+
+/** S18, S26: a queue's admitters hear what may let it admit. */
+export function queueWakeTests(f: FleetHarness): void {
+  it("a queued execution recorded, one ended or one letting its lease go wakes its queue", async () => {
+    const { store, peer } = await f.pair();
+    const ears = await ear(store);
+    const queue = { name: "qa", priority: 0 };
+    const record = (id: string) =>
+      batch([envelope(id, 0)], 1, {
+        status: "queued",
+        queue,
+        claimLease: { owner: "recorder", expiresAtMs: T0 + TTL_MS },
+        releaseLease: "recorder",
+      });
+    const woke = [{ kind: "queue", queue: "qa" }];
+    expectAllOk(await peer.appendMany([record("q1")]));
+    expect(await ears.settle(peer)).toEqual(woke);
+    const admit = { queue: "qa", limits: {}, flows: [FLOW], limit: 1, ttlMs: TTL_MS, nowMs: T0 };
+    const [a1] = await peer.admitQueued("w1", admit);
+    const admitted = envelope("q1", 1, "EXECUTION_ADMITTED");
+    expectAllOk(await peer.appendMany([batch([admitted], a1?.fence ?? 0)]));
+    // Admitted and running, a plain execution started: nothing for the queue.
+    await start(peer, "plain");
+    expect(await ears.settle(peer)).toEqual([]);
+    const end = envelope("q1", 2, "EXECUTION_COMPLETED");
+    const ended = { status: "completed" as const, releaseLease: "w1" };
+    expectAllOk(await peer.appendMany([batch([end], a1?.fence ?? 0, ended)]));
+    expect(await ears.settle(peer)).toEqual(woke);
+    expectAllOk(await peer.appendMany([record("q2")]));
+    const [a2] = await peer.admitQueued("w1", admit);
+    expect(await ears.settle(peer)).toEqual(woke);
+    await peer.releaseLease("q2", "w1", a2?.fence ?? 0);
+    expect(await ears.settle(peer)).toEqual(woke);
+    const cancel = envelope("q2", 1, "EXECUTION_CANCELLED");
+    expectAllOk(await peer.appendMany([batch([cancel], a2?.fence ?? 0, { status: "cancelled" })]));
+    expect(await ears.settle(peer)).toEqual(woke);
   });
 }

@@ -15,7 +15,12 @@ import { afterEach, describe } from "./vitest.ts";
 import type { StoreHooks } from "../../store/spi.ts";
 import { claimFilterTests, claimOwnershipTests } from "./fleet-claims.ts";
 import type { FleetHarness, FleetMemberStore } from "./fleet-helpers.ts";
-import { namedWakeTests, quietWakeTests, runnableWakeTests } from "./fleet-wakes.ts";
+import {
+  namedWakeTests,
+  queueWakeTests,
+  quietWakeTests,
+  runnableWakeTests,
+} from "./fleet-wakes.ts";
 
 export interface FleetConformanceOptions<S extends FleetMemberStore> {
   name: string;
@@ -58,6 +63,7 @@ export function runFleetConformance<S extends FleetMemberStore>(
     describe("wakes (S18)", () => {
       runnableWakeTests(f);
       namedWakeTests(f);
+      queueWakeTests(f);
       quietWakeTests(f);
     });
   });

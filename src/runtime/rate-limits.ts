@@ -1,0 +1,336 @@
+/**
+ * Rate limits on effects (issue 26 item 2): a call whose effect names a limiter (an LLM effect
+ * names `<provider>:<model>`) reserves what it may send and take in that limiter's window before
+ * it runs, through the store (spi-limiters.ts S30..S34), so every process sharing the store stays
+ * under the provider's limits together.
+ *
+ * Invariants (tests cite RL1..RL7):
+ * RL1. A call reserves before its effect runs, once per attempt (the retry middleware is outside
+ *      this one); a call whose limiter the runtime's `rateLimits` does not name is not limited.
+ * RL2. Refused, it waits in the store's line (S31, first come first served across the fleet),
+ *      asking again at the time the store says it could fit (later by 20 ms for each waiter before
+ *      it), and at least every second, which keeps its place. The wait ends with the step's signal (a cancel, a deadline, the runtime
+ *      closing): the place is withdrawn and the call never runs.
+ * RL3. A call that could never fit (it alone asks more than a limit) is refused before it waits,
+ *      with InvalidInputError naming the limit.
+ * RL4. After the call, its reservation is settled (S32): an answered call with what it was metered
+ *      (fewer tokens than it reserved give the rest back to the window); a call the provider
+ *      refused (429) with nothing; any other end (aborted mid-stream, failed) with at least what
+ *      it reserved, which the provider may have counted when the request arrived.
+ * RL5. A provider's 429 (an error with `status` 429) blocks the limiter for the whole fleet
+ *      (S33) until its retry-after (`retry-after-ms`, `retry-after` in seconds or as a date, or
+ *      OpenAI's `x-ratelimit-reset-*` durations, Anthropic's reset times), else for one second;
+ *      the error goes on to the retry middleware.
+ * RL6. `rateLimits` is checked when the runtime is made (InvalidInputError); every process
+ *      sharing the store must pass the same.
+ * RL7. The wait is marked on the step's span (`loom.limiter.*` attributes): which limiter, how
+ *      long it waited, its place when it first waited.
+ * RL9. Each call made reserves under an id of its own: two processes that both run one recorded
+ *      attempt (a lease taken over before the attempt's start was written) make two requests, and
+ *      both are charged. (An id per recorded attempt let the second request pass as the first's,
+ *      granted again without a charge: seen as 429s under load.)
+ * RL8. A grant counts in the windows as made when the call reaches the provider, which a provider
+ *      counts it by and which comes after the grant: the call's end, or SENT_WITHIN_MS after the
+ *      grant when it ends later or never (a crash) (store S30, S32: `sentByMs`, moved back by the
+ *      settle). A grant counted at its own time let a window the provider counts hold what the
+ *      limiter had already let go of, when requests reached it late (a loaded process).
+ */
+import type { EffectMiddleware, LimiterClaim, MiddlewareContext } from "../effects/effect.ts";
+import type { Effect } from "../effects/effect.ts";
+import { InvalidInputError } from "../kernel/errors.ts";
+import type { LimiterStore, RateLimit } from "../store/spi.ts";
+import { randomIds } from "./system.ts";
+
+/** A limiter as `rateLimits` names it: per minute unless `windowMs` says otherwise. */
+export interface RateLimitOptions {
+  /** Requests per window. */
+  rpm?: number;
+  /** Input tokens per window. */
+  inputTpm?: number;
+  /** Output tokens per window. */
+  outputTpm?: number;
+  /** Input and output tokens together per window. */
+  tpm?: number;
+  /** Calls in flight at once. */
+  concurrent?: number;
+  /** The window (default 60 000 ms: "per minute"). */
+  windowMs?: number;
+}
+
+const KNOWN = ["rpm", "inputTpm", "outputTpm", "tpm", "concurrent", "windowMs"] as const;
+/** How long a granted call holds a `concurrent` slot at most when its step has no timeout. */
+const HOLD_MS = 10 * 60_000;
+/** The longest a waiter sleeps before it asks again (its place is kept for three of these). */
+const MAX_SLEEP_MS = 1000;
+const BLOCK_WITHOUT_HINT_MS = 1000;
+/** How much longer a waiter sleeps for each waiter in line before it (RL2). */
+const BEHIND_MS = 20;
+/** RL8: a request not on its way this long after its grant is taken to have arrived by then. */
+export const SENT_WITHIN_MS = 5000;
+
+/** RL6 */
+export function checkedRateLimits(
+  value: Record<string, RateLimitOptions> | undefined,
+): Readonly<Record<string, RateLimit>> {
+  if (value === undefined) return {};
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new InvalidInputError("rateLimits must be an object of limiter name -> limits");
+  }
+  const out: Record<string, RateLimit> = {};
+  for (const [name, given] of Object.entries(value)) {
+    if (name.length === 0 || name.length > 200) {
+      throw new InvalidInputError(`a rate limiter's name must be 1 to 200 characters`);
+    }
+    if (given === null || typeof given !== "object" || Array.isArray(given)) {
+      throw new InvalidInputError(`rate limiter "${name}" must be an object`);
+    }
+    const unknown = Object.keys(given).filter((k) => !(KNOWN as readonly string[]).includes(k));
+    if (unknown.length > 0) {
+      throw new InvalidInputError(
+        `rate limiter "${name}" has unknown keys ${unknown.join(", ")} (known: ${KNOWN.join(", ")})`,
+      );
+    }
+    const n = (v: number | undefined, what: string) =>
+      v === undefined ? undefined : whole(v, `rate limiter "${name}" ${what}`);
+    const limit: RateLimit = { windowMs: n(given.windowMs, "windowMs") ?? 60_000 };
+    const pairs = [
+      ["requests", n(given.rpm, "rpm")],
+      ["inputTokens", n(given.inputTpm, "inputTpm")],
+      ["outputTokens", n(given.outputTpm, "outputTpm")],
+      ["tokens", n(given.tpm, "tpm")],
+      ["concurrent", n(given.concurrent, "concurrent")],
+    ] as const;
+    for (const [key, v] of pairs) if (v !== undefined) limit[key] = v;
+    if (pairs.every(([, v]) => v === undefined)) {
+      throw new InvalidInputError(`rate limiter "${name}" limits nothing`);
+    }
+    out[name] = Object.freeze(limit);
+  }
+  return Object.freeze(out);
+}
+
+/** The limiter a call reserves with: the call's option over the effect's own (RL1). */
+export function limiterClaimOf<I>(
+  effect: Effect<I, unknown>,
+  input: I,
+  option: string | false | undefined,
+): LimiterClaim | undefined {
+  if (option === false) return undefined;
+  let own: LimiterClaim | undefined;
+  try {
+    own = effect.limiter?.(input);
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new InvalidInputError(`effect "${effect.name}" limiter threw: ${why}`);
+  }
+  if (option === undefined) return own;
+  return { name: option, inputTokens: own?.inputTokens ?? 0, outputTokens: own?.outputTokens ?? 0 };
+}
+
+export interface RateLimitDeps {
+  store: LimiterStore;
+  limits: Readonly<Record<string, RateLimit>>;
+  now(): number;
+  report(error: unknown): void;
+}
+
+/** RL1: the runtime's innermost middleware when `rateLimits` names a limiter, else none. */
+export function rateLimiting(
+  limits: Readonly<Record<string, RateLimit>>,
+  deps: Omit<RateLimitDeps, "limits">,
+): EffectMiddleware[] {
+  return Object.keys(limits).length === 0 ? [] : [rateLimitMiddleware({ ...deps, limits })];
+}
+
+/** RL1..RL5, RL7: the runtime's innermost middleware, where `rateLimits` names limiters. */
+export function rateLimitMiddleware(deps: RateLimitDeps): EffectMiddleware {
+  return async (ctx, next) => {
+    const claim = ctx.limiter;
+    const limit = claim === undefined ? undefined : deps.limits[claim.name];
+    if (claim === undefined || limit === undefined) return next();
+    refuseNeverFits(claim, limit, ctx.effect);
+    // RL9: one id per call made, never per recorded attempt.
+    const id = `${ctx.executionId}/${ctx.stepId}/${ctx.attempt}/${randomIds.newId()}`;
+    await waitForGrant(deps, claim, limit, id, ctx);
+    let outcome: "ok" | "refused" | "failed" = "failed";
+    try {
+      const value = await next();
+      outcome = "ok";
+      return value;
+    } catch (e) {
+      const blockMs = rateLimitedFor(e);
+      if (blockMs !== undefined) {
+        outcome = "refused";
+        await deps.store
+          .blockLimiter(claim.name, deps.now() + blockMs)
+          .catch((e: unknown) => deps.report(e));
+      }
+      throw e;
+    } finally {
+      await deps.store
+        .settle(claim.name, id, settled(claim, ctx, outcome), deps.now())
+        .catch((e: unknown) => deps.report(e));
+    }
+  };
+}
+
+/**
+ * RL4: what a call is settled with. An answered call: what it was metered (the provider's own
+ * count, which corrects its estimate). A call the provider refused (429): nothing, it counted
+ * none. Any other end (aborted mid-stream, failed, cut off): at least what it reserved, since the
+ * provider may have counted the whole request when it arrived, as providers count `maxTokens` at
+ * a request's start.
+ */
+function settled(
+  claim: LimiterClaim,
+  ctx: MiddlewareContext,
+  outcome: "ok" | "refused" | "failed",
+): { inputTokens: number; outputTokens: number } {
+  if (outcome === "refused") return { inputTokens: 0, outputTokens: 0 };
+  const tokens = ctx.metered().tokens;
+  const used = { inputTokens: tokens?.input ?? 0, outputTokens: tokens?.output ?? 0 };
+  if (outcome === "ok") return used;
+  return {
+    inputTokens: Math.max(used.inputTokens, claim.inputTokens),
+    outputTokens: Math.max(used.outputTokens, claim.outputTokens),
+  };
+}
+
+/** RL2, RL7 */
+async function waitForGrant(
+  deps: RateLimitDeps,
+  claim: LimiterClaim,
+  limit: RateLimit,
+  id: string,
+  ctx: MiddlewareContext,
+): Promise<void> {
+  const since = deps.now();
+  let firstPosition: number | undefined;
+  for (;;) {
+    ctx.signal.throwIfAborted();
+    const now = deps.now();
+    const answer = await deps.store.reserve(
+      claim.name,
+      limit,
+      {
+        id,
+        executionId: ctx.executionId,
+        requests: 1,
+        inputTokens: claim.inputTokens,
+        outputTokens: claim.outputTokens,
+        holdUntilMs: now + (ctx.options.timeoutMs ?? HOLD_MS),
+        sentByMs: now + SENT_WITHIN_MS,
+        waitUntilMs: now + 3 * MAX_SLEEP_MS,
+      },
+      now,
+    );
+    if (answer.granted) {
+      if (firstPosition !== undefined) {
+        ctx.annotate?.({
+          "loom.limiter.name": claim.name,
+          "loom.limiter.wait_ms": deps.now() - since,
+          "loom.limiter.position": firstPosition,
+        });
+      }
+      return;
+    }
+    firstPosition ??= answer.position;
+    // Those further back ask less often: the line moves one grant at a time, and every ask
+    // takes the limiter's lock (RL2).
+    const back = answer.position * BEHIND_MS;
+    const sleep = Math.min(MAX_SLEEP_MS, Math.max(1, answer.retryAtMs - now, back));
+    try {
+      await sleepUnless(ctx.signal, sleep);
+    } catch (e) {
+      await deps.store.withdraw(claim.name, id).catch((e: unknown) => deps.report(e));
+      throw e;
+    }
+  }
+}
+
+/** RL3 */
+function refuseNeverFits(claim: LimiterClaim, limit: RateLimit, effect: string): void {
+  const over = (asked: number, max: number | undefined, what: string) => {
+    if (max !== undefined && asked > max) {
+      throw new InvalidInputError(
+        `effect "${effect}" asks limiter "${claim.name}" for ${asked} ${what}, more than its ${max} per ${limit.windowMs} ms: it could never run (lower maxTokens or raise the limit)`,
+      );
+    }
+  };
+  over(1, limit.requests, "requests");
+  over(claim.inputTokens, limit.inputTokens, "input tokens");
+  over(claim.outputTokens, limit.outputTokens, "output tokens");
+  over(claim.inputTokens + claim.outputTokens, limit.tokens, "tokens");
+}
+
+/** RL5: how long a provider's 429 asks the fleet to back off, or undefined for another error. */
+export function rateLimitedFor(error: unknown): number | undefined {
+  if (error === null || typeof error !== "object") return undefined;
+  const e = error as { status?: unknown; headers?: unknown };
+  if (e.status !== 429) return undefined;
+  const header = headerReader(e.headers);
+  const ms = header("retry-after-ms");
+  if (ms !== undefined && Number.isFinite(Number(ms))) return Math.max(0, Number(ms));
+  const after = header("retry-after");
+  if (after !== undefined) {
+    const seconds = Number(after);
+    if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+    const date = Date.parse(after);
+    if (Number.isFinite(date)) return Math.max(0, date - Date.now());
+  }
+  const resets = ["x-ratelimit-reset-tokens", "x-ratelimit-reset-requests"]
+    .map((h) => durationMs(header(h)))
+    .filter((v): v is number => v !== undefined);
+  for (const kind of ["requests", "tokens", "input-tokens", "output-tokens"]) {
+    const at = Date.parse(header(`anthropic-ratelimit-${kind}-reset`) ?? "");
+    if (Number.isFinite(at)) resets.push(Math.max(0, at - Date.now()));
+  }
+  if (resets.length > 0) return Math.max(...resets);
+  return BLOCK_WITHOUT_HINT_MS;
+}
+
+function headerReader(headers: unknown): (name: string) => string | undefined {
+  if (headers === null || typeof headers !== "object") return () => undefined;
+  const h = headers as { get?: unknown } & Record<string, unknown>;
+  if (typeof h.get === "function") {
+    const get = h.get as (this: unknown, name: string) => unknown;
+    return (name) => {
+      const v = get.call(headers, name);
+      return typeof v === "string" ? v : undefined;
+    };
+  }
+  return (name) => {
+    const v = h[name];
+    return typeof v === "string" ? v : undefined;
+  };
+}
+
+/** OpenAI's reset durations: `1s`, `6m0s`, `12ms`, `1h2m3.5s`. */
+function durationMs(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/gu)];
+  if (parts.length === 0) return undefined;
+  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  return parts.reduce((sum, [, n, u]) => sum + Number(n) * (unit[u ?? "ms"] ?? 1), 0);
+}
+
+function sleepUnless(signal: AbortSignal, ms: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function whole(value: unknown, what: string): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidInputError(`${what} must be a whole number >= 1, got ${String(value)}`);
+  }
+  return value;
+}
