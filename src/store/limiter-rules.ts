@@ -20,6 +20,14 @@
  *      the way, nowMs + LIMITER_STEP_MS (it is granted when it asks again).
  * LR5. A waiter's place is (sinceMs, n), n the order its row was written: a live waiter that asks
  *      again keeps its place; one whose waitUntilMs has passed gets a new place at nowMs.
+ *
+ * For callers. The store wakes no one: a waiter asks again (at retryAtMs). Its waitUntilMs must
+ * outlast the time it takes to come back, or it loses its place to younger asks each round (with
+ * many waiters, none is granted for long stretches): retryAtMs plus some seconds is safe, and a
+ * cancelled call withdraws. A live waiter that died holds the line until its waitUntilMs.
+ * holdUntilMs is when the call would be given up (its timeout); a caller that crashed gives its
+ * slot back then. Every process sharing a limiter must agree on its limit and roughly on the
+ * clock: a grant is at its granter's nowMs, and a reserve prunes with its own window.
  */
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { LimiterAsk, LimiterUse, RateLimit } from "./spi-limiters.ts";
