@@ -81,7 +81,7 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           streams severed by streamTokenBudget: overshoot in deltas, breach-to-close latency
   codec   [--events 20000] [--rounds 5] [--bytes 300]
           per-event cost of the audit chain (hashUs) and AES-256-GCM (encryptUs) beside neither
-  ratelimit [--workers 3] [--calls 160] [--limit 10000] [--window-ms 60000]   (needs LOOM_PG_URL)
+  ratelimit [--workers 3] [--calls 156] [--limit 10000] [--window-ms 60000]   (needs LOOM_PG_URL)
           worker processes make LLM calls to a fake provider that answers 429 past its output
           tokens per window, under a fleet limiter of the same: peakTpm (target <= limit + one
           reservation), utilization (target >= 0.9), p99WaitMs, 429s; baseline: no limiter
