@@ -22,6 +22,7 @@ import {
 import { openAiEffect } from "../src/providers/openai.ts";
 import { anthropicEffect } from "../src/providers/anthropic.ts";
 import { rateLimitedFor, rateLimitMiddleware } from "../src/runtime/rate-limits.ts";
+import { LimiterLine } from "../src/runtime/limiter-line.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { runtimes, slow, until } from "./helpers.ts";
 
@@ -188,6 +189,31 @@ describe("rate limits: the pieces (issue 26)", () => {
     await mw(ctx(), () => Promise.resolve("second owner's call"));
     const view = await store.limiterView("m", Date.now());
     expect(view).toMatchObject({ requests: 2, outputTokens: 80 });
+  });
+
+  it("LL1, LL2: a process's line lets one call at a time ask the store, oldest first; an aborted one leaves it", async () => {
+    const line = new LimiterLine();
+    const order: string[] = [];
+    const a = new AbortController();
+    const b = new AbortController();
+    const c = new AbortController();
+    await line.enter(a.signal);
+    const second = line.enter(b.signal).then(() => order.push("b"));
+    const third = line.enter(c.signal).then(
+      () => order.push("c"),
+      (e: unknown) => order.push(`c aborted: ${(e as Error).message}`),
+    );
+    expect(line.behind).toBe(2);
+    c.abort(new Error("cancelled"));
+    await third;
+    expect(line.behind).toBe(1);
+    line.leave();
+    await second;
+    line.leave();
+    expect(order).toEqual(["c aborted: cancelled", "b"]);
+    // Empty again: the next call enters at once.
+    await line.enter(new AbortController().signal);
+    expect(line.behind).toBe(0);
   });
 
   it("the LLM effects reserve with <provider>:<model>, or the limiter they name", () => {

@@ -29,6 +29,10 @@
  *      attempt (a lease taken over before the attempt's start was written) make two requests, and
  *      both are charged. (An id per recorded attempt let the second request pass as the first's,
  *      granted again without a charge: seen as 429s under load.)
+ * RL10. The calls of one process waiting on one limiter wait in a line of the process's own
+ *      (limiter-line.ts): only its first asks the store, the next once that one is granted or
+ *      gone. Each waiting call asking the store on its own (one process held 60 places) crowded
+ *      the store's connections and lock, and a window took seconds to refill.
  * RL8. A grant counts in the windows as made when the call reaches the provider, which a provider
  *      counts it by and which comes after the grant: the call's end, or SENT_WITHIN_MS after the
  *      grant when it ends later or never (a crash) (store S30, S32: `sentByMs`, moved back by the
@@ -40,6 +44,7 @@ import type { Effect } from "../effects/effect.ts";
 import { InvalidInputError } from "../kernel/errors.ts";
 import type { LimiterStore, RateLimit } from "../store/spi.ts";
 import { randomIds } from "./system.ts";
+import { LimiterLine } from "./limiter-line.ts";
 
 /** A limiter as `rateLimits` names it: per minute unless `windowMs` says otherwise. */
 export interface RateLimitOptions {
@@ -144,6 +149,8 @@ export function rateLimiting(
 
 /** RL1..RL5, RL7: the runtime's innermost middleware, where `rateLimits` names limiters. */
 export function rateLimitMiddleware(deps: RateLimitDeps): EffectMiddleware {
+  // RL10: this process's calls wait on each limiter in a line of its own.
+  const lines = new Map<string, LimiterLine>();
   return async (ctx, next) => {
     const claim = ctx.limiter;
     const limit = claim === undefined ? undefined : deps.limits[claim.name];
@@ -151,7 +158,14 @@ export function rateLimitMiddleware(deps: RateLimitDeps): EffectMiddleware {
     refuseNeverFits(claim, limit, ctx.effect);
     // RL9: one id per call made, never per recorded attempt.
     const id = `${ctx.executionId}/${ctx.stepId}/${ctx.attempt}/${randomIds.newId()}`;
-    await waitForGrant(deps, claim, limit, id, ctx);
+    let line = lines.get(claim.name);
+    if (!line) lines.set(claim.name, (line = new LimiterLine()));
+    await line.enter(ctx.signal);
+    try {
+      await waitForGrant(deps, claim, limit, id, ctx);
+    } finally {
+      line.leave();
+    }
     let outcome: "ok" | "refused" | "failed" = "failed";
     try {
       const value = await next();
