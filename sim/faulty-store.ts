@@ -19,14 +19,26 @@
  * `onCommit` runs after every append that committed, with what it committed, so the invariants
  * are checked after every event the log gains.
  *
+ * Queues and limiters (issue 26) are calls like any other: an admission and a reservation write
+ * (a crash after an admission committed leaves its leases to expire, QU3; one after a grant
+ * leaves a reservation nobody settles), and `tape` hears each reservation and settlement that
+ * committed (SIM18). `queueNames`, which the admission duty asks at every poll, passes through
+ * without faults, so that a seed without queues draws its faults where it drew them before.
+ *
  * `dropAfterAck` is a deliberately broken store for the simulator's own test: it acknowledges an
- * append without writing it.
+ * append without writing it. So are `ignoreKeyConcurrency` (admission is not told the queue's
+ * per-key limit) and `ignoreWindow` (a reservation is counted in a window of 1 ms): each is the
+ * chance that a call is so broken.
  */
 import {
   isFleetStore,
   type AppendBatch,
   type AppendOutcome,
   type FleetStore,
+  type LimiterAnswer,
+  type LimiterAsk,
+  type LimiterStore,
+  type QueueStore,
   type Store,
 } from "../src/store/spi.ts";
 import type { Prng } from "./prng.ts";
@@ -40,6 +52,17 @@ export interface FaultRates {
   dropAfterAck: number;
   /** A fleet store's wake that never arrives (best effort, S18). */
   dropWake: number;
+  /** Mutation: an admission that ignores the queue's keyConcurrency. */
+  ignoreKeyConcurrency: number;
+  /** Mutation: a reservation counted in a window of 1 ms instead of the limiter's. */
+  ignoreWindow: number;
+}
+
+/** What the queue and limiter calls committed (sim/limiter-invariants.ts FlowTape). */
+export interface FlowObserver {
+  admitted(leases: number): void;
+  reserved(limiter: string, ask: LimiterAsk, nowMs: number, answer: LimiterAnswer): void;
+  settled(limiter: string, id: string): void;
 }
 
 export class SimCrash extends Error {
@@ -53,6 +76,8 @@ export interface Incarnation {
   appends: number;
   /** The executions its claims took whose leases it learnt of (a fleet store's: S17). */
   claimed: number;
+  /** Where it crashed ("before reserve", "after admitQueued committed"), once it did. */
+  crashedIn?: string;
   /** Kills the process now, as a crash does. */
   kill(): void;
 }
@@ -70,6 +95,7 @@ export function faultyStore(
   onCrash: () => void,
   crashAt?: CrashPoint,
   onCommit?: (batches: readonly AppendBatch[], outcomes: readonly AppendOutcome[]) => Promise<void>,
+  tape?: FlowObserver,
 ): Incarnation {
   /** The inner store's subscriptions of this incarnation, which end when it dies. */
   const listening = new Set<() => Promise<void>>();
@@ -87,6 +113,7 @@ export function faultyStore(
     },
   };
   const crash = (when: string): never => {
+    self.crashedIn = when;
     self.kill();
     throw new SimCrash(`simulated crash ${when}`);
   };
@@ -153,23 +180,12 @@ export function faultyStore(
     setSchedulePaused: (n, p, at) =>
       guard("setSchedulePaused", () => inner.setSchedulePaused(n, p, at), true),
     forksOf: (id, limit) => guard("forksOf", () => inner.forksOf(id, limit)),
-    admitQueued: (owner, opts) => guard("admitQueued", () => inner.admitQueued(owner, opts), true),
-    queueView: (q, opts) => guard("queueView", () => inner.queueView(q, opts)),
-    queueNames: () => guard("queueNames", () => inner.queueNames()),
     // Member rows are no part of what the simulation checks: passed through, so the faults a
     // seed draws fall where they fell before the background loop wrote heartbeats.
     heartbeat: (m) => inner.heartbeat(m),
     members: (since) => inner.members(since),
     leaveFleet: (o) => inner.leaveFleet(o),
     leasesOf: (o, now, limit) => inner.leasesOf(o, now, limit),
-    reserve: (name, limit, ask, now) =>
-      guard("reserve", () => inner.reserve(name, limit, ask, now), true),
-    settle: (name, id, used, now) => guard("settle", () => inner.settle(name, id, used, now), true),
-    withdraw: (name, id) => guard("withdraw", () => inner.withdraw(name, id), true),
-    blockLimiter: (name, until) =>
-      guard("blockLimiter", () => inner.blockLimiter(name, until), true),
-    limiterView: (name, now) => guard("limiterView", () => inner.limiterView(name, now)),
-    limiterNames: () => guard("limiterNames", () => inner.limiterNames()),
     appendMessage: (c, m) => guard("appendMessage", () => inner.appendMessage(c, m), true),
     readMessages: (c, t, after, limit) =>
       guard("readMessages", () => inner.readMessages(c, t, after, limit)),
@@ -179,6 +195,7 @@ export function faultyStore(
     getKey: (id) => guard("getKey", () => inner.getKey(id)),
     listKeys: (prefix) => guard("listKeys", () => inner.listKeys(prefix)),
     destroyKey: (id) => guard("destroyKey", () => inner.destroyKey(id), true),
+    ...flowControlCalls(inner, guard, prng, rates, tape),
     close: async () => undefined,
   };
   /** A fleet store's claims and wakes, with their faults. */
@@ -208,4 +225,61 @@ export function faultyStore(
   });
   self.store = isFleetStore(inner) ? { ...store, ...fleetCalls(inner) } : store;
   return self;
+}
+
+type Guard = <T>(name: string, call: () => Promise<T>, writes?: boolean) => Promise<T>;
+
+/** The queue and limiter calls (issue 26), with their faults and mutations. */
+function flowControlCalls(
+  inner: Store,
+  guard: Guard,
+  prng: Prng,
+  rates: FaultRates,
+  tape: FlowObserver | undefined,
+): Pick<Store, keyof QueueStore | keyof LimiterStore> {
+  return {
+    admitQueued: (owner, opts) => {
+      const broken = rates.ignoreKeyConcurrency > 0 && prng.chance(rates.ignoreKeyConcurrency);
+      const limits = { ...opts.limits };
+      if (broken) delete limits.keyConcurrency;
+      return guard(
+        "admitQueued",
+        async () => {
+          const leases = await inner.admitQueued(owner, { ...opts, limits });
+          tape?.admitted(leases.length);
+          return leases;
+        },
+        true,
+      );
+    },
+    queueView: (q, opts) => guard("queueView", () => inner.queueView(q, opts)),
+    queueNames: () => inner.queueNames(),
+    reserve: (limiter, limit, ask, nowMs) => {
+      const broken = rates.ignoreWindow > 0 && prng.chance(rates.ignoreWindow);
+      const counted = broken ? { ...limit, windowMs: 1 } : limit;
+      return guard(
+        "reserve",
+        async () => {
+          const answer = await inner.reserve(limiter, counted, ask, nowMs);
+          tape?.reserved(limiter, ask, nowMs, answer);
+          return answer;
+        },
+        true,
+      );
+    },
+    settle: (limiter, id, used, nowMs) =>
+      guard(
+        "settle",
+        async () => {
+          await inner.settle(limiter, id, used, nowMs);
+          tape?.settled(limiter, id);
+        },
+        true,
+      ),
+    withdraw: (limiter, id) => guard("withdraw", () => inner.withdraw(limiter, id), true),
+    blockLimiter: (limiter, untilMs) =>
+      guard("blockLimiter", () => inner.blockLimiter(limiter, untilMs), true),
+    limiterView: (limiter, nowMs) => guard("limiterView", () => inner.limiterView(limiter, nowMs)),
+    limiterNames: () => guard("limiterNames", () => inner.limiterNames()),
+  };
 }

@@ -50,7 +50,7 @@
  *       of the origin's log.
  * SIM12..SIM15 are the children's: child-invariants.ts.
  */
-import { canonicalJson, type Json } from "../src/kernel/json.ts";
+import { canonicalJson, isPlainObject, type Json } from "../src/kernel/json.ts";
 import { isTerminalEvent, type Envelope } from "../src/kernel/events.ts";
 import { successorIdOf } from "../src/kernel/chain.ts";
 import { fold, foldAll } from "../src/fold/fold.ts";
@@ -425,12 +425,21 @@ export function checkFork(
   });
 }
 
-/** Whether a refusal to fork `origin` at `at` is legitimate: the log has ended by then. */
+/**
+ * Whether a refusal to fork `origin` at `at` is legitimate: the log has ended by then, or the
+ * fork would be a second waiting execution of its queue with its origin's dedupe key.
+ */
 export function forkRefusable(origin: readonly Envelope[], at: number, code: string): boolean {
   const ended = origin.slice(0, at + 1).find((e) => isTerminalEvent(e));
   if (code === "LOOM_FORK_PAST_CONTINUATION") return ended?.kind === "EXECUTION_CONTINUED";
   if (code === "LOOM_INVALID_INPUT") {
     return ended !== undefined && ended.kind !== "EXECUTION_CONTINUED";
+  }
+  // S27: the fork copies its origin's queue mark, dedupe key included, and the store refuses it
+  // while the origin (or another of that key) still waits (docs/simulation.md, found with queues).
+  if (code === "LOOM_QUEUE_DUPLICATE") {
+    const p = origin[0]?.payload;
+    return isPlainObject(p) && isPlainObject(p.queue) && typeof p.queue.dedupe === "string";
   }
   return false;
 }

@@ -191,7 +191,16 @@ async function drive(
   const pending: Promise<unknown>[] = [];
   const spawn = (p: Promise<unknown>) => pending.push(p.catch(() => undefined));
   const held: { owner?: Runtime } = {};
-  const none = { crash: 0, transient: 0, delay: 0, maxDelayMs: 0, dropAfterAck: 0, dropWake: 0 };
+  const none = {
+    crash: 0,
+    transient: 0,
+    delay: 0,
+    maxDelayMs: 0,
+    dropAfterAck: 0,
+    dropWake: 0,
+    ignoreKeyConcurrency: 0,
+    ignoreWindow: 0,
+  };
   const first = faultyStore(
     data.reopen(),
     new Prng(1),

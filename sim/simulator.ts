@@ -35,10 +35,22 @@
  * Fleets (issue 9; fleet.ts): about half the seeds run on a fleet's store with 1 to 3 owner
  * processes at once, which recover by claims and wake each other; one owner per fence (SIM16) is
  * checked on every seed.
+ *
+ * Flow control (issue 26; flow-control.ts): about 3 seeds in 5 give every runtime the same queues
+ * and rate limiters; about half their starts wait in a queue (with keys, priorities, now and then
+ * a dedupe or a debounce) and about a third of their steps call a limiter, all drawn from a PRNG of
+ * their own. SIM17 (queue-invariants.ts) and SIM18 (limiter-invariants.ts) are checked at the end
+ * of the run, on every log and every limited attempt, crashed processes' included.
  */
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../src/kernel/json.ts";
-import { createRuntime, isLoomError, isTerminalStatus, type Runtime } from "../src/index.ts";
+import {
+  createRuntime,
+  isLoomError,
+  isTerminalStatus,
+  type Runtime,
+  type StartOptions,
+} from "../src/index.ts";
 import { memoryStore } from "../src/store/memory/index.ts";
 import { loadState } from "../src/runtime/load-state.ts";
 import { DEFAULT_TOPIC } from "../src/runtime/inbox.ts";
@@ -51,7 +63,7 @@ import { addChildren } from "./child-workload.ts";
 import { cascadesIn, checkQuiesced } from "./child-invariants.ts";
 import { ChildWatch } from "./child-watch.ts";
 import { withFakeClock } from "./fake-clock.ts";
-import { faultyStore, type FaultRates, type Incarnation } from "./faulty-store.ts";
+import { faultyStore, type Incarnation } from "./faulty-store.ts";
 import { checkFences, FenceOwners, fleetMode, Members, type Member } from "./fleet.ts";
 import {
   CANCEL_GRACE_MS,
@@ -70,56 +82,19 @@ import {
 } from "./invariants.ts";
 import { Prng } from "./prng.ts";
 import { checkSpend, RealSpend } from "./spend.ts";
+import { DEFAULT_FAULTS, type SimOptions, type SimResult } from "./sim-result.ts";
+export type { SimOptions, SimResult } from "./sim-result.ts";
+import {
+  addLimiters,
+  drawStartQueue,
+  flowControlOf,
+  flowCounts,
+  isFlowCrash,
+} from "./flow-control.ts";
+import { checkLimiters, FlowTape } from "./limiter-invariants.ts";
+import { checkQueues, ranUnadmitted } from "./queue-invariants.ts";
+import { checkedRateLimits } from "../src/runtime/rate-limits.ts";
 import { randomSends, randomSpec, simFlows, type Conversation, type Send } from "./workload.ts";
-
-export interface SimOptions {
-  steps?: number;
-  faults?: Partial<FaultRates>;
-  /** Run on a fleet's store (true) or with one process (false); by default the seed draws it. */
-  fleet?: boolean;
-}
-
-export interface SimResult {
-  seed: number;
-  violations: string[];
-  /** Events appended to every log. */
-  events: number;
-  crashes: number;
-  /** Executions started by the operator (a chain counts once). */
-  executions: number;
-  /** Generations that chains continued into (each a successor execution). */
-  rotations: number;
-  /** Messages in the chains' inboxes (a sender's retry counts again). */
-  messages: number;
-  /** Forks the operator made (a refused fork does not count). */
-  forks: number;
-  /** Children spawned (a child chain counts once; a child's child too). */
-  children: number;
-  /** Generations children continued into (counted in `rotations` too). */
-  childRotations: number;
-  /** Children a cascade cancelled (their parent was cancelled or continued). */
-  cascades: number;
-  /** Whether the seed ran on a fleet's store (fleet.ts), and with how many owner processes. */
-  fleet: boolean;
-  members: number;
-  /** Executions the owners' claims took (a fleet's recovery, L1). */
-  claims: number;
-  /** A hash of every log: the same seed must give the same logs, byte for byte. */
-  logHash: string;
-  /** How the executions (every generation of a chain) ended, by status. */
-  ended: Record<string, number>;
-  /** Every log, when the seed failed (`npm run sim -- ... --dump` prints them). */
-  logs?: Record<string, Envelope[]>;
-}
-
-const DEFAULT_FAULTS: FaultRates = {
-  crash: 0.004,
-  transient: 0.004,
-  delay: 0.2,
-  maxDelayMs: 5,
-  dropAfterAck: 0,
-  dropWake: 0.05,
-};
 
 /** A chain that may rotate, read whole (readChain): what the checks learnt of it. */
 interface ChainTrack {
@@ -160,6 +135,19 @@ async function simulate(
   const rates = { ...DEFAULT_FAULTS, ...options.faults };
   const violations: string[] = [];
   const mode = fleetMode(seed, options.fleet);
+  const control = flowControlOf(seed, options.flowControl);
+  const tape = new FlowTape(now);
+  let flowCrashes = 0;
+  /** Execution ids for debounced starts (which take none of their own): the same every run. */
+  let debounced = 0;
+  const newIds = {
+    newId: () => {
+      // Known from the start: a start whose process crashed before it answered still ran.
+      const id = `sim-${seed}-db${debounced++}`;
+      ids.push(id);
+      return id;
+    },
+  };
   const oracle = mode.fleet ? memoryStore({ fleet: true }) : memoryStore();
   const fences = new FenceOwners();
   const conversations = new Map<string, Conversing>();
@@ -209,7 +197,11 @@ async function simulate(
           `SIM5 ${executionId}: step ${stepId} started ${now() - cancelled} ms after the cancel`,
         );
       }
+      if (ranUnadmitted(log)) {
+        violations.push(`SIM17 ${executionId}: step ${stepId} started before its admission`);
+      }
     },
+    invoke: (call) => tape.begin(call),
     end(executionId) {
       running.set(executionId, (running.get(executionId) ?? 1) - 1);
     },
@@ -222,13 +214,14 @@ async function simulate(
   let boots = 0;
   const boot = (): Member => {
     const me = boots++;
-    const held: { runtime?: Runtime } = {};
+    const held: { runtime?: Runtime; incarnation?: Incarnation } = {};
     const incarnation = faultyStore(
       oracle.reopen(),
       faultPrng,
       rates,
       () => {
         crashes++;
+        if (isFlowCrash(held.incarnation?.crashedIn, tape)) flowCrashes++;
         // The process is gone: its runtime stops at once (close stops every run synchronously).
         void held.runtime?.close();
       },
@@ -238,7 +231,9 @@ async function simulate(
         fences.record(`process-${me}`, batches, outcomes, violations);
         return check();
       },
+      tape,
     );
+    held.incarnation = incarnation;
     const runtime = createRuntime({
       store: incarnation.store,
       clock,
@@ -250,6 +245,9 @@ async function simulate(
       closeStore: false,
       features: { continueAsNew: true },
       onError: () => undefined,
+      queues: control.queues,
+      rateLimits: control.rateLimits,
+      ids: newIds,
     });
     runtime.registerFlow(flow).registerFlow(child);
     held.runtime = runtime;
@@ -265,6 +263,8 @@ async function simulate(
     features: { continueAsNew: true },
     ownerId: "operator",
     onError: () => undefined,
+    queues: control.queues,
+    rateLimits: control.rateLimits,
   });
   const spawn = (p: Promise<unknown>) => pending.push(p.catch(() => undefined));
   /** Every execution (chain) of the seed: those the operator started, then forks as made. */
@@ -274,14 +274,24 @@ async function simulate(
     const id = `sim-${seed}-${started++}`;
     const spec = randomSpec(prng);
     addChildren(spec, childPrng);
-    ids.push(id);
-    const opts: { id: string; budget?: { tokens: number }; deadlineMs?: number } = { id };
+    addLimiters(control, spec);
+    const { debounce, ...queue } = drawStartQueue(control, spec) ?? {};
+    const opts: StartOptions = { ...queue };
     if (spec.budgetTokens !== undefined) opts.budget = { tokens: spec.budgetTokens };
     if (spec.deadlineMs !== undefined) opts.deadlineMs = spec.deadlineMs;
     if (spec.chain) converse(id, spec.chain, prng);
-    spawn(members.any().runtime.start(flow, spec, opts));
-    if (forkPrng.chance(0.2))
-      planned.push({ id, atMs: now() + forkPrng.int(0, 3000), state: "due" });
+    const fork = forkPrng.chance(0.2);
+    const atMs = now() + (fork ? forkPrng.int(0, 3000) : 0);
+    if (debounce) {
+      // Its id is the runtime's (newIds: in `ids` from then on), or that of the execution it
+      // joined (DB2), which its own start put there.
+      opts.debounce = debounce;
+      spawn(members.any().runtime.start(flow, spec, opts));
+      return;
+    }
+    ids.push(id);
+    spawn(members.any().runtime.start(flow, spec, { ...opts, id }));
+    if (fork) planned.push({ id, atMs, state: "due" });
   };
 
   /** A conversation's sends, drawn now, from `startedAt` on. */
@@ -547,6 +557,8 @@ async function simulate(
   }
   if (failedBefore === 0) checkQuiesced(logs, await wakeRows(), violations);
   checkSpend(logs, spend, violations);
+  checkQueues(logs, control.queues, now(), violations);
+  checkLimiters(tape.attempts, checkedRateLimits(control.rateLimits), now(), violations);
   // Closing waits on the simulated clock too (a journal flush, a lease wait): keep it moving.
   const settle = async (work: Promise<unknown>) => {
     let done = false;
@@ -580,6 +592,8 @@ async function simulate(
     fleet: mode.fleet,
     members: mode.size,
     claims: members.claims,
+    flowControl: control.enabled,
+    ...flowCounts(logs, tape, flowCrashes),
     logHash,
     ended,
     ...(violations.length > 0 ? { logs: all } : {}),

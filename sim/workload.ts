@@ -39,6 +39,10 @@ export type Op =
       fail: number;
       timeoutMs?: number;
       uncaught?: true;
+      /** Calls this rate limiter (flow-control.ts), claiming `out` output tokens; meters `used`. */
+      limiter?: string;
+      out?: number;
+      used?: number;
     }
   | { op: "decide" }
   | { op: "sleep"; ms: number }
@@ -173,6 +177,18 @@ export interface EffectWorld {
   end(executionId: string, stepId: string): void;
   /** A value for ctx.decide: from the seed, in call order. */
   decision(): number;
+  /** An attempt of a limited call begins (limiter-invariants.ts); the answer is called at its end. */
+  invoke(call: LimitedCall): () => void;
+}
+
+/** An attempt of a call to a limiter, as the world sees it (SIM18). */
+export interface LimitedCall {
+  limiter: string;
+  executionId: string;
+  stepId: string;
+  attempt: number;
+  inputTokens: number;
+  outputTokens: number;
 }
 
 /** The input of the `work` effect: how long it takes, what it spends, how often it fails first. */
@@ -180,6 +196,10 @@ interface WorkInput {
   ms: number;
   tokens: number;
   fail: number;
+  /** A limited call (flow-control.ts): its limiter, the output it claims and what it meters. */
+  limiter?: string;
+  out?: number;
+  used?: number;
 }
 
 /** The flow children run (child-workload.ts): spawned by name, so a child can spawn too. */
@@ -188,9 +208,22 @@ export const CHILD_FLOW = "sim-child";
 /** The flows of the simulator: `flow` (the operator's executions) and `child` (their children). */
 export function simFlows(world: EffectWorld) {
   const run = step$("work", async (input: WorkInput, ectx: EffectContext) => {
-    await world.begin(ectx.executionId, ectx.stepId, input.tokens);
+    const used = input.used ?? 0;
+    await world.begin(ectx.executionId, ectx.stepId, input.tokens + used);
+    const { executionId, stepId, attempt } = ectx;
+    const ended =
+      input.limiter === undefined
+        ? undefined
+        : world.invoke({
+            limiter: input.limiter,
+            executionId,
+            stepId,
+            attempt,
+            inputTokens: input.tokens,
+            outputTokens: used,
+          });
     try {
-      ectx.meter({ tokens: { input: input.tokens, output: 0 } });
+      ectx.meter({ tokens: { input: input.tokens, output: used } });
       await new Promise<void>((resolve, reject) => {
         const timer = setTimeout(resolve, input.ms);
         ectx.signal.addEventListener("abort", () => {
@@ -201,13 +234,18 @@ export function simFlows(world: EffectWorld) {
       if (ectx.attempt <= input.fail) throw new Error(`flaky attempt ${ectx.attempt}`);
       return ectx.attempt;
     } finally {
+      ended?.();
       world.end(ectx.executionId, ectx.stepId);
     }
   });
   // Its exact cost (the module head says why); MAX_STEP_TOKENS stays the ceiling of one call.
   const work: Effect<WorkInput, number> = {
     ...run,
-    reserve: (input) => ({ tokens: { input: input.tokens, output: 0 } }),
+    reserve: (input) => ({ tokens: { input: input.tokens, output: input.used ?? 0 } }),
+    limiter: (input) =>
+      input.limiter === undefined
+        ? undefined
+        : { name: input.limiter, inputTokens: input.tokens, outputTokens: input.out ?? 0 },
   };
 
   /** Runs `ops`; the handles of detached children it spawns and does not await go to `left`. */
@@ -218,7 +256,13 @@ export function simFlows(world: EffectWorld) {
         case "step": {
           const options = { retry: { initialDelayMs: 10, maxDelayMs: 50, maxAttempts: 3 } };
           const opts = o.timeoutMs === undefined ? options : { ...options, timeoutMs: o.timeoutMs };
-          const call = ctx.execute(work, { ms: o.ms, tokens: o.tokens, fail: o.fail }, opts);
+          const input: WorkInput = { ms: o.ms, tokens: o.tokens, fail: o.fail };
+          if (o.limiter !== undefined) {
+            input.limiter = o.limiter;
+            input.out = o.out ?? 0;
+            input.used = o.used ?? 0;
+          }
+          const call = ctx.execute(work, input, opts);
           n += o.uncaught ? await call : await call.catch(() => 0);
           break;
         }

@@ -165,7 +165,8 @@ describe("rate limits: the pieces (issue 26)", () => {
   it("RL9: two calls of one recorded attempt (two owners of one execution) are two grants, both charged", async () => {
     const store = memoryStore();
     const limits = { m: { windowMs: 60_000, outputTokens: 100 } };
-    const mw = rateLimitMiddleware({ store, limits, now: () => Date.now(), report: () => {} });
+    const deps = { store, limits, now: () => Date.now(), report: () => {}, stop: () => {} };
+    const mw = rateLimitMiddleware(deps);
     const ctx = (): MiddlewareContext => ({
       executionId: "x",
       stepId: "llm#0",
@@ -214,6 +215,33 @@ describe("rate limits: the pieces (issue 26)", () => {
     // Empty again: the next call enters at once.
     await line.enter(new AbortController().signal);
     expect(line.behind).toBe(0);
+  });
+
+  it("RL11: a store that fails the reservation stops the execution's run; the call never runs", async () => {
+    const store = memoryStore();
+    const lost = new Error("lost reply of reserve");
+    const failing = { ...store, reserve: () => Promise.reject(lost) };
+    const stopped: [string, Error][] = [];
+    const mw = rateLimitMiddleware({
+      store: failing,
+      limits: { m: { windowMs: 60_000, requests: 5 } },
+      now: () => Date.now(),
+      report: () => {},
+      stop: (id, e) => stopped.push([id, e]),
+    });
+    let ran = false;
+    const ctx = {
+      executionId: "x",
+      stepId: "llm#0",
+      attempt: 1,
+      signal: new AbortController().signal,
+      options: {},
+      effect: "llm",
+      limiter: { name: "m", inputTokens: 0, outputTokens: 1 },
+    } as unknown as MiddlewareContext;
+    await expect(mw(ctx, () => ((ran = true), Promise.resolve("x")))).rejects.toBe(lost);
+    expect(ran).toBe(false);
+    expect(stopped).toEqual([["x", lost]]);
   });
 
   it("the LLM effects reserve with <provider>:<model>, or the limiter they name", () => {

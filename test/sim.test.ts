@@ -5,7 +5,9 @@
  * known bugs of the runtime it steers clear of are still there, each found again by its seed; and
  * the budget invariant on real spend (SIM4), the chain invariants (SIM8, SIM9), SIM10, the fork
  * invariants (SIM11), the children's (SIM12..SIM15) and the fleet's (SIM16) report hand-made logs
- * or commits that break them.
+ * or commits that break them. The seeds that draw flow control (queues and limiters, SIM17 and
+ * SIM18) run them under crashes and fleets here; their checkers' own tests are in
+ * sim-flow-control.test.ts.
  */
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
@@ -45,22 +47,24 @@ import { slow } from "./support/slowdown.ts";
  * successor, 346 a CHILD_DONE appended to a generation in its start-to-commit window, 206 a fork
  * cut between an await of a carried child and its CHILD_DONE. 379 caught a cancel of a generation
  * whose successor had already completed the chain (SIM8). All were found with one process,
- * the mode they run in here (`npm run sim -- --seeds 1 --from S --single`).
+ * the mode they run in here (`npm run sim -- --seeds 1 --from S --single`), and without flow
+ * control (`--no-flow`), which they were found without.
  */
 const REGRESSIONS = [1688, 2667, 1313, 198, 1665, 57, 24, 346, 206, 379];
 /**
- * 40 seeds, not 120 as before children: a seed now spawns 8 children on average and takes about
- * twice as long, and the suite stays within its time. `npm run sim -- --seeds 1000` runs more.
+ * 30 seeds, not 120 as before children (a seed spawns 8 children on average) nor 40 as before
+ * flow control (3 seeds in 5 wait in queues and on limiters, which makes them longer), so the
+ * suite stays within its time. `npm run sim -- --seeds 1000` runs more.
  */
-const CI_SEEDS = [...Array.from({ length: 40 }, (_, i) => i + 1), ...REGRESSIONS];
+const CI_SEEDS = [...Array.from({ length: 30 }, (_, i) => i + 1), ...REGRESSIONS];
 /**
- * 20 seeds on a fleet's store (fleet.ts), and 31 and 38, which caught the claim path giving back
+ * 16 seeds on a fleet's store (fleet.ts; 20 before flow control), and 31 and 38, which caught the claim path giving back
  * an execution it held parked in its cache (resumed elsewhere, then claimed here) at every poll,
  * so nobody drove it (SIM7; docs/simulation.md). They run with their mode forced, as CI_SEEDS do
  * (with one process: the mode those seeds were chosen in), so a seed in a list keeps its meaning
  * whatever it draws.
  */
-const FLEET_SEEDS = [...Array.from({ length: 20 }, (_, i) => i + 1), 31, 38];
+const FLEET_SEEDS = [...Array.from({ length: 16 }, (_, i) => i + 1), 31, 38];
 
 describe("the deterministic simulator", () => {
   it(`passes every invariant on ${CI_SEEDS.length} fixed seeds`, async () => {
@@ -73,9 +77,14 @@ describe("the deterministic simulator", () => {
     let childRotations = 0;
     let cascades = 0;
     const ended: Record<string, number> = {};
+    const flow = { seeds: 0, queued: 0, admitted: 0, limitedCalls: 0, waits: 0, crashes: 0 };
     for (const seed of CI_SEEDS) {
-      const r = await runSeed(seed, { fleet: false });
-      const again = `npm run sim -- --seeds 1 --from ${seed} --single`;
+      const regression = REGRESSIONS.includes(seed);
+      const r = await runSeed(seed, {
+        fleet: false,
+        ...(regression ? { flowControl: false } : {}),
+      });
+      const again = `npm run sim -- --seeds 1 --from ${seed} --single${regression ? " --no-flow" : ""}`;
       expect(r.violations, `seed ${seed}: ${again}`).toEqual([]);
       crashes += r.crashes;
       events += r.events;
@@ -86,6 +95,12 @@ describe("the deterministic simulator", () => {
       childRotations += r.childRotations;
       cascades += r.cascades;
       for (const [status, n] of Object.entries(r.ended)) ended[status] = (ended[status] ?? 0) + n;
+      if (r.flowControl) flow.seeds++;
+      flow.queued += r.queued;
+      flow.admitted += r.admitted;
+      flow.limitedCalls += r.limitedCalls;
+      flow.waits += r.limiterWaits;
+      flow.crashes += r.flowCrashes;
     }
     // The seeds exercise what they are meant to: crashes happen, logs grow, chains rotate and
     // take messages, children are spawned, continue as new and are cascaded, and executions end
@@ -99,6 +114,14 @@ describe("the deterministic simulator", () => {
     expect(childRotations).toBeGreaterThan(0);
     expect(cascades).toBeGreaterThan(0);
     expect(Object.keys(ended).sort()).toEqual(["cancelled", "completed", "continued", "failed"]);
+    // Flow control (SIM17, SIM18): executions wait in queues and are admitted, calls wait on
+    // limiters, and processes crash in the queues' and limiters' calls or mid-call.
+    expect(flow.seeds).toBeGreaterThan(CI_SEEDS.length / 4);
+    expect(flow.queued).toBeGreaterThan(flow.seeds);
+    expect(flow.admitted).toBeGreaterThan(flow.seeds);
+    expect(flow.limitedCalls).toBeGreaterThan(flow.seeds * 3);
+    expect(flow.waits).toBeGreaterThan(flow.seeds);
+    expect(flow.crashes).toBeGreaterThan(2);
   });
 
   it(`passes every invariant on ${FLEET_SEEDS.length} fixed seeds on a fleet's store`, async () => {
@@ -106,6 +129,9 @@ describe("the deterministic simulator", () => {
     let claims = 0;
     let children = 0;
     let members = 0;
+    let flowCrashes = 0;
+    let limitedCalls = 0;
+    let admitted = 0;
     const sizes = new Set<number>();
     for (const seed of FLEET_SEEDS) {
       const r = await runSeed(seed, { fleet: true });
@@ -117,6 +143,9 @@ describe("the deterministic simulator", () => {
       children += r.children;
       members += r.members;
       sizes.add(r.members);
+      flowCrashes += r.flowCrashes;
+      limitedCalls += r.limitedCalls;
+      admitted += r.admitted;
     }
     // Members crash and recover by claims, alone or beside one or two others, children included.
     expect(crashes).toBeGreaterThan(FLEET_SEEDS.length);
@@ -124,6 +153,10 @@ describe("the deterministic simulator", () => {
     expect(children).toBeGreaterThan(FLEET_SEEDS.length);
     expect(members).toBeGreaterThan(FLEET_SEEDS.length);
     expect([...sizes].sort()).toEqual([1, 2, 3]);
+    // Queues and limiters under a fleet's takeovers (SIM17, SIM18).
+    expect(admitted).toBeGreaterThan(FLEET_SEEDS.length / 2);
+    expect(limitedCalls).toBeGreaterThan(FLEET_SEEDS.length);
+    expect(flowCrashes).toBeGreaterThan(0);
   });
 
   it("draws a fleet of 1 to 3 members for about half the seeds, unless told", () => {

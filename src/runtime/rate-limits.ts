@@ -38,6 +38,10 @@
  *      grant when it ends later or never (a crash) (store S30, S32: `sentByMs`, moved back by the
  *      settle). A grant counted at its own time let a window the provider counts hold what the
  *      limiter had already let go of, when requests reached it late (a loaded process).
+ * RL11. A store that fails a reservation (a crash, a transient failure, a lost reply) stops the
+ *      execution's run, as a failed append does (run.ts R5): the attempt is not recorded as
+ *      failed, and recovery drives the step again. A store's failure is never the step's outcome
+ *      (the simulator's SIM10 found a lost reply of `reserve` recorded as STEP_FAILED).
  */
 import type { EffectMiddleware, LimiterClaim, MiddlewareContext } from "../effects/effect.ts";
 import type { Effect } from "../effects/effect.ts";
@@ -136,7 +140,9 @@ export interface RateLimitDeps {
   store: LimiterStore;
   limits: Readonly<Record<string, RateLimit>>;
   now(): number;
-  report(error: unknown): void;
+  report: (error: unknown) => void;
+  /** RL11: stops the run of an execution (its step then halts, unrecorded). */
+  stop: (executionId: string, error: Error) => void;
 }
 
 /** RL1: the runtime's innermost middleware when `rateLimits` names a limiter, else none. */
@@ -223,21 +229,28 @@ async function waitForGrant(
   for (;;) {
     ctx.signal.throwIfAborted();
     const now = deps.now();
-    const answer = await deps.store.reserve(
-      claim.name,
-      limit,
-      {
-        id,
-        executionId: ctx.executionId,
-        requests: 1,
-        inputTokens: claim.inputTokens,
-        outputTokens: claim.outputTokens,
-        holdUntilMs: now + (ctx.options.timeoutMs ?? HOLD_MS),
-        sentByMs: now + SENT_WITHIN_MS,
-        waitUntilMs: now + 3 * MAX_SLEEP_MS,
-      },
-      now,
-    );
+    const answer = await deps.store
+      .reserve(
+        claim.name,
+        limit,
+        {
+          id,
+          executionId: ctx.executionId,
+          requests: 1,
+          inputTokens: claim.inputTokens,
+          outputTokens: claim.outputTokens,
+          holdUntilMs: now + (ctx.options.timeoutMs ?? HOLD_MS),
+          sentByMs: now + SENT_WITHIN_MS,
+          waitUntilMs: now + 3 * MAX_SLEEP_MS,
+        },
+        now,
+      )
+      .catch((e: unknown) => {
+        // RL11
+        const error = e instanceof Error ? e : new Error(String(e));
+        deps.stop(ctx.executionId, error);
+        throw error;
+      });
     if (answer.granted) {
       if (firstPosition !== undefined) {
         ctx.annotate?.({

@@ -148,21 +148,7 @@ export class RuntimeState implements RunHost {
     this.routing = { store: this.store, maxChainHops: this.maxChainHops };
     this.journal = new Journal(this.store);
     this.tracing = new Tracing(options.tracerProvider, options.codec !== undefined);
-    if (options.unpricedCost !== undefined && !["refuse", "allow"].includes(options.unpricedCost)) {
-      throw new InvalidInputError('unpricedCost must be "refuse" or "allow"');
-    }
-    const admission = options.unpricedCost ? { unpricedCost: options.unpricedCost } : {};
-    // RL1: the rate limits are innermost, whatever chain the options give.
-    const limiting = rateLimiting(checkedRateLimits(options.rateLimits), {
-      store: this.store,
-      now: () => this.clock.now(),
-      report: (e) => this.report(e),
-    });
-    this.chain = effectChain(
-      options.middleware ?? defaultMiddleware(admission),
-      admission,
-      limiting,
-    );
+    this.chain = this.effectChainOf(options);
     this.leases = new Leases(this.store, this.ownerId, this.clock, this.leaseTtlMs, () =>
       this.assertOpen(),
     );
@@ -199,6 +185,22 @@ export class RuntimeState implements RunHost {
       this.noticeLoop = setInterval(() => void this.takeNotices(), every);
       this.noticeLoop.unref();
     }
+  }
+
+  /** The effect chain: the options' middleware, then admission, then (RL1) the rate limits innermost. */
+  private effectChainOf(options: RuntimeOptions): (ctx: MiddlewareContext) => Promise<unknown> {
+    if (options.unpricedCost !== undefined && !["refuse", "allow"].includes(options.unpricedCost)) {
+      throw new InvalidInputError('unpricedCost must be "refuse" or "allow"');
+    }
+    const admission = options.unpricedCost ? { unpricedCost: options.unpricedCost } : {};
+    // RL1: the rate limits are innermost, whatever chain the options give.
+    const limiting = rateLimiting(checkedRateLimits(options.rateLimits), {
+      store: this.store,
+      now: () => this.clock.now(),
+      report: (e) => this.report(e),
+      stop: (id, e) => this.runs.get(id)?.stop(e),
+    });
+    return effectChain(options.middleware ?? defaultMiddleware(admission), admission, limiting);
   }
 
   // ---- RunHost -------------------------------------------------------------------------------

@@ -1,14 +1,8 @@
 /**
  * The one store conformance suite (STYLE 3): every store's test file calls
-<<<<<<< HEAD
- * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S25 in `../spi.ts`
- * (S21 and S22 in `../spi-records.ts`, S30..S34 in `../spi-limiters.ts`; S17 and S18, a fleet's,
- * are `runFleetConformance`'s: fleet.ts).
-=======
- * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S29 in `../spi.ts`
- * (S21 and S22 in `../spi-records.ts`, S26..S29 in `../spi-queues.ts`: queues.ts; S17 and S18, a
- * fleet's, are `runFleetConformance`'s: fleet.ts).
->>>>>>> wt-queues
+ * `runStoreConformance` and must pass all of it. Tests cite the contract S1..S34 in `../spi.ts`
+ * (S21 and S22 in `../spi-records.ts`, S26..S29 in `../spi-queues.ts`: queues.ts, S30..S34 in
+ * `../spi-limiters.ts`; S17 and S18, a fleet's, are `runFleetConformance`'s: fleet.ts).
  *
  * @example
  * runStoreConformance({
