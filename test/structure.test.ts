@@ -4,7 +4,9 @@
  * function over 80 lines in src/, as eslint.config.js applies them.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ESLint, type Linter } from "eslint";
 import tseslint from "typescript-eslint";
@@ -12,6 +14,7 @@ import { describe, expect, it } from "vitest";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const script = fileURLToPath(new URL("../scripts/check-structure.mjs", import.meta.url));
+const markers = fileURLToPath(new URL("../scripts/check-markers.mjs", import.meta.url));
 const circle = fileURLToPath(new URL("./fixtures/structure/circle", import.meta.url));
 /** The size rules as eslint.config.js applies them to src/. */
 const sizeRules = JSON.parse(
@@ -25,6 +28,26 @@ describe("the structure check (issue 24)", () => {
     expect(found.stderr).toBe("import circle of 2 files: a.ts, b.ts\n");
     const src = execFileSync(process.execPath, [script, "src"], { cwd: root, encoding: "utf8" });
     expect(src).toBe("structure: no import circle in src\n");
+  });
+
+  it("names each merge conflict marker, also one the formatter quoted, and exits 1; the repo has none", () => {
+    const dir = mkdtempSync(join(tmpdir(), "loom-markers-"));
+    try {
+      writeFileSync(
+        join(dir, "a.ts"),
+        "/**\n<<<<<<< HEAD\n * one\n=======\n * two\n>>>>>>> b\n */\n",
+      );
+      writeFileSync(join(dir, "b.md"), "Title\n=======\n\n> > > > > > > wt-queues\n");
+      const found = spawnSync(process.execPath, [markers, dir], { encoding: "utf8" });
+      expect(found.status).toBe(1);
+      expect(found.stderr).toBe(
+        "conflict marker at a.ts:2\nconflict marker at a.ts:6\nconflict marker at b.md:4\n",
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    const repo = execFileSync(process.execPath, [markers], { cwd: root, encoding: "utf8" });
+    expect(repo).toMatch(/^structure: no conflict marker in \d+ files\n$/);
   });
 
   const lint = (code: string) =>
