@@ -8,73 +8,21 @@
  */
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { createRuntime, flow$, type Effect, type Runtime } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
-import { offsetClock, until } from "./helpers.ts";
+import { QUEUES, RATE_LIMITS, waitingExecutions, type Waiting } from "./support/waiting.ts";
 import { start, tempDirs, type Result } from "./fixtures/cli/spawn.ts";
 
 const tempDir = tempDirs("loom-cli-fc-");
-const open: Runtime[] = [];
-const gates = new Map<string, () => void>();
+const open: Waiting[] = [];
 afterEach(async () => {
-  for (const go of gates.values()) go();
-  gates.clear();
-  await Promise.all(open.splice(0).map((r) => r.close()));
+  await Promise.all(open.splice(0).map((w) => w.close()));
 });
 
-const hold = (id: string) => new Promise<void>((resolve) => gates.set(id, resolve));
-const QUEUES = { fc: { concurrency: 1, keyConcurrency: 1 } };
-const RATE_LIMITS = { m: { outputTpm: 100 } };
 const ENV = { LOOM_QUEUES: JSON.stringify(QUEUES), LOOM_RATE_LIMITS: JSON.stringify(RATE_LIMITS) };
 
-const work = flow$(
-  "fc-work",
-  async (ctx, input: { id: string; user: string }) => ctx.run("work", () => hold(input.id)),
-  { queue: { name: "fc", key: (i: { user: string }) => i.user } },
-);
-const model: Effect<{ id: string }, string> = {
-  name: "model",
-  limiter: () => ({ name: "m", inputTokens: 0, outputTokens: 60 }),
-  async run(c, ectx) {
-    await hold(c.id);
-    ectx.meter({ tokens: { input: 0, output: 60 } });
-    return c.id;
-  },
-};
-const ask = flow$("fc-ask", async (ctx, c: { id: string }) =>
-  ctx.execute(model, c, { retry: false }),
-);
-
-/**
- * One execution of queue fc held its slot 12 s (a moved clock), `run-2` holds it now, and three
- * wait: q-5 (u1, priority -1), q-3 (u1), q-4 (u2). On limiter m (100 output tokens a minute),
- * `ask-a` holds 60 and `ask-b` waits for its 60.
- */
+/** test/support/waiting.ts's executions, in the database `loom` opens in `cwd`. */
 async function filled(cwd: string): Promise<void> {
-  const clock = offsetClock();
-  const r = createRuntime({
-    store: sqliteStore(join(cwd, "loom.db")),
-    clock,
-    pollIntervalMs: 20,
-    queues: QUEUES,
-    rateLimits: RATE_LIMITS,
-  });
-  open.push(r);
-  r.registerFlow(work).registerFlow(ask);
-  const done = await r.start(work, { id: "done-1", user: "u0" }, { id: "done-1" });
-  await until(() => gates.has("done-1"));
-  clock.advance(12_000);
-  gates.get("done-1")?.();
-  await done.result();
-  await r.start(work, { id: "run-2", user: "u1" }, { id: "run-2" });
-  await until(() => gates.has("run-2"));
-  await r.start(work, { id: "q-3", user: "u1" }, { id: "q-3" });
-  await r.start(work, { id: "q-4", user: "u2" }, { id: "q-4" });
-  await r.start(work, { id: "q-5", user: "u1" }, { id: "q-5", priority: -1 });
-  await r.start(ask, { id: "ask-a" }, { id: "ask-a" });
-  await until(() => gates.has("ask-a"));
-  await r.start(ask, { id: "ask-b" }, { id: "ask-b" });
-  await until(async () => (await r.limiters())[0]?.waiting.length === 1);
+  open.push(await waitingExecutions(sqliteStore(join(cwd, "loom.db"))));
 }
 
 const ls = async (cwd: string, args: string[], env: Record<string, string> = ENV) => {

@@ -8,6 +8,8 @@
  *     then "~N.N h"; 0 (it fits now) prints "now"; an unknown one prints "-" (never a guess).
  * W2. A queue's wait reads "queue NAME (key KEY) #POS", a limiter's "limiter NAME #POS", each
  *     followed by its expected wait when one is known.
+ * W3. As a sentence (the dashboard): "waiting in queue NAME (key KEY) #POS, ~N s" or "waiting on
+ *     limiter NAME #POS, ~N s"; ", fits now" for 0; nothing after the place when unknown.
  */
 
 /** The runtime's WaitReason, as far as the words need it. */
@@ -35,4 +37,12 @@ export function waitPlace(w: WaitShown): string {
 export function waitText(w: WaitShown): string {
   const expected = w.expectedWaitMs === undefined ? "" : ` ${formatWait(w.expectedWaitMs)}`;
   return `${waitPlace(w)}${expected}`;
+}
+
+/** W3: "waiting in queue fc (key u1) #3, ~12 s", "waiting on limiter m #2". */
+export function waitSentence(w: WaitShown): string {
+  const where = w.kind === "queue" ? `in ${waitPlace(w)}` : `on ${waitPlace(w)}`;
+  const ms = w.expectedWaitMs;
+  const expected = ms === undefined ? "" : ms <= 0 ? ", fits now" : `, ${formatWait(ms)}`;
+  return `waiting ${where}${expected}`;
 }

@@ -24,79 +24,20 @@
  * FV6. Reads only: nothing here writes to the store.
  */
 import { InvalidInputError } from "../kernel/errors.ts";
-import type { LimiterView, QueueLimits, RateLimit, Store } from "../store/spi.ts";
+import type { LimiterView, RateLimit, Store } from "../store/spi.ts";
+import type { LimiterRow, QueueRow, QueuesOptions, WaitReason } from "./flow-control-types.ts";
 import { limiterWait, meanOf, queueWaits } from "./flow-control-estimates.ts";
 import { checkedRateLimits } from "./rate-limits.ts";
 import type { RuntimeState } from "./runtime-state.ts";
 
-/** An execution waiting in a queue (FV1). */
-export interface QueueWaiterRow {
-  executionId: string;
-  flow: string;
-  key?: string;
-  priority: number;
-  /** 1-based: 1 is admitted next. */
-  position: number;
-  createdAtMs: number;
-  /** A debounce's earliest admission. */
-  notBeforeMs?: number;
-  /** flow-control-estimates.ts FE1, FE2: undefined when unknowable. */
-  expectedWaitMs?: number;
-}
-
-export interface QueueRow {
-  name: string;
-  /** FV2: undefined when this runtime does not know them. */
-  limits?: QueueLimits;
-  active: number;
-  activeByKey: Record<string, number>;
-  waitingCount: number;
-  /** The first `limit` waiters (FV1). */
-  waiting: QueueWaiterRow[];
-  /** The mean slot-hold time of recently ended executions of the queue (FE1), when any. */
-  meanHoldMs?: number;
-}
-
-export interface LimiterWaiterRow {
-  executionId: string;
-  /** The reservation's id (one per call made). */
-  id: string;
-  /** 1-based place in the store's line (FV5). */
-  position: number;
-  sinceMs: number;
-  /** flow-control-estimates.ts FE3, FE4: undefined when unknowable. */
-  expectedWaitMs?: number;
-}
-
-export interface LimiterRow {
-  name: string;
-  /** FV2: undefined when this runtime does not know it. */
-  limit?: RateLimit;
-  requests: number;
-  inputTokens: number;
-  outputTokens: number;
-  inFlight: number;
-  blockedUntilMs?: number;
-  waiting: LimiterWaiterRow[];
-}
-
-/** FV4: why an execution waits. */
-export type WaitReason =
-  | {
-      kind: "queue";
-      queue: string;
-      key?: string;
-      position: number;
-      waitingCount: number;
-      notBeforeMs?: number;
-      expectedWaitMs?: number;
-    }
-  | { kind: "limiter"; limiter: string; position: number; expectedWaitMs?: number };
-
-export interface QueuesOptions {
-  /** The waiters shown per queue (default 100, at most 1000). */
-  limit?: number;
-}
+export type {
+  LimiterRow,
+  LimiterWaiterRow,
+  QueueRow,
+  QueuesOptions,
+  QueueWaiterRow,
+  WaitReason,
+} from "./flow-control-types.ts";
 
 const DEFAULT_SHOWN = 100;
 const MAX_SHOWN = 1000;
@@ -117,7 +58,9 @@ export async function queues(s: RuntimeState, options: QueuesOptions = {}): Prom
     const view = await s.store.queueView(name, { nowMs, limit });
     if (view.active > 0 || view.waitingCount > 0) views.push(view);
   }
-  const holds = views.length === 0 ? new Map<string, number[]>() : await holdTimes(s.store);
+  // FE1: hold times only tell a wait by known limits; none are read without them.
+  const needed = s.options.queues !== undefined && views.some((v) => v.waitingCount > 0);
+  const holds = needed ? await holdTimes(s.store) : new Map<string, number[]>();
   return views.map((view): QueueRow => {
     const limits = s.options.queues === undefined ? undefined : (s.queues[view.queue] ?? {});
     const meanHoldMs = meanOf(holds.get(view.queue) ?? []);
