@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { flow$, memoryStore, type Effect, type Store } from "../src/index.ts";
 import { limiterWait, queueWaits } from "../src/runtime/flow-control-estimates.ts";
+import { formatWait, waitSentence, waitText } from "../src/analytics/waits.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import type { LimiterView, QueueView } from "../src/store/spi.ts";
 import { runtimes, until } from "./helpers.ts";
@@ -244,5 +245,35 @@ describe("flow-control estimates (FE1..FE4)", () => {
     expect(limiterWait({ ...view, blockedUntilMs: now + 30_000 }, limit, 2, now)).toBe(30_000);
     expect(limiterWait(view, { ...limit, concurrent: 2 }, 1, now)).toBeUndefined();
     expect(limiterWait(view, undefined, 1, now)).toBeUndefined();
+  });
+});
+
+describe("what waits, in words (analytics/waits.ts W1..W3)", () => {
+  it("W1: a wait reads in s, min or h; 0 is now; unknown is -", () => {
+    expect([0, 400, 1400, 59_400, 59_600, 150_000, 5_400_000, undefined].map(formatWait)).toEqual([
+      "now",
+      "~1 s",
+      "~1 s",
+      "~59 s",
+      "~60 s",
+      "~3 min",
+      "~1.5 h",
+      "-",
+    ]);
+  });
+
+  it("W2, W3: a queue's place with its key, a limiter's, with the wait when known", () => {
+    const queued = { kind: "queue" as const, queue: "fc", key: "u1", position: 3 };
+    expect(waitText({ ...queued, expectedWaitMs: 12_000 })).toBe("queue fc (key u1) #3 ~12 s");
+    expect(waitSentence({ ...queued, expectedWaitMs: 12_000 })).toBe(
+      "waiting in queue fc (key u1) #3, ~12 s",
+    );
+    const limited = { kind: "limiter" as const, limiter: "openai:gpt-4o-mini", position: 2 };
+    expect(waitText(limited)).toBe("limiter openai:gpt-4o-mini #2");
+    expect(waitSentence(limited)).toBe("waiting on limiter openai:gpt-4o-mini #2");
+    expect(waitSentence({ ...limited, expectedWaitMs: 0 })).toBe(
+      "waiting on limiter openai:gpt-4o-mini #2, fits now",
+    );
+    expect(waitText({ kind: "queue", queue: "batch", position: 1 })).toBe("queue batch #1");
   });
 });

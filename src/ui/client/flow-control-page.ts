@@ -111,7 +111,7 @@ function limiterRow(l: LimiterRow, nowMs: number): HTMLElement {
       l.waiting.length === 0
         ? muted("none")
         : h(
-            "ol",
+            "ul",
             { class: "plain" },
             l.waiting.map((w) =>
               h(
