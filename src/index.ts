@@ -66,6 +66,14 @@ export type { RestoredRecord } from "./fold/restored.ts";
 export { occurrenceId, type OwnedSchedule, type ScheduleOptions } from "./runtime/schedules.ts";
 export type { FleetAnswer, FleetMemberRow } from "./runtime/fleet-answer.ts";
 export type { ListOptions } from "./runtime/verbs-list.ts";
+export type {
+  LimiterRow,
+  LimiterWaiterRow,
+  QueueRow,
+  QueuesOptions,
+  QueueWaiterRow,
+  WaitReason,
+} from "./runtime/verbs-flow-control.ts";
 export { memoryStore, type MemoryStore } from "./store/memory/index.ts";
 export type * from "./store/spi.ts";
 export { timeline, type TimelineRow } from "./analytics/timeline.ts";

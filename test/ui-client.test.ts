@@ -8,6 +8,7 @@ import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { formatUsd as cliUsd } from "../src/analytics/numbers.ts";
 import { bundleClient } from "../src/ui/bundle.ts";
+import { APP_CSS } from "../src/ui/assets/styles.ts";
 import {
   fmtAgo,
   fmtAmount,
@@ -75,6 +76,9 @@ describe("format.ts", () => {
     expect(new Set([failed, refused, cancelled]).size).toBe(3);
     expect(refused).toBe("failed refused");
     expect(statusClass("<img src=x>")).toBe("unknown");
+    // Issue 26: queued is a status of its own, with a colour of its own in the styles.
+    expect(statusClass("queued")).toBe("queued");
+    expect(APP_CSS).toMatch(/\.badge\.queued \{ color: var\(--queued\)/);
   });
 
   it("says what is wrong with JSON typed in a form, and takes empty text as nothing", () => {
@@ -92,6 +96,7 @@ describe("router.ts", () => {
     expect(parseRoute("#/x/%E0%A4%A")).toEqual({ page: "execution", id: "%E0%A4%A" });
     expect(parseRoute("#/schedules")).toEqual({ page: "schedules" });
     expect(parseRoute("#/fleet")).toEqual({ page: "fleet" });
+    expect(parseRoute("#/flow-control")).toEqual({ page: "flow-control" });
     expect(parseRoute("")).toEqual({ page: "list", filters: emptyFilters() });
     expect(parseRoute("#/nowhere")).toEqual({ page: "list", filters: emptyFilters() });
   });

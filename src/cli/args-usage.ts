@@ -76,6 +76,8 @@ environment (every command, and every process sharing the database, needs the sa
   LOOM_CODEC_KEYS_FILE, LOOM_AUDIT_KEY_FILE
                          the same, read from a file: keeps the key out of the environment
   LOOM_FEATURES          fleet-wide feature flags (continueAsNew)
+  LOOM_QUEUES            queue limits, JSON: {"support":{"concurrency":5,"keyConcurrency":1}}
+  LOOM_RATE_LIMITS       rate limits, JSON: {"openai:gpt-4o":{"rpm":500,"outputTpm":10000}}
 
 statuses: ${EXECUTION_STATUSES.join(", ")}
 exit codes: 0 success, 1 error or failed flow, 2 usage error

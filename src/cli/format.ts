@@ -13,6 +13,8 @@ import type { VerifyReport } from "../trust/verify.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
 import { timeline } from "../analytics/timeline.ts";
 import { formatUsd } from "../analytics/numbers.ts";
+import type { WaitShown } from "../analytics/waits.ts";
+import { pushWaitColumns } from "./format-waits.ts";
 
 /** `loom run`'s result: the outcome, with the execution's id first. */
 export function formatOutcome(id: string, outcome: Outcome): string {
@@ -22,10 +24,14 @@ export function formatOutcome(id: string, outcome: Outcome): string {
 /**
  * The list as a table. OWNER names the process holding a live lease (driving it now); "-" for a
  * released or expired one, so a `running` execution with no owner is waiting for recovery.
+ * `waits` (runtime.waits()) adds what waits where (format-waits.ts): QUEUE, KEY, POS and EXPECTED
+ * for `queuedView` (`--status queued`), else a WAITING column when some row waits.
  */
 export function formatList(
   rows: readonly ExecutionSummary[],
   owners: ReadonlyMap<string, string> = new Map(),
+  waits: ReadonlyMap<string, WaitShown> = new Map(),
+  queuedView = false,
 ): string {
   if (rows.length === 0) return "no executions";
   const table = [
@@ -46,6 +52,7 @@ export function formatList(
       line.push(i === 0 ? "COST" : rowCost(r), i === 0 ? "TOKENS" : String(r?.tokens ?? "-"));
     });
   }
+  pushWaitColumns(table, rows, waits, queuedView);
   // An ERROR column only when a log cannot be read (issue 21 item 3): the usual table is unchanged.
   if (rows.some((r) => r.error)) {
     table.forEach((line, i) => line.push(i === 0 ? "ERROR" : errorCell(rows[i - 1])));

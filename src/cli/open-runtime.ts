@@ -3,7 +3,8 @@
  * PostgreSQL one named by `--pg` (and `--pg-schema`), with the payload codec and the audit chain
  * the environment configures (`LOOM_CODEC_KEYS`, `LOOM_CODEC_KEY_ID`, `LOOM_AUDIT`,
  * `LOOM_AUDIT_KEY`, or their `_FILE` forms: secrets.ts): like `LOOM_FEATURES`, the deployment's
- * setting, shared by every process on the database, not a command's option. A malformed value is
+ * setting, shared by every process on the database, not a command's option; so are the queues'
+ * and rate limiters' limits (`LOOM_QUEUES`, `LOOM_RATE_LIMITS`: flow-limits-env.ts). A malformed value is
  * a usage error raised before the store is opened; no message ever contains a key, and no
  * printed line a password (redact.ts).
  */
@@ -19,6 +20,7 @@ import { CliError, UsageError, errorLine } from "./cli-error.ts";
 import { shellQuote } from "./format.ts";
 import { redactPasswords } from "./redact.ts";
 import { environmentWithSecrets } from "./secrets.ts";
+import { flowLimitsFromEnv } from "./flow-limits-env.ts";
 
 export interface OpenOptions {
   /** Run the background loop (timers, recovery). Read-only commands turn it off. */
@@ -104,9 +106,11 @@ export async function openRuntime(
   options: OpenOptions,
 ): Promise<Runtime> {
   const trust = trustFromEnv(environmentWithSecrets());
+  const limits = flowLimitsFromEnv(process.env);
   return createRuntime({
     store: await openStore(where, cwd, options.mustExist),
     ...trust,
+    ...limits,
     background: options.background,
     features: featuresFromEnv(process.env.LOOM_FEATURES),
     ...(options.onError ? { onError: options.onError } : {}),

@@ -25,8 +25,8 @@
  * The Runtime class below is the face: each public method hands the state to the verb that does
  * the work, in the module of what it acts on: verbs-executions.ts (one execution), verbs-list.ts
  * (many), verbs-chains.ts (a chain, a fork, a restore), verbs-fleet.ts (schedules, recovery, the
- * background duties), members.ts (the fleet's members) and verbs-trust.ts (what a log proves and
- * keeps). Its getters and the callbacks a run makes are runtime-base.ts's RuntimeFace, which it
+ * background duties), members.ts (the fleet's members), verbs-flow-control.ts (what waits in
+ * queues and limiters) and verbs-trust.ts (what a log proves and keeps). Its getters and the callbacks a run makes are runtime-base.ts's RuntimeFace, which it
  * extends.
  */
 import type { Envelope } from "../kernel/events.ts";
@@ -60,6 +60,8 @@ import * as chains from "./verbs-chains.ts";
 import * as fleet from "./verbs-fleet.ts";
 import * as trust from "./verbs-trust.ts";
 import * as queues from "./queues.ts";
+import * as flowControl from "./verbs-flow-control.ts";
+import type { LimiterRow, QueueRow, QueuesOptions, WaitReason } from "./verbs-flow-control.ts";
 import * as starts from "./verbs-start.ts";
 
 export type {
@@ -327,6 +329,23 @@ export class Runtime extends RuntimeFace {
   /** Re-drives every pending or running execution whose owner is gone (W6). */
   recoverAbandoned(): Promise<string[]> {
     return fleet.recoverAbandoned(this.state);
+  }
+
+  // ---- flow control: what waits, and why (verbs-flow-control.ts) ------------------------------
+
+  /** Each queue with waiting or active executions: limits, slots held, waiters in order (FV1). */
+  queues(options?: QueuesOptions): Promise<QueueRow[]> {
+    return flowControl.queues(this.state, options);
+  }
+
+  /** Each rate limiter: its window's charges, calls in flight, block, waiters in order (FV3). */
+  limiters(): Promise<LimiterRow[]> {
+    return flowControl.limiters(this.state);
+  }
+
+  /** Each waiting execution's queue or limiter, position and expected wait (FV4). */
+  waits(options?: QueuesOptions): Promise<Map<string, WaitReason>> {
+    return flowControl.waits(this.state, options);
   }
 
   // ---- trust: what a log proves and keeps (verbs-trust.ts) -----------------------------------

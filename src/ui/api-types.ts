@@ -17,10 +17,12 @@ import type { Budget, ResourceSnapshot } from "../kernel/resources.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { ExecutionSummary } from "../store/spi.ts";
 import type { ChainLineage } from "../analytics/chain-lineage.ts";
+import type { LimiterRow, QueueRow, WaitReason } from "../runtime/flow-control-types.ts";
 
 export type { StepAttempt, StepDetail } from "../analytics/step-detail.ts";
 export type { Conversation } from "../analytics/conversation.ts";
 export type { ExecutionStatus, Json, ErrorData, Budget, ResourceSnapshot };
+export type { LimiterRow, QueueRow, WaitReason };
 
 // ---- GET /api/executions -------------------------------------------------------------------
 
@@ -37,6 +39,8 @@ export interface ListRow extends ExecutionSummary {
   costUnknown?: boolean;
   /** Input plus output tokens. */
   tokens?: number;
+  /** Where it waits, when it waits in a queue or on a rate limiter (runtime.waits(), FV4). */
+  waiting?: WaitReason;
 }
 
 export interface ListAnswer {
@@ -85,6 +89,8 @@ export interface ExecutionDetail extends Projection {
   omittedEvents: number;
   chain: ChainView | null;
   children: ChildTree;
+  /** Where it waits, when it waits in a queue or on a rate limiter (runtime.waits(), FV4). */
+  waiting?: WaitReason;
   nowMs: number;
 }
 
@@ -186,5 +192,17 @@ export interface FleetMemberRow {
 
 export interface FleetAnswer {
   members: FleetMemberRow[];
+  nowMs: number;
+}
+
+// ---- GET /api/flow-control (flow-control.ts) --------------------------------------------------
+
+/**
+ * The queues with waiting or active executions and the rate limiters, as the dashboard's runtime
+ * knows their limits (runtime/verbs-flow-control.ts FV1..FV5); positions are 1-based.
+ */
+export interface FlowControlAnswer {
+  queues: QueueRow[];
+  limiters: LimiterRow[];
   nowMs: number;
 }

@@ -12,6 +12,8 @@
  *     up to it, not up to the browser's clock.
  * D4. The answer carries the execution's lineage (lineage.ts) and the actions that apply to it
  *     now (applicable.ts Y1..Y3), computed from the same state; a live update carries them too.
+ * D5. It carries `waiting` when the execution waits in a queue or on a limiter (flow-control.ts
+ *     FC2), read when the answer is made.
  */
 import { executionBars } from "../analytics/bars.ts";
 import { resourceUsage } from "../analytics/resource-usage.ts";
@@ -24,6 +26,7 @@ import type { ExecutionDetail, Projection } from "./api-types.ts";
 import { applicableActions } from "./applicable.ts";
 import { lineageOf } from "./lineage.ts";
 import { chainView, childrenView } from "./relations.ts";
+import { withWaits } from "./flow-control.ts";
 
 export const MAX_EVENTS_SHOWN = 1000;
 
@@ -70,6 +73,10 @@ export async function executionDetail(
   const rows = timeline(events);
   const shown = Math.min(events.length, MAX_EVENTS_SHOWN);
   const chain = await chainView(runtime, state);
+  // D5
+  const [waits] = await withWaits(runtime, [
+    { executionId: state.executionId, status: state.status },
+  ]);
   return {
     ...(await projectionOf(runtime, state, events, readOnly)),
     events: events.slice(events.length - shown),
@@ -77,6 +84,7 @@ export async function executionDetail(
     omittedEvents: events.length - shown,
     chain: chain ?? null,
     children: await childrenView(runtime, state),
+    ...(waits?.waiting === undefined ? {} : { waiting: waits.waiting }),
     nowMs: runtime.clock.now(),
   };
 }

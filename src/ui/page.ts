@@ -1,7 +1,7 @@
 /**
  * The dashboard's one HTML page: a shell the client script (client/, bundled by bundle.ts) fills
  * by the URL's hash (`#/` the executions list, `#/x/<id>` an execution, `#/schedules`,
- * `#/fleet`). No inline script or style, so the
+ * `#/fleet`, `#/flow-control`). No inline script or style, so the
  * Content-Security-Policy (http.ts H3) can forbid both; no external font or CDN. A read-only
  * server's page carries `<meta name="loom-read-only">`, and the script then draws no forms
  * (server.ts S5).
@@ -25,6 +25,7 @@ const PAGE_HTML = `<!doctype html>
     <a href="#/" data-nav="list">Executions</a>
     <a href="#/schedules" data-nav="schedules">Schedules</a>
     <a href="#/fleet" data-nav="fleet">Fleet</a>
+    <a href="#/flow-control" data-nav="flow-control">Flow control</a>
   </nav>
 </header>
 <main id="main" tabindex="-1">

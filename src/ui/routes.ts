@@ -20,6 +20,7 @@ import { callDetail } from "./call.ts";
 import { clientScript } from "./bundle.ts";
 import { executionDetail } from "./detail.ts";
 import { fleetAnswer, schedulesAnswer, setSchedulePaused } from "./fleet-pages.ts";
+import { flowControlAnswer, withWaits } from "./flow-control.ts";
 import { HttpRefusal, readJsonBody, SECURITY_HEADERS, sendJson, sendText } from "./http.ts";
 import { listPage } from "./list.ts";
 import type { LiveStreams } from "./live.ts";
@@ -72,12 +73,10 @@ export const UI_ROUTES: readonly Route[] = [
   {
     path: "/api/executions",
     methods: ["GET"],
-    handle: async (c) =>
-      sendJson(
-        c.res,
-        200,
-        await listPage(c.runtime.store, c.url.searchParams, c.runtime.clock.now()),
-      ),
+    handle: async (c) => {
+      const page = await listPage(c.runtime.store, c.url.searchParams, c.runtime.clock.now());
+      sendJson(c.res, 200, { ...page, executions: await withWaits(c.runtime, page.executions) });
+    },
   },
   {
     path: "/api/executions/:id",
@@ -110,6 +109,11 @@ export const UI_ROUTES: readonly Route[] = [
     path: "/api/fleet",
     methods: ["GET"],
     handle: async (c) => sendJson(c.res, 200, await fleetAnswer(c.runtime)),
+  },
+  {
+    path: "/api/flow-control",
+    methods: ["GET"],
+    handle: async (c) => sendJson(c.res, 200, await flowControlAnswer(c.runtime)),
   },
   {
     path: "/api/flows",

@@ -8,6 +8,7 @@ export const APP_CSS = String.raw`
   --link: #1d4ed8; --focus: #f59e0b;
   --pending: #6b7280; --running: #1d4ed8; --parked: #7c3aed; --completed: #15803d;
   --failed: #b91c1c; --cancelled: #b45309; --continued: #0f766e; --refused: #be185d;
+  --queued: #0369a1;
   --bar-step: #3b82f6; --bar-sleep: #a3a3a3; --bar-suspend: #a855f7; --bar-receive: #14b8a6;
   --bar-child: #f97316; --marker: #dc2626;
   font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif;
@@ -18,7 +19,7 @@ export const APP_CSS = String.raw`
     --bg: #12151b; --fg: #e6e8ec; --muted: #9aa3b2; --line: #2c323d; --panel: #1a1e26;
     --link: #8ab4ff; --running: #60a5fa; --parked: #c4b5fd; --completed: #4ade80;
     --failed: #f87171; --cancelled: #fbbf24; --continued: #5eead4; --pending: #9ca3af;
-    --refused: #f472b6;
+    --refused: #f472b6; --queued: #38bdf8;
   }
 }
 * { box-sizing: border-box; }
@@ -61,6 +62,8 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 .badge.parked { color: var(--parked); } .badge.completed { color: var(--completed); }
 .badge.failed { color: var(--failed); } .badge.cancelled { color: var(--cancelled); }
 .badge.continued { color: var(--continued); }
+.badge.queued { color: var(--queued); border-style: dotted; }
+.waiting { color: var(--queued); font-size: 13px; }
 .badge.refused { color: var(--refused); border-style: dashed; }
 .badge.sealed, .badge.paused { color: var(--muted); margin-left: 6px; }
 .badge.live::before { content: ""; display: inline-block; width: 7px; height: 7px; margin-right: 5px; border-radius: 50%; background: currentColor; animation: pulse 1.2s infinite; }

@@ -201,6 +201,8 @@ class ExecutionView {
     this.el.liveNote.textContent = "live";
     s.addEventListener("update", (ev) => {
       const u = JSON.parse((ev as MessageEvent<string>).data) as Update;
+      // Where it waited is as of the load: an event since (its admission, its call) moved it.
+      delete d.waiting;
       Object.assign(d, {
         summary: u.summary,
         state: u.state,

@@ -11,9 +11,9 @@ import type { ChainView } from "../api-types.ts";
 import { execHref } from "./api.ts";
 import { h, type Kid } from "./dom.ts";
 import { fmtDuration, jsonLine } from "./format.ts";
-import { badge, execLink, jsonBlock, timeEl } from "./widgets.ts";
+import { badge, execLink, jsonBlock, timeEl, waitingEl } from "./widgets.ts";
 
-export function factsOf(d: Pick<ExecutionDetail, "summary" | "state">): Kid[] {
+export function factsOf(d: Pick<ExecutionDetail, "summary" | "state" | "waiting">): Kid[] {
   const s = d.summary;
   const st = d.state;
   const fact = (k: string, ...v: Kid[]): Kid[] => [h("dt", {}, k), h("dd", {}, ...v)];
@@ -26,6 +26,13 @@ export function factsOf(d: Pick<ExecutionDetail, "summary" | "state">): Kid[] {
       ` (${fmtDuration(s.updatedAtMs - s.startedAtMs)} after the start)`,
     ),
     fact("Last sequence", String(s.head)),
+    d.waiting
+      ? fact(
+          "Waiting",
+          waitingEl(d.waiting),
+          h("a", { href: "#/flow-control" }, "see flow control"),
+        )
+      : [],
     st.deadlineMs ? fact("Deadline", timeEl(s.startedAtMs + st.deadlineMs)) : [],
     st._quotaExceeded
       ? fact(

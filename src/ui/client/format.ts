@@ -18,6 +18,7 @@ import { formatUsd } from "../../analytics/numbers.ts";
 export { formatUsd };
 
 export const STATUSES = [
+  "queued",
   "pending",
   "running",
   "parked",

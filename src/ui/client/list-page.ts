@@ -11,7 +11,7 @@ import { h, mainEl } from "./dom.ts";
 import { listFilterForm } from "./list-filters.ts";
 import { fmtDuration } from "./format.ts";
 import { listHash, listQuery, toggleSort, type ListFilters, type Sort } from "./router.ts";
-import { badge, costEl, execLink, timeEl } from "./widgets.ts";
+import { badge, costEl, execLink, timeEl, waitingEl } from "./widgets.ts";
 
 export const LIST_REFRESH_MS = 2000;
 const PAGE_SIZE = 50;
@@ -45,6 +45,7 @@ function cells(x: ListRow): HTMLElement[] {
             x.error.code === "LOOM_CODEC_KEY" ? "sealed" : x.error.name,
           )
         : null,
+      waitingEl(x.waiting),
     ),
     h("td", { class: "num" }, String(x.head + 1)),
     h("td", { class: "num", "data-testid": "row-cost" }, costEl(x.costUsd, x.costUnknown)),

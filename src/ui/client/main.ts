@@ -6,6 +6,7 @@
 import { h, mainEl } from "./dom.ts";
 import { showExecution } from "./execution-page.ts";
 import { showFleet } from "./fleet-page.ts";
+import { showFlowControl } from "./flow-control-page.ts";
 import { showList } from "./list-page.ts";
 import { parseRoute, type Route } from "./router.ts";
 import { showSchedules } from "./schedules-page.ts";
@@ -20,6 +21,8 @@ function show(r: Route): { dispose(): void } {
       return showSchedules();
     case "fleet":
       return showFleet();
+    case "flow-control":
+      return showFlowControl();
     case "list":
       return showList(r.filters);
   }

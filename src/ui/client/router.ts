@@ -4,7 +4,8 @@
  *
  * Invariants (tests cite U1..U3):
  * U1. `#/x/<id>` is an execution (its id URL-encoded, `/` included), `#/schedules` the
- *     schedules, `#/fleet` the fleet, and anything else the list.
+ *     schedules, `#/fleet` the fleet, `#/flow-control` the queues and limiters, and anything else
+ *     the list.
  * U2. The list's filters, sort and cursor round-trip through the hash: `parseRoute(listHash(f))`
  *     gives `f` back; unknown statuses, sorts and non-numbers are dropped, not passed on.
  * U3. `listQuery` asks the API (api-types.ts ListAnswer) for exactly the hash's filters, by the
@@ -34,7 +35,8 @@ export type Route =
   | { page: "list"; filters: ListFilters }
   | { page: "execution"; id: string }
   | { page: "schedules" }
-  | { page: "fleet" };
+  | { page: "fleet" }
+  | { page: "flow-control" };
 
 export const emptyFilters = (): ListFilters => ({
   status: [],
@@ -88,6 +90,7 @@ export function parseRoute(hash: string): Route {
   }
   if (pathname === "/schedules") return { page: "schedules" };
   if (pathname === "/fleet") return { page: "fleet" };
+  if (pathname === "/flow-control") return { page: "flow-control" };
   return { page: "list", filters: filtersOf(params) };
 }
 

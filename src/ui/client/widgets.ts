@@ -1,7 +1,10 @@
 /**
  * Small pieces the pages share: a status badge (a word and a colour, format.ts C4), a time with
- * its ISO form on hover (C3), a cost (C1), an execution link and a JSON block.
+ * its ISO form on hover (C3), a cost (C1), an execution link, a JSON block and where an
+ * execution waits (analytics/waits.ts W3).
  */
+import { waitSentence } from "../../analytics/waits.ts";
+import type { WaitReason } from "../api-types.ts";
 import { execHref } from "./api.ts";
 import { h, type Attrs } from "./dom.ts";
 import { fmtTime, formatUsd, isTerminal, statusClass } from "./format.ts";
@@ -46,4 +49,11 @@ export function execLink(id: string, attrs?: Attrs): HTMLElement {
 export function jsonBlock(value: unknown, attrs?: Attrs): HTMLElement {
   const text = value === undefined ? "(none)" : JSON.stringify(value, null, 2);
   return h("pre", { class: "json", tabindex: 0, ...attrs }, text);
+}
+
+/** Where an execution waits (W3), or nothing when it does not. */
+export function waitingEl(w: WaitReason | undefined, attrs?: Attrs): HTMLElement | null {
+  if (w === undefined) return null;
+  const title = w.kind === "queue" ? `${w.waitingCount} waiting in queue ${w.queue}` : undefined;
+  return h("div", { class: "waiting", "data-testid": "waiting", title, ...attrs }, waitSentence(w));
 }
