@@ -7,11 +7,13 @@
  */
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
-import { generateText, streamText } from "ai";
+import { generateText, streamText, tool, type ToolExecutionOptions } from "ai";
 import { afterEach, describe, expect, it } from "vitest";
-import { durableModel, NotInFlowError } from "../src/ai-sdk/index.ts";
+import { z } from "zod";
+import { durableModel, durableTools, NotInFlowError } from "../src/ai-sdk/index.ts";
 import {
   flow$,
+  InvalidInputError,
   isLoomError,
   memoryStore,
   QuotaExceededError,
@@ -160,5 +162,38 @@ describe("durableModel outside a flow (AM1)", () => {
     const out = await (await r.start(f, null, { id: "in-step" })).result();
     expect(out.output).toMatch(/inside step "inner#0"/);
     expect(fake.requests).toHaveLength(0);
+  });
+});
+
+describe("durableTools outside a flow, and what it refuses (AT4, AT5)", () => {
+  const call: ToolExecutionOptions<unknown> = { toolCallId: "call_1", messages: [], context: {} };
+  it("AT4: refuses an execution outside a flow and inside a step's code, before the tool runs", async () => {
+    let runs = 0;
+    const tools = durableTools({
+      count: tool({
+        inputSchema: z.object({}),
+        execute: async () => ++runs,
+      }),
+    });
+    const execute = tools.count.execute;
+    await expect(execute?.({}, call)).rejects.toBeInstanceOf(NotInFlowError);
+    const f = flow$("tool-in-step", async (ctx) =>
+      ctx.run("inner", async () =>
+        Promise.resolve(execute?.({}, call)).then(
+          () => "ran",
+          (e: unknown) => (e instanceof NotInFlowError ? e.message : String(e)),
+        ),
+      ),
+    );
+    const r = rt(memoryStore()).registerFlow(f);
+    const out = await (await r.start(f, null, { id: "tool-in-step" })).result();
+    expect(out.output).toMatch(/tool "count" of durableTools ran inside step "inner#0"/);
+    expect(runs).toBe(0);
+  });
+
+  it("AT5: refuses step.taint when the tools are wrapped", () => {
+    const tools = { t: tool({ inputSchema: z.object({}), execute: async () => 1 }) };
+    expect(() => durableTools(tools, { step: { taint: "tool:t" } })).toThrow(InvalidInputError);
+    expect(() => durableTools(tools, { step: { taint: "tool:t" } })).toThrow(/step.taint/);
   });
 });

@@ -14,6 +14,9 @@
  *      gets: a cancel or the step's timeout reaches it.
  * AT4. Outside a flow's body (outside any flow, inside a step's code) an execution is refused
  *      with NotInFlowError, before it runs.
+ * AT5. Step options it cannot honour are refused when the tools are wrapped (InvalidInputError):
+ *      `taint`, whose recorded wrapper `{ $tainted, value }` would reach the model as the tool's
+ *      result.
  */
 import type { ToolExecutionOptions, ToolSet } from "ai";
 import { InvalidInputError, NotInFlowError } from "../kernel/errors.ts";
@@ -31,6 +34,12 @@ type Execute = (input: unknown, options: ToolExecutionOptions<unknown>) => unkno
 export function durableTools<T extends ToolSet>(tools: T, options: DurableToolsOptions = {}): T {
   if (tools === null || typeof tools !== "object" || Array.isArray(tools)) {
     throw new InvalidInputError("durableTools needs an object of tool name -> tool");
+  }
+  if (options.step?.taint !== undefined) {
+    // AT5
+    throw new InvalidInputError(
+      "durableTools: step.taint is not supported yet (the model would get the taint wrapper as the tool's result)",
+    );
   }
   enableFlowScope();
   const out: Record<string, unknown> = {};
