@@ -8,6 +8,7 @@
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, streamText, tool, type ToolExecutionOptions } from "ai";
+import { MockLanguageModelV4 } from "ai/test";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { durableModel, durableTools, NotInFlowError } from "../src/ai-sdk/index.ts";
@@ -195,5 +196,40 @@ describe("durableTools outside a flow, and what it refuses (AT4, AT5)", () => {
     const tools = { t: tool({ inputSchema: z.object({}), execute: async () => 1 }) };
     expect(() => durableTools(tools, { step: { taint: "tool:t" } })).toThrow(InvalidInputError);
     expect(() => durableTools(tools, { step: { taint: "tool:t" } })).toThrow(/step.taint/);
+  });
+});
+
+describe("durableModel finds the flow code that calls it (FS1)", () => {
+  it("a call from a ctx.parallel branch records in the branch, one from a nestedBudget body counts against it", async () => {
+    const usage = {
+      inputTokens: { total: 3, noCache: 3, cacheRead: 0, cacheWrite: 0 },
+      outputTokens: { total: 2, text: 2, reasoning: 0 },
+    };
+    const mock = new MockLanguageModelV4({
+      doGenerate: async () => ({
+        content: [{ type: "text", text: "ok" }],
+        finishReason: { unified: "stop", raw: "stop" },
+        usage,
+        warnings: [],
+      }),
+    });
+    const model = durableModel(mock, { provider: "mock" });
+    const ask = () => generateText({ model, prompt: "q" }).then((r) => r.text);
+    const f = flow$("scoped", async (ctx) => {
+      const both = await ctx.parallel([() => ask(), () => ask()]);
+      const inner = await ctx.nestedBudget("inner", { tokens: 10_000 }, () => ask());
+      return [...both, inner];
+    });
+    const r = rt(memoryStore()).registerFlow(f);
+    const out = await (await r.start(f, null, { id: "scoped" })).result();
+    expect(out.output).toEqual(["ok", "ok", "ok"]);
+    const calls = (await r.readLog("scoped"))
+      .filter((e) => e.kind === "STEP_COMPLETED")
+      .map((e) => (e.payload as { callId: string }).callId);
+    expect(calls).toEqual(["par0.0/llm#0", "par0.1/llm#0", "llm#0"]);
+    const state = await r.getState("scoped");
+    // The nested body's one call: 3 input and 2 output tokens, against "inner" only.
+    expect(state._scopeResources?.inner?.tokens).toEqual({ input: 3, output: 2 });
+    expect(state._resources?.tokens).toEqual({ input: 9, output: 6 });
   });
 });
