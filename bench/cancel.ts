@@ -10,12 +10,16 @@
  * Each mode's line carries its baseline, measured in the same run: the p50 of one `resume`
  * append on the same SQLite file, the floor cost of writing one fact. Targets: p99 ≤ 10 ms
  * in-process, ≤ 100 ms cross-process.
+ *
+ * Then cancel-stream.ts's lines: from the cancel to the provider's closed connection, for a
+ * streaming call through loomwork/ai-sdk beside Loom's native effect, in both modes.
  */
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { createRuntime, flow$, step$ } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
+import { cancelStreamBench } from "./cancel-stream.ts";
 import { emit, intFlag, note, parseFlags, round, withTempDir } from "./lib.ts";
 
 const wallNow = () => performance.timeOrigin + performance.now();
@@ -136,5 +140,6 @@ export async function cancelBench(argv: readonly string[]): Promise<void> {
         pass: p99Ms <= target,
       });
     }
+    await cancelStreamBench(db, runs);
   });
 }

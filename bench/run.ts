@@ -74,7 +74,9 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           per-effect cost of the default middleware chain beside a bare effect (memory store)
   cancel  [--runs 50]
           latency from runtime.cancel to the effect's abort, in-process and from a second
-          process on the same SQLite file, beside one append's p50
+          process on the same SQLite file, beside one append's p50; then, for a streaming LLM
+          call, from the cancel to the fake provider's closed connection: through
+          loomwork/ai-sdk (durableModel) beside the native OpenAI effect
   sim     [--seeds 200]
           events per second the simulator explores with faults, beside the same seeds without
   stream-budget [--streams 100]

@@ -78,6 +78,7 @@ async function main() {
   await check("subpaths", importSubpaths);
   await check("npm-start", npmStart);
   await check("missing-peer", missingPeer);
+  await check("ai-sdk-without-peers", aiSdkWithoutPeers);
   await check("missing-tsx", missingTsx);
   if (opts.checks) {
     await Promise.all([
@@ -303,6 +304,23 @@ catch (e) { console.log(JSON.stringify({ threw: true, name: e.name, code: e.code
   const ok =
     got.code === "LOOM_MISSING_DEPENDENCY" && String(got.message).includes(`npm install ${sdk}`);
   expect(ok, `anthropicEffect without ${sdk} gave ${JSON.stringify(got)}`);
+}
+
+// loomwork/ai-sdk takes the AI SDK's types only: with neither \`ai\` nor \`@ai-sdk/provider\`
+// installed it loads, and wraps a hand-written model of the SDK's v4 specification.
+async function aiSdkWithoutPeers() {
+  for (const peer of ["ai", "@ai-sdk/provider"]) {
+    expect(!existsSync(join(app, "node_modules", peer)), `npm installed the optional peer ${peer}`);
+  }
+  const code = `import { durableModel } from "loomwork/ai-sdk";
+const model = durableModel({ specificationVersion: "v4", provider: "hand.written", modelId: "m",
+  supportedUrls: {}, doGenerate: async () => ({}), doStream: async () => ({}) });
+console.log(JSON.stringify({ provider: model.provider, v: model.specificationVersion }));`;
+  const r = await mustRun(node, ["--input-type=module", "-e", code], { cwd: app, env: nodeEnv });
+  const got = r.stdout.trim().split("\n").at(-1);
+  const want = JSON.stringify({ provider: "hand.written", v: "v4" });
+  expect(got === want, `durableModel without the AI SDK printed ${got}, expected ${want}`);
+  summary.aiSdkWithoutPeers = true;
 }
 
 // The loom command runs JavaScript without tsx, and says what to install for a .ts module.

@@ -1,6 +1,8 @@
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { memoryStore } from "../src/index.ts";
-import { runtimes, until } from "./helpers.ts";
+import { runtimes, slow, until } from "./helpers.ts";
+import { execFile } from "./support/processes.ts";
 
 const rt = runtimes();
 
@@ -34,5 +36,25 @@ describe("examples/research-assistant.ts (issue 6)", () => {
     expect(out.costUsd).toBeGreaterThan(0);
     const state = await r.getState("example-1");
     expect(state._resources?.tokens).toEqual({ input: 64, output: out.tokens.outputTokens });
+  });
+});
+
+describe("examples/ai-sdk-agent-demo.ts (issue 27)", () => {
+  it("an AI SDK agent killed between its tool calls is recovered: no tool runs twice, and it answers", async () => {
+    const demo = join(import.meta.dirname, "..", "examples", "ai-sdk-agent-demo.ts");
+    const { stdout } = await execFile(process.execPath, ["--import", "tsx", demo], {
+      cwd: join(import.meta.dirname, ".."),
+      timeoutMs: slow(60_000),
+    });
+    const summary = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}") as unknown;
+    expect(summary).toEqual({
+      killed: true,
+      status: "completed",
+      output: { text: "It is 18 °C in Lisbon: 64.4 °F.", modelCalls: 3 },
+      // The first model call and weather were answered from the log; the second call, killed
+      // before its answer, was asked again: 3 model calls, 4 requests.
+      requests: 4,
+      toolRuns: ["weather(Lisbon)", "convert(18)"],
+    });
   });
 });

@@ -110,6 +110,11 @@ export class StepTimeoutError extends defineError("LOOM_STEP_TIMEOUT") {}
  * is unknown, so it is not run again and the flow decides.
  */
 export class InDoubtError extends defineError("LOOM_IN_DOUBT") {}
+/**
+ * Code that records steps through the flow scope (an AI SDK model from `durableModel`, a tool
+ * from `durableTools`) ran outside a flow's body: outside any flow, or inside a step's code.
+ */
+export class NotInFlowError extends defineError("LOOM_NOT_IN_FLOW") {}
 /** Thrown by user code: record the failure and never retry it. */
 export class TerminalError extends defineError("LOOM_TERMINAL") {}
 /** `ctx.continueAsNew` while `features.continueAsNew` is off (ADR 0109 D8: the fleet flag). */
@@ -250,6 +255,7 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_RUNTIME_CLOSED: RuntimeClosedError,
   LOOM_INVARIANT: InvariantViolation,
   LOOM_TERMINAL: TerminalError,
+  LOOM_NOT_IN_FLOW: NotInFlowError,
   LOOM_CANCELLED: CancelledError,
   LOOM_STEP_TIMEOUT: StepTimeoutError,
   LOOM_DEADLINE_EXCEEDED: DeadlineExceededError,

@@ -40,6 +40,8 @@ import { cancelSpecs, endSpecs } from "./cancel-specs.ts";
 import { validated } from "../kernel/schema.ts";
 import { fold } from "../fold/fold.ts";
 import type { Flow } from "./flow.ts";
+import type { FlowContext } from "./contract.ts";
+import { inFlowScope } from "./flow-scope.ts";
 import type { AppendBatch } from "../store/spi.ts";
 import type { EventSpec } from "./journal.ts";
 import { outcomeOf, type Outcome } from "./outcome.ts";
@@ -129,7 +131,7 @@ export class Run {
   }
 
   /** Runs the body from the top; the fold answers every call it already recorded. */
-  startBody(ctx: unknown): void {
+  startBody(ctx: FlowContext): void {
     // A body with calls in the log re-runs over them (T2: one span per drive).
     this.drive.start(this.state.order[""]?.length ? "replay" : "start");
     const body = this.flow.body as (ctx: unknown, input: unknown) => Promise<unknown>;
@@ -137,10 +139,9 @@ export class Run {
       let output: unknown;
       try {
         const input = this.state.input;
-        output = await body(
-          ctx,
-          input !== null && typeof input === "object" ? structuredClone(input) : input,
-        );
+        const own = input !== null && typeof input === "object" ? structuredClone(input) : input;
+        // FS1: the body runs as its flow's (flow-scope.ts).
+        output = await inFlowScope({ ctx }, () => body(ctx, own));
       } catch (e) {
         await this.finishFailed(e);
         return;

@@ -15,6 +15,7 @@
  * - R2 (run.ts): a negotiation the log answers returns the grant it recorded.
  * - O6 (children.ts), F10 (fold/children.ts): grants to children still running count as spent.
  */
+import { inFlowScope } from "./flow-scope.ts";
 import { spentWithGrants } from "../fold/children.ts";
 import { NEGOTIATE } from "../fold/fold.ts";
 import { safeKey } from "../fold/frames.ts";
@@ -98,7 +99,8 @@ export function budgetSyscalls(s: Scope): Pick<FlowContext, "negotiateBudget" | 
       }
       const checked = checkedBudget(budget, `nested budget "${name}"`);
       if (typeof fn !== "function") throw new InvalidInputError("nestedBudget needs a function");
-      return fn(s.makeContext(run, deps, scope, [...nested, { name, budget: checked }]));
+      const ctx = s.makeContext(run, deps, scope, [...nested, { name, budget: checked }]);
+      return inFlowScope({ ctx }, () => fn(ctx)); // FS1
     },
   };
 }

@@ -8,6 +8,7 @@
  * - R8 (run.ts): the parent scope is blocked while its branches run, so a run whose branches all
  *   wait can park.
  */
+import { inFlowScope } from "./flow-scope.ts";
 import { InvalidInputError, NonDeterminismError } from "../kernel/errors.ts";
 import type { FlowContext } from "./contract.ts";
 import { halted } from "./run.ts";
@@ -38,7 +39,8 @@ export function parallelSyscalls(s: Scope): Pick<FlowContext, "parallel"> {
             const branchScope = scopes[i] ?? "";
             try {
               // A branch runs under the nested budgets around the parallel, as its body would.
-              return await branch(s.makeContext(run, deps, branchScope, s.nested));
+              const ctx = s.makeContext(run, deps, branchScope, s.nested);
+              return await inFlowScope({ ctx }, () => branch(ctx)); // FS1
             } finally {
               run.branchDone(branchScope);
             }

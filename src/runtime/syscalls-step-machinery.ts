@@ -25,6 +25,7 @@
  *   if the run ends first.
  * The step path is hot: nothing here allocates or awaits what the step does not need.
  */
+import { inFlowScope } from "./flow-scope.ts";
 import { abortableDelay } from "../effects/delay.ts";
 import {
   InDoubtError,
@@ -330,7 +331,10 @@ function callStep<T>(
   attempt: StepAttempt,
   meterable: boolean,
 ): Promise<T> | T {
-  return meterable ? fn(ectx, attempt) : attempt.invoke(() => fn(ectx, attempt));
+  // FS2: the step's code is not the flow's.
+  return inFlowScope({ step: ectx.stepId }, () =>
+    meterable ? fn(ectx, attempt) : attempt.invoke(() => fn(ectx, attempt)),
+  );
 }
 
 /** A step's payload bounded by `limits.maxStepPayloadBytes`, as JSON. */

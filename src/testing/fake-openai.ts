@@ -47,6 +47,11 @@ export interface FakeOpenAiOptions {
    * `retry-after-ms` (and counts nothing). Every answered request is kept in `arrivals`.
    */
   rateLimit?: { outputTokens: number; windowMs: number };
+  /**
+   * Options for one request, over these, from its body (a script: tool calls until the
+   * conversation holds their results, then text).
+   */
+  respond?: (body: { messages?: unknown; input?: unknown }) => FakeOpenAiOptions | undefined;
 }
 
 export interface FakeOpenAi {
@@ -66,11 +71,12 @@ export interface FakeOpenAi {
 type OpenAiRequest = FakeOpenAi["requests"][number];
 
 export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeOpenAi> {
-  let opts = options;
+  let given = options;
   const requests: FakeOpenAi["requests"] = [];
   const limited: Pick<FakeOpenAi, "arrivals" | "refused"> = { arrivals: [], refused: 0 };
   const server = await serveJson(async (parsed, req, res) => {
     const body = parsed as OpenAiRequest["body"];
+    const opts = { ...given, ...given.respond?.(body) };
     const text = opts.text ?? "Tides rise and fall twice a day.";
     const prompt = lastContent(body.messages);
     const tokens = Math.ceil(text.length / 4);
@@ -121,7 +127,7 @@ export async function fakeOpenAi(options: FakeOpenAiOptions = {}): Promise<FakeO
       return limited.refused;
     },
     set(next) {
-      opts = next;
+      given = next;
     },
     close: () => server.close(),
   };
