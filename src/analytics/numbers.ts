@@ -7,13 +7,16 @@
  *     "$0.00084", 1234.5678 is "$1,235", 1e-7 is "$0.0000001". The exact figure stays in the
  *     state and in `--json`.
  */
-const USD = new Intl.NumberFormat("en-US", {
-  style: "currency",
-  currency: "USD",
-  maximumSignificantDigits: 4,
-});
+let usdFormat: Intl.NumberFormat | undefined;
 
 /** N1: `usd` as a person reads it. */
 export function formatUsd(usd: number): string {
-  return USD.format(usd);
+  // Made on first use: a NumberFormat loads the locale data, about 10 MB of a process that
+  // imports Loom and never prints a cost (the footprint bench, issue 12).
+  usdFormat ??= new Intl.NumberFormat("en-US", {
+    style: "currency",
+    currency: "USD",
+    maximumSignificantDigits: 4,
+  });
+  return usdFormat.format(usd);
 }
