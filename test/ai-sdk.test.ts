@@ -144,6 +144,71 @@ describe.each(PROVIDERS)("durableModel over $provider (issue 27)", (p) => {
   });
 });
 
+describe("durableModel under Loom's rules (issue 27 item 1)", () => {
+  const openai = PROVIDERS[0]!;
+
+  it("AM2: a failed call is retried by Loom's policy only: two requests for one 500, none from the SDK's own retries", async () => {
+    const fake = await openai.fake({ text: "fine", failFirst: [500] });
+    const model = durableModel(openai.sdkModel(fake.baseURL), {
+      retry: { maxAttempts: 2, initialDelayMs: 1 },
+    });
+    const f = flow$("retried", async () => (await generateText({ model, prompt: "q" })).text);
+    const r = rt(memoryStore()).registerFlow(f);
+    expect((await (await r.start(f, null, { id: "retried" })).result()).output).toBe("fine");
+    expect(fake.requests).toHaveLength(2);
+    const log = await r.readLog("retried");
+    expect(log.filter((e) => e.kind === "STEP_FAILED")).toHaveLength(1);
+
+    // With Loom's policy at one attempt, the SDK's default retries (maxRetries 2) add none.
+    const once = await openai.fake({ text: "fine", failFirst: [500, 500, 500] });
+    const single = durableModel(openai.sdkModel(once.baseURL), { retry: false });
+    const g = flow$("single", async () =>
+      generateText({ model: single, prompt: "q" }).then(
+        () => "answered",
+        () => "failed",
+      ),
+    );
+    r.registerFlow(g);
+    expect((await (await r.start(g, null, { id: "single" })).result()).output).toBe("failed");
+    expect(once.requests).toHaveLength(1);
+  });
+
+  it("AU2: a stream cut before its usage is metered from Loom's estimate, marked as one", async () => {
+    const fake = await openai.fake({ text: "y".repeat(200), deltaChars: 10, errorAfter: [5] });
+    const model = durableModel(openai.sdkModel(fake.baseURL), { retry: false });
+    const f = flow$("cut", async () => {
+      const s = streamText({ model, prompt: "q", onError: () => undefined });
+      await s.consumeStream();
+      return "done";
+    });
+    const r = rt(memoryStore()).registerFlow(f);
+    await (await r.start(f, null, { id: "cut" })).result();
+    const [m] = metered(await r.readLog("cut")) as {
+      tokens: { output: number };
+      estimated?: boolean;
+    }[];
+    expect(m?.estimated).toBe(true);
+    expect(m?.tokens.output).toBe(13); // 5 deltas of 10 characters, at characters / 4
+  });
+
+  it("AU3: a call whose reservation would pass the execution's token budget is refused before any request", async () => {
+    const fake = await openai.fake({ text: "never sent" });
+    const model = durableModel(openai.sdkModel(fake.baseURL));
+    const f = flow$("over-budget", async () =>
+      generateText({ model, prompt: "q", maxOutputTokens: 500 }).then(
+        () => "answered",
+        (e: unknown) => (e instanceof QuotaExceededError ? "quota" : String(e)),
+      ),
+    );
+    const r = rt(memoryStore()).registerFlow(f);
+    const h = await r.start(f, null, { id: "over-budget", budget: { tokens: 100 } });
+    expect((await h.result()).output).toBe("quota");
+    expect(fake.requests).toHaveLength(0);
+    const log = await r.readLog("over-budget");
+    expect(log.some((e) => e.kind === "QUOTA_EXCEEDED")).toBe(true);
+  });
+});
+
 describe("durableModel outside a flow (AM1)", () => {
   it("refuses a call outside a flow and inside a step's code, sending nothing", async () => {
     const fake = await PROVIDERS[0]!.fake({ text: "hi" });
