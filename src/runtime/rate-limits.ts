@@ -42,6 +42,11 @@
  *      execution's run, as a failed append does (run.ts R5): the attempt is not recorded as
  *      failed, and recovery drives the step again. A store's failure is never the step's outcome
  *      (the simulator's SIM10 found a lost reply of `reserve` recorded as STEP_FAILED).
+ * RL12. A claim on a limiter `rateLimits` names is checked before the call reserves, as RL3's
+ *      refusal is: token counts that are not non-negative safe integers are InvalidInputError.
+ *      (A fractional or NaN count, or a maxTokens past 2^53 under a limiter with no token limit,
+ *      reached the store, whose refusal RL11 took for a store's failure: the run stopped, and
+ *      stopped again at every recovery.)
  */
 import type { EffectMiddleware, LimiterClaim, MiddlewareContext } from "../effects/effect.ts";
 import type { Effect } from "../effects/effect.ts";
@@ -275,8 +280,16 @@ async function waitForGrant(
   }
 }
 
-/** RL3 */
+/** RL3, RL12 */
 function refuseNeverFits(claim: LimiterClaim, limit: RateLimit, effect: string): void {
+  for (const field of ["inputTokens", "outputTokens"] as const) {
+    const v: unknown = claim[field];
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+      throw new InvalidInputError(
+        `effect "${effect}" asks limiter "${claim.name}" for ${String(v)} ${field}: a claim's tokens must be a non-negative whole number`,
+      );
+    }
+  }
   const over = (asked: number, max: number | undefined, what: string) => {
     if (max !== undefined && asked > max) {
       throw new InvalidInputError(
