@@ -1,7 +1,7 @@
 /**
  * Red-team regressions for flow control (issue 26), on the memory and SQLite stores: each test
  * is an attack that once broke a promise of docs/flow-control.md, pinned with the invariant its
- * fix states (runtime/rate-limits.ts RL12, runtime/debounce.ts DB1, DB2, DB5).
+ * fix states (runtime/rate-limits.ts RL12, runtime/debounce.ts DB1, DB5).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -9,7 +9,8 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { flow$, memoryStore, type Effect, type Store } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
-import { runtimes, until } from "./helpers.ts";
+import { isLoomError } from "../src/kernel/errors.ts";
+import { runtimes, slow, until } from "./helpers.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "loom-redteam-fc-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -45,5 +46,64 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
       expect(outcome).toMatchObject({ status: "failed", error: { code: "LOOM_INVALID_INPUT" } });
     }
     expect(ran).toBe(0);
+  });
+
+  it("DB1: a debounced start of another flow on the same queue and key makes its own execution; neither body reads the other's input", async () => {
+    const store = open();
+    const seen: string[] = [];
+    const a = flow$(
+      "rt-deb-a",
+      async (ctx, input: { a: string }) => {
+        await ctx.run("see", () => seen.push(`a:${JSON.stringify(input)}`));
+        return input;
+      },
+      { queue: "shared" },
+    );
+    const b = flow$(
+      "rt-deb-b",
+      async (ctx, input: { b: number }) => {
+        await ctx.run("see", () => seen.push(`b:${JSON.stringify(input)}`));
+        return input;
+      },
+      { queue: "shared" },
+    );
+    const r = rt(store, {}).registerFlow(a).registerFlow(b);
+    const debounce = { key: "doc-1", ms: slow(200) };
+    const ha = await r.start(a, { a: "x" }, { debounce });
+    const hb = await r.start(b, { b: 7 }, { debounce });
+    // Before DB1 scoped the key, b's start joined a's execution: a's body ran with { b: 7 }.
+    expect(hb.id).not.toBe(ha.id);
+    expect(await ha.result()).toMatchObject({ status: "completed", output: { a: "x" } });
+    expect(await hb.result()).toMatchObject({ status: "completed", output: { b: 7 } });
+    expect(seen.sort()).toEqual(['a:{"a":"x"}', 'b:{"b":7}']);
+  });
+
+  it("DB1: a debounced start by another principal never writes into an execution it does not own", async () => {
+    const store = open();
+    const f = flow$("rt-deb-p", async (_ctx, input: { t: string }) => input.t, { queue: "q-p" });
+    const r = rt(store, { background: false }).registerFlow(f);
+    const debounce = { key: "k", ms: 60_000 };
+    const alice = await r.start(f, { t: "alice" }, { principal: "alice", debounce });
+    const mallory = await r.start(f, { t: "mallory" }, { principal: "mallory", debounce });
+    expect(mallory.id).not.toBe(alice.id);
+    const state = await r.getState(alice.id, { as: "alice" });
+    expect(state.input).toEqual({ t: "alice" });
+    expect((await store.read(alice.id)).map((e) => e.kind)).toEqual(["EXECUTION_STARTED"]);
+  });
+
+  it("DB5: a start's own dedupe key may not take the debounce's prefix, so a debounce never replaces its input", async () => {
+    const store = open();
+    const f = flow$("rt-deb-d", async (_ctx, input: { t: string }) => input.t, { queue: "q-d" });
+    const r = rt(store, { background: false }).registerFlow(f);
+    const refused = await r
+      .start(f, { t: "original" }, { id: "job", dedupe: 'debounce:["rt-deb-d",null,null,"k"]' })
+      .catch((e: unknown) => e);
+    expect(isLoomError(refused, "LOOM_INVALID_INPUT")).toBe(true);
+    expect(await store.head("job")).toBe(-1);
+    // Any other dedupe key and a debounce of the same text stay apart.
+    await r.start(f, { t: "original" }, { id: "job", dedupe: "k" });
+    const d = await r.start(f, { t: "injected" }, { debounce: { key: "k", ms: 60_000 } });
+    expect(d.id).not.toBe("job");
+    expect((await r.getState("job")).input).toEqual({ t: "original" });
   });
 });

@@ -9,6 +9,9 @@ import type { Flow, FlowQueue, FlowQueueChecked, StartQueueOptions } from "./con
 
 const NAME = /^[\w.:/@-]{1,200}$/u;
 
+/** debounce.ts DB5: the prefix of a debounced start's dedupe keys, which no start's own may take. */
+export const DEBOUNCE_PREFIX = "debounce:";
+
 /** QU4: the runtime's `queues` option, checked. */
 export function checkedQueueLimits(
   value: Record<string, QueueLimits> | undefined,
@@ -90,7 +93,14 @@ export function queueMarkOf(
   };
   const key = options.key ?? (own?.key && name === own.name ? own.key(input) : undefined);
   if (key !== undefined) mark.key = checkedKey(key, "queue key");
-  if (options.dedupe !== undefined) mark.dedupe = checkedKey(options.dedupe, "dedupe key");
+  if (options.dedupe !== undefined) {
+    mark.dedupe = checkedKey(options.dedupe, "dedupe key");
+    if (mark.dedupe.startsWith(DEBOUNCE_PREFIX)) {
+      throw new InvalidInputError(
+        `dedupe key ${JSON.stringify(mark.dedupe)}: keys beginning with "debounce:" are a debounced start's own`,
+      );
+    }
+  }
   return mark;
 }
 
