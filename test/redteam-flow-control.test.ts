@@ -1,7 +1,7 @@
 /**
  * Red-team regressions for flow control (issue 26), on the memory and SQLite stores: each test
  * is an attack that once broke a promise of docs/flow-control.md, pinned with the invariant its
- * fix states (runtime/rate-limits.ts RL12, runtime/debounce.ts DB1, DB5).
+ * fix states (runtime/rate-limits.ts RL5, RL12, runtime/debounce.ts DB1, DB5).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { flow$, memoryStore, type Effect, type Store } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { isLoomError } from "../src/kernel/errors.ts";
+import { MAX_BLOCK_MS, rateLimitedFor } from "../src/runtime/rate-limits.ts";
 import { runtimes, slow, until } from "./helpers.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "loom-redteam-fc-"));
@@ -105,5 +106,43 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
     const d = await r.start(f, { t: "injected" }, { debounce: { key: "k", ms: 60_000 } });
     expect(d.id).not.toBe("job");
     expect((await r.getState("job")).input).toEqual({ t: "original" });
+  });
+
+  it.each([
+    [{ "retry-after-ms": "8000.5" }, 8001],
+    [{ "retry-after": "1e30" }, MAX_BLOCK_MS],
+  ])(
+    "RL5: a 429 whose hint is no whole number of ms (%j) still blocks the limiter for the fleet",
+    async (headers, blockMs) => {
+      const store = open();
+      const errors: Error[] = [];
+      const effect: Effect<null, string> = {
+        name: "too-many",
+        limiter: () => ({ name: "m", inputTokens: 0, outputTokens: 1 }),
+        async run() {
+          throw Object.assign(new Error("429 Too Many Requests"), { status: 429, headers });
+        },
+      };
+      const flow = flow$("rt-429", async (ctx) => ctx.execute(effect, null, { retry: false }));
+      const r = rt(store, { rateLimits: { m: { rpm: 1000 } }, onError: (e) => errors.push(e) });
+      r.registerFlow(flow);
+      const before = Date.now();
+      expect((await (await r.start(flow, null)).result()).status).toBe("failed");
+      // Before RL5 rounded and bounded it, the store refused the time as no safe integer: the
+      // refusal was reported, and nothing blocked the limiter.
+      const view = await store.limiterView("m", Date.now());
+      expect(errors).toEqual([]);
+      expect(view.blockedUntilMs).toBeGreaterThanOrEqual(before + blockMs);
+    },
+  );
+});
+
+describe("flow-control attacks: the pieces", () => {
+  it("RL5: rateLimitedFor answers whole milliseconds, rounded up, at most MAX_BLOCK_MS", () => {
+    const e = (headers: Record<string, string>) => ({ status: 429, headers });
+    expect(rateLimitedFor(e({ "retry-after-ms": "1.5" }))).toBe(2);
+    expect(rateLimitedFor(e({ "x-ratelimit-reset-tokens": "1.005s" }))).toBe(1005);
+    expect(rateLimitedFor(e({ "retry-after": "1e30" }))).toBe(MAX_BLOCK_MS);
+    expect(rateLimitedFor(e({ "retry-after-ms": "-5" }))).toBe(0);
   });
 });

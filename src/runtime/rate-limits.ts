@@ -20,7 +20,9 @@
  * RL5. A provider's 429 (an error with `status` 429) blocks the limiter for the whole fleet
  *      (S33) until its retry-after (`retry-after-ms`, `retry-after` in seconds or as a date, or
  *      OpenAI's `x-ratelimit-reset-*` durations, Anthropic's reset times), else for one second;
- *      the error goes on to the retry middleware.
+ *      the error goes on to the retry middleware. The time is whole milliseconds, rounded up, and
+ *      at most MAX_BLOCK_MS. (A hint of `1.005s` or `retry-after-ms: 1.5` gave a fractional time,
+ *      which the store refused: the refusal was only reported, and the fleet was not blocked.)
  * RL6. `rateLimits` is checked when the runtime is made (InvalidInputError); every process
  *      sharing the store must pass the same.
  * RL7. The wait is marked on the step's span (`loom.limiter.*` attributes): which limiter, how
@@ -77,6 +79,8 @@ const HOLD_MS = 10 * 60_000;
 /** The longest a waiter sleeps before it asks again (its place is kept for three of these). */
 const MAX_SLEEP_MS = 1000;
 const BLOCK_WITHOUT_HINT_MS = 1000;
+/** RL5: the longest a provider's hint blocks a limiter (a day; a larger hint is a broken one). */
+export const MAX_BLOCK_MS = 24 * 3_600_000;
 /** How much longer a waiter sleeps for each waiter in line before it (RL2). */
 const BEHIND_MS = 20;
 /** RL8: a request not on its way this long after its grant is taken to have arrived by then. */
@@ -305,6 +309,11 @@ function refuseNeverFits(claim: LimiterClaim, limit: RateLimit, effect: string):
 
 /** RL5: how long a provider's 429 asks the fleet to back off, or undefined for another error. */
 export function rateLimitedFor(error: unknown): number | undefined {
+  const ms = retryHintMs(error);
+  return ms === undefined ? undefined : Math.min(MAX_BLOCK_MS, Math.ceil(ms));
+}
+
+function retryHintMs(error: unknown): number | undefined {
   if (error === null || typeof error !== "object") return undefined;
   const e = error as { status?: unknown; headers?: unknown };
   if (e.status !== 429) return undefined;
