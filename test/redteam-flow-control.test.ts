@@ -135,6 +135,58 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
       expect(view.blockedUntilMs).toBeGreaterThanOrEqual(before + blockMs);
     },
   );
+
+  it("RL2: a cancel that lands while the call's ask is in flight withdraws its place; no later call waits behind it", async () => {
+    const base = open();
+    let asks = 0;
+    let inFlight: () => void = () => {};
+    const asking = new Promise<void>((resolve) => (inFlight = resolve));
+    let answer: () => void = () => {};
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    // The store holds b's second ask (its first as a waiter) until the test lets it answer.
+    const store = new Proxy(base, {
+      get(target, prop) {
+        if (prop === "reserve") {
+          return async (...args: Parameters<Store["reserve"]>) => {
+            if (args[2].executionId === "b" && ++asks === 2) {
+              inFlight();
+              await answered;
+            }
+            return target.reserve(...args);
+          };
+        }
+        const value: unknown = Reflect.get(target, prop);
+        return typeof value === "function" ? (value.bind(target) as unknown) : value;
+      },
+    });
+    const gates = new Map<string, () => void>();
+    const ran: string[] = [];
+    const effect: Effect<string, string> = {
+      name: "call",
+      limiter: () => ({ name: "m", inputTokens: 0, outputTokens: 1 }),
+      async run(id) {
+        ran.push(id);
+        await new Promise<void>((resolve) => gates.set(id, resolve));
+        return id;
+      },
+    };
+    const flow = flow$("rt-withdraw", async (ctx, id: string) =>
+      ctx.execute(effect, id, { retry: false }),
+    );
+    const r = rt(store, { rateLimits: { m: { concurrent: 1 } } }).registerFlow(flow);
+    const a = await r.start(flow, "a", { id: "a" });
+    await until(() => ran.includes("a"));
+    const b = await r.start(flow, "b", { id: "b" });
+    await asking;
+    await b.cancel("not needed");
+    answer();
+    expect((await b.result()).status).toBe("cancelled");
+    // Before RL2 withdrew on every way out, b's place stayed until its waitUntilMs (3 s).
+    await until(async () => (await store.limiterView("m", Date.now())).waiting.length === 0, 1000);
+    gates.get("a")?.();
+    expect((await a.result()).status).toBe("completed");
+    expect(ran).toEqual(["a"]);
+  });
 });
 
 describe("flow-control attacks: the pieces", () => {

@@ -10,7 +10,10 @@
  * RL2. Refused, it waits in the store's line (S31, first come first served across the fleet),
  *      asking again at the time the store says it could fit (later by 20 ms for each waiter before
  *      it), and at least every second, which keeps its place. The wait ends with the step's signal (a cancel, a deadline, the runtime
- *      closing): the place is withdrawn and the call never runs.
+ *      closing): the place is withdrawn and the call never runs, however the signal lands (while
+ *      it sleeps or while it asks; a grant that comes back after it is settled with no tokens).
+ *      (A signal that landed while an ask was in flight left the place in the store's line, where
+ *      it held back every later call of the fleet for up to three seconds.)
  * RL3. A call that could never fit (it alone asks more than a limit) is refused before it waits,
  *      with InvalidInputError naming the limit.
  * RL4. After the call, its reservation is settled (S32): an answered call with what it was metered
@@ -20,9 +23,8 @@
  * RL5. A provider's 429 (an error with `status` 429) blocks the limiter for the whole fleet
  *      (S33) until its retry-after (`retry-after-ms`, `retry-after` in seconds or as a date, or
  *      OpenAI's `x-ratelimit-reset-*` durations, Anthropic's reset times), else for one second;
- *      the error goes on to the retry middleware. The time is whole milliseconds, rounded up, and
- *      at most MAX_BLOCK_MS. (A hint of `1.005s` or `retry-after-ms: 1.5` gave a fractional time,
- *      which the store refused: the refusal was only reported, and the fleet was not blocked.)
+ *      the error goes on to the retry middleware. The time is read by retry-hints.ts (RH1: whole
+ *      milliseconds, at most a day).
  * RL6. `rateLimits` is checked when the runtime is made (InvalidInputError); every process
  *      sharing the store must pass the same.
  * RL7. The wait is marked on the step's span (`loom.limiter.*` attributes): which limiter, how
@@ -53,9 +55,12 @@
 import type { EffectMiddleware, LimiterClaim, MiddlewareContext } from "../effects/effect.ts";
 import type { Effect } from "../effects/effect.ts";
 import { InvalidInputError } from "../kernel/errors.ts";
-import type { LimiterStore, RateLimit } from "../store/spi.ts";
+import type { LimiterAnswer, LimiterStore, RateLimit } from "../store/spi.ts";
 import { randomIds } from "./system.ts";
 import { LimiterLine } from "./limiter-line.ts";
+import { rateLimitedFor } from "./retry-hints.ts";
+
+export { MAX_BLOCK_MS, rateLimitedFor } from "./retry-hints.ts";
 
 /** A limiter as `rateLimits` names it: per minute unless `windowMs` says otherwise. */
 export interface RateLimitOptions {
@@ -78,9 +83,6 @@ const KNOWN = ["rpm", "inputTpm", "outputTpm", "tpm", "concurrent", "windowMs"] 
 const HOLD_MS = 10 * 60_000;
 /** The longest a waiter sleeps before it asks again (its place is kept for three of these). */
 const MAX_SLEEP_MS = 1000;
-const BLOCK_WITHOUT_HINT_MS = 1000;
-/** RL5: the longest a provider's hint blocks a limiter (a day; a larger hint is a broken one). */
-export const MAX_BLOCK_MS = 24 * 3_600_000;
 /** How much longer a waiter sleeps for each waiter in line before it (RL2). */
 const BEHIND_MS = 20;
 /** RL8: a request not on its way this long after its grant is taken to have arrived by then. */
@@ -235,53 +237,68 @@ async function waitForGrant(
 ): Promise<void> {
   const since = deps.now();
   let firstPosition: number | undefined;
-  for (;;) {
-    ctx.signal.throwIfAborted();
-    const now = deps.now();
-    const answer = await deps.store
-      .reserve(
-        claim.name,
-        limit,
-        {
-          id,
-          executionId: ctx.executionId,
-          requests: 1,
-          inputTokens: claim.inputTokens,
-          outputTokens: claim.outputTokens,
-          holdUntilMs: now + (ctx.options.timeoutMs ?? HOLD_MS),
-          sentByMs: now + SENT_WITHIN_MS,
-          waitUntilMs: now + 3 * MAX_SLEEP_MS,
-        },
-        now,
-      )
-      .catch((e: unknown) => {
-        // RL11
-        const error = e instanceof Error ? e : new Error(String(e));
-        deps.stop(ctx.executionId, error);
-        throw error;
-      });
-    if (answer.granted) {
-      if (firstPosition !== undefined) {
-        ctx.annotate?.({
-          "loom.limiter.name": claim.name,
-          "loom.limiter.wait_ms": deps.now() - since,
-          "loom.limiter.position": firstPosition,
-        });
+  // RL2: whether the store holds a place of this call's, to withdraw however the wait ends.
+  let placed = false;
+  try {
+    for (;;) {
+      ctx.signal.throwIfAborted();
+      const answer = await reserveOnce(deps, claim, limit, id, ctx);
+      if (answer.granted) {
+        placed = false;
+        if (ctx.signal.aborted) {
+          // RL2: ended while the grant was on its way: the call never runs, its tokens go back.
+          const none = { inputTokens: 0, outputTokens: 0 };
+          await deps.store.settle(claim.name, id, none, deps.now()).catch(deps.report);
+          ctx.signal.throwIfAborted();
+        }
+        if (firstPosition !== undefined) {
+          ctx.annotate?.({
+            "loom.limiter.name": claim.name,
+            "loom.limiter.wait_ms": deps.now() - since,
+            "loom.limiter.position": firstPosition,
+          });
+        }
+        return;
       }
-      return;
-    }
-    firstPosition ??= answer.position;
-    // Those further back ask less often: the line moves one grant at a time, and every ask
-    // takes the limiter's lock (RL2).
-    const back = answer.position * BEHIND_MS;
-    const sleep = Math.min(MAX_SLEEP_MS, Math.max(1, answer.retryAtMs - now, back));
-    try {
+      placed = true;
+      firstPosition ??= answer.position;
+      // Those further back ask less often: the line moves one grant at a time, and every ask
+      // takes the limiter's lock (RL2).
+      const back = answer.position * BEHIND_MS;
+      const sleep = Math.min(MAX_SLEEP_MS, Math.max(1, answer.retryAtMs - deps.now(), back));
       await sleepUnless(ctx.signal, sleep);
-    } catch (e) {
-      await deps.store.withdraw(claim.name, id).catch((e: unknown) => deps.report(e));
-      throw e;
     }
+  } catch (e) {
+    if (placed) await deps.store.withdraw(claim.name, id).catch(deps.report);
+    throw e;
   }
+}
+
+/** One ask of the store (RL2); a store's failure stops the run (RL11). */
+async function reserveOnce(
+  deps: RateLimitDeps,
+  claim: LimiterClaim,
+  limit: RateLimit,
+  id: string,
+  ctx: MiddlewareContext,
+): Promise<LimiterAnswer> {
+  const now = deps.now();
+  const ask = {
+    id,
+    executionId: ctx.executionId,
+    requests: 1,
+    inputTokens: claim.inputTokens,
+    outputTokens: claim.outputTokens,
+    holdUntilMs: now + (ctx.options.timeoutMs ?? HOLD_MS),
+    sentByMs: now + SENT_WITHIN_MS,
+    waitUntilMs: now + 3 * MAX_SLEEP_MS,
+  };
+  return deps.store.reserve(claim.name, limit, ask, now).catch((e: unknown) => {
+    // RL11
+    const error = e instanceof Error ? e : new Error(String(e));
+    deps.stop(ctx.executionId, error);
+    throw error;
+  });
 }
 
 /** RL3, RL12 */
@@ -307,64 +324,13 @@ function refuseNeverFits(claim: LimiterClaim, limit: RateLimit, effect: string):
   over(claim.inputTokens + claim.outputTokens, limit.tokens, "tokens");
 }
 
-/** RL5: how long a provider's 429 asks the fleet to back off, or undefined for another error. */
-export function rateLimitedFor(error: unknown): number | undefined {
-  const ms = retryHintMs(error);
-  return ms === undefined ? undefined : Math.min(MAX_BLOCK_MS, Math.ceil(ms));
-}
-
-function retryHintMs(error: unknown): number | undefined {
-  if (error === null || typeof error !== "object") return undefined;
-  const e = error as { status?: unknown; headers?: unknown };
-  if (e.status !== 429) return undefined;
-  const header = headerReader(e.headers);
-  const ms = header("retry-after-ms");
-  if (ms !== undefined && Number.isFinite(Number(ms))) return Math.max(0, Number(ms));
-  const after = header("retry-after");
-  if (after !== undefined) {
-    const seconds = Number(after);
-    if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
-    const date = Date.parse(after);
-    if (Number.isFinite(date)) return Math.max(0, date - Date.now());
-  }
-  const resets = ["x-ratelimit-reset-tokens", "x-ratelimit-reset-requests"]
-    .map((h) => durationMs(header(h)))
-    .filter((v): v is number => v !== undefined);
-  for (const kind of ["requests", "tokens", "input-tokens", "output-tokens"]) {
-    const at = Date.parse(header(`anthropic-ratelimit-${kind}-reset`) ?? "");
-    if (Number.isFinite(at)) resets.push(Math.max(0, at - Date.now()));
-  }
-  if (resets.length > 0) return Math.max(...resets);
-  return BLOCK_WITHOUT_HINT_MS;
-}
-
-function headerReader(headers: unknown): (name: string) => string | undefined {
-  if (headers === null || typeof headers !== "object") return () => undefined;
-  const h = headers as { get?: unknown } & Record<string, unknown>;
-  if (typeof h.get === "function") {
-    const get = h.get as (this: unknown, name: string) => unknown;
-    return (name) => {
-      const v = get.call(headers, name);
-      return typeof v === "string" ? v : undefined;
-    };
-  }
-  return (name) => {
-    const v = h[name];
-    return typeof v === "string" ? v : undefined;
-  };
-}
-
-/** OpenAI's reset durations: `1s`, `6m0s`, `12ms`, `1h2m3.5s`. */
-function durationMs(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/gu)];
-  if (parts.length === 0) return undefined;
-  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-  return parts.reduce((sum, [, n, u]) => sum + Number(n) * (unit[u ?? "ms"] ?? 1), 0);
-}
-
 function sleepUnless(signal: AbortSignal, ms: number): Promise<void> {
   return new Promise((resolve, reject) => {
+    // An aborted signal fires no more events: it would have slept the whole time.
+    if (signal.aborted) {
+      reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
+      return;
+    }
     const onAbort = () => {
       clearTimeout(timer);
       reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
