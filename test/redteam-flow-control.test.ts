@@ -1,7 +1,8 @@
 /**
  * Red-team regressions for flow control (issue 26), on the memory and SQLite stores: each test
  * is an attack that once broke a promise of docs/flow-control.md, pinned with the invariant its
- * fix states (runtime/rate-limits.ts RL5, RL12, runtime/debounce.ts DB1, DB5).
+ * fix states: runtime/rate-limits.ts RL2, RL12, runtime/retry-hints.ts RH1 (RL5), runtime/fork.ts
+ * V8, runtime/debounce.ts DB1, DB5.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -186,6 +187,30 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
     gates.get("a")?.();
     expect((await a.result()).status).toBe("completed");
     expect(ran).toEqual(["a"]);
+  });
+
+  it("V8: a fork of a queued execution started with a dedupe key waits in the queue; the key stays its origin's", async () => {
+    const store = open();
+    const ran: string[] = [];
+    const f = flow$(
+      "rt-fork-dedupe",
+      async (ctx, n: number) => {
+        await ctx.run("see", () => ran.push(ctx.executionId));
+        return n;
+      },
+      { queue: "q-fork" },
+    );
+    const r = rt(store, { background: false }).registerFlow(f);
+    await r.start(f, 1, { id: "orig", dedupe: "job-1" });
+    // Before V8 the fork carried the key, and S27 refused it while its origin waited.
+    const forked = await r.fork("orig", 0, "forked");
+    expect((await r.getState("forked")).status).toBe("queued");
+    const again = await r.start(f, 2, { id: "again", dedupe: "job-1" }).catch((e: unknown) => e);
+    expect(isLoomError(again, "LOOM_QUEUE_DUPLICATE")).toBe(true);
+    rt(store, { queues: { "q-fork": { concurrency: 1 } } }).registerFlow(f);
+    expect(await forked.result()).toMatchObject({ status: "completed", output: 1 });
+    await until(() => ran.length === 2);
+    expect(ran.sort()).toEqual(["forked", "orig"]);
   });
 });
 
