@@ -2,7 +2,7 @@
  * Red-team regressions for flow control (issue 26), on the memory and SQLite stores: each test
  * is an attack that once broke a promise of docs/flow-control.md, pinned with the invariant its
  * fix states: runtime/rate-limits.ts RL2, RL12, runtime/retry-hints.ts RH1 (RL5), runtime/fork.ts
- * V8, runtime/debounce.ts DB1, DB5.
+ * V8, runtime/debounce.ts DB1, DB5, runtime/queues.ts QU4.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -211,6 +211,30 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
     expect(await forked.result()).toMatchObject({ status: "completed", output: 1 });
     await until(() => ran.length === 2);
     expect(ran.sort()).toEqual(["forked", "orig"]);
+  });
+
+  it("QU4: a queue key or dedupe key with a lone surrogate is refused before anything is recorded", async () => {
+    const store = open();
+    const f = flow$("rt-keys", async (_ctx, n: number) => n, { queue: "q-keys" });
+    const r = rt(store, { background: false }).registerFlow(f);
+    // On PostgreSQL both were U+FFFD: one key, whose dedupe refused the other's start.
+    for (const [i, options] of [{ key: "\ud800" }, { dedupe: "a\udc00" }].entries()) {
+      const refused = await r.start(f, i, { id: `bad-${i}`, ...options }).catch((e: unknown) => e);
+      expect(isLoomError(refused, "LOOM_INVALID_INPUT")).toBe(true);
+      expect(await store.head(`bad-${i}`)).toBe(-1);
+    }
+    // Keys shaped like SQL or LIKE patterns, or any well-formed text, are keys like any other.
+    for (const [i, key] of ["'; DROP TABLE executions; --", "%", "_", "日本語🙂", " "].entries()) {
+      await r.start(f, i, { id: `ok-${i}`, key, dedupe: key });
+    }
+    const view = await store.queueView("q-keys", { nowMs: Date.now(), limit: 10 });
+    expect(view.waiting.map((w) => w.key)).toEqual([
+      "'; DROP TABLE executions; --",
+      "%",
+      "_",
+      "日本語🙂",
+      " ",
+    ]);
   });
 });
 

@@ -8,6 +8,8 @@ import type { QueueLimits } from "../store/spi.ts";
 import type { Flow, FlowQueue, FlowQueueChecked, StartQueueOptions } from "./contract.ts";
 
 const NAME = /^[\w.:/@-]{1,200}$/u;
+/** A UTF-16 surrogate with no pair (in `u` mode a pair is one code point, which this misses). */
+const LONE_SURROGATE = /\p{Cs}/u;
 
 /** debounce.ts DB5: the prefix of a debounced start's dedupe keys, which no start's own may take. */
 export const DEBOUNCE_PREFIX = "debounce:";
@@ -116,6 +118,10 @@ function checkedName(value: unknown, what: string): string {
 function checkedKey(value: unknown, what: string): string {
   if (typeof value !== "string" || value.length === 0 || value.length > 500) {
     throw new InvalidInputError(`${what} must be a string of 1 to 500 characters`);
+  }
+  // QU4: the SQL stores keep UTF-8, where every lone surrogate is U+FFFD: two keys would be one.
+  if (LONE_SURROGATE.test(value)) {
+    throw new InvalidInputError(`${what} must be well-formed Unicode (it holds a lone surrogate)`);
   }
   return value;
 }
