@@ -2,7 +2,7 @@
  * Red-team regressions for flow control (issue 26), on the memory and SQLite stores: each test
  * is an attack that once broke a promise of docs/flow-control.md, pinned with the invariant its
  * fix states: runtime/rate-limits.ts RL2, RL12, runtime/retry-hints.ts RH1 (RL5), runtime/fork.ts
- * V8, runtime/debounce.ts DB1, DB5, runtime/queues.ts QU4.
+ * V8, runtime/debounce.ts DB1, DB4, DB5, runtime/queues.ts QU4.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -235,6 +235,20 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
       "日本語🙂",
       " ",
     ]);
+  });
+
+  it("DB4: a debounce of fractional or huge ms is refused naming the option, before anything is recorded", async () => {
+    const store = open();
+    const f = flow$("rt-deb-ms", async (_ctx, n: number) => n, { queue: "q-ms" });
+    const r = rt(store, { background: false }).registerFlow(f);
+    for (const debounce of [
+      { key: "a", ms: 0.5 },
+      { key: "b", ms: 1e300 },
+      { key: "c", ms: 10, maxMs: 10.5 },
+    ]) {
+      await expect(r.start(f, 1, { debounce })).rejects.toThrow(/^debounce (ms|maxMs) must be/);
+    }
+    expect(await r.list({ status: ["queued"] })).toEqual([]);
   });
 });
 

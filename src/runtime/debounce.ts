@@ -19,7 +19,9 @@
  *      DB5 holds).
  * DB3. A start that finds the execution admitted or ended meanwhile starts a new one (DB1): no
  *      start is lost, and none joins an execution whose body already read its input.
- * DB4. The options are checked before anything is recorded (InvalidInputError).
+ * DB4. The options are checked before anything is recorded (InvalidInputError): `ms` and `maxMs`
+ *      are whole milliseconds up to MAX_WINDOW_MS. (A fractional or huge one reached the store,
+ *      whose refusal named neither the option nor the start.)
  * DB5. A start's own `dedupe` may not begin with `debounce:` (queue-options.ts): that prefix is
  *      the debounce's, so no execution started with a dedupe key has its input replaced.
  */
@@ -39,6 +41,8 @@ import type { RuntimeState } from "./runtime-state.ts";
 import { delay } from "./system.ts";
 
 const TRIES = 50;
+/** DB4: the longest debounce window (2^40 ms, about 35 years). */
+const MAX_WINDOW_MS = 2 ** 40;
 
 /** Whose a debounced start is (DB1): its key counts within these. */
 export interface DebounceScope {
@@ -149,16 +153,22 @@ function checkedDebounce(value: DebounceOptions): DebounceOptions {
   if (typeof value.key !== "string" || value.key.length === 0 || value.key.length > 400) {
     throw new InvalidInputError("debounce key must be a string of 1 to 400 characters");
   }
+  // A window past MAX_WINDOW_MS would put its time past what a store keeps (a safe integer).
   const ms = value.ms;
-  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
-    throw new InvalidInputError(`debounce ms must be a finite number >= 0, got ${String(ms)}`);
+  if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_WINDOW_MS) {
+    throw new InvalidInputError(
+      `debounce ms must be a whole number of milliseconds from 0 to ${MAX_WINDOW_MS}, got ${String(ms)}`,
+    );
   }
   const out: DebounceOptions = { key: value.key, ms };
   if (value.maxMs !== undefined) {
-    if (typeof value.maxMs !== "number" || !Number.isFinite(value.maxMs) || value.maxMs < ms) {
-      throw new InvalidInputError(`debounce maxMs must be a finite number >= ms`);
+    const max = value.maxMs;
+    if (typeof max !== "number" || !Number.isSafeInteger(max) || max < ms || max > MAX_WINDOW_MS) {
+      throw new InvalidInputError(
+        `debounce maxMs must be a whole number of milliseconds from ms to ${MAX_WINDOW_MS}, got ${String(max)}`,
+      );
     }
-    out.maxMs = value.maxMs;
+    out.maxMs = max;
   }
   return out;
 }
