@@ -1,7 +1,7 @@
 /**
  * Red-team regressions for flow control (issue 26), on the memory and SQLite stores: each test
  * is an attack that once broke a promise of docs/flow-control.md, pinned with the invariant its
- * fix states: runtime/rate-limits.ts RL2, RL12, runtime/retry-hints.ts RH1 (RL5), runtime/fork.ts
+ * fix states: runtime/rate-limits.ts RL2, RL4, RL12, runtime/retry-hints.ts RH1 (RL5), runtime/fork.ts
  * V8, runtime/debounce.ts DB1, DB4, DB5, runtime/queues.ts QU4.
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -21,6 +21,17 @@ const STORES = [
   { kind: "memory", open: (): Store => memoryStore() },
   { kind: "sqlite", open: (): Store => sqliteStore(join(dir, `r${files++}.db`)) },
 ];
+
+/** `base` with some of its methods replaced (a store that fails or stalls on cue). */
+function overridden(base: Store, methods: Partial<Store>): Store {
+  return new Proxy(base, {
+    get(target, prop) {
+      if (Object.hasOwn(methods, prop)) return Reflect.get(methods, prop) as unknown;
+      const value: unknown = Reflect.get(target, prop);
+      return typeof value === "function" ? (value.bind(target) as unknown) : value;
+    },
+  });
+}
 
 describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
   const rt = runtimes();
@@ -145,19 +156,13 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
     let answer: () => void = () => {};
     const answered = new Promise<void>((resolve) => (answer = resolve));
     // The store holds b's second ask (its first as a waiter) until the test lets it answer.
-    const store = new Proxy(base, {
-      get(target, prop) {
-        if (prop === "reserve") {
-          return async (...args: Parameters<Store["reserve"]>) => {
-            if (args[2].executionId === "b" && ++asks === 2) {
-              inFlight();
-              await answered;
-            }
-            return target.reserve(...args);
-          };
+    const store = overridden(base, {
+      async reserve(...args) {
+        if (args[2].executionId === "b" && ++asks === 2) {
+          inFlight();
+          await answered;
         }
-        const value: unknown = Reflect.get(target, prop);
-        return typeof value === "function" ? (value.bind(target) as unknown) : value;
+        return base.reserve(...args);
       },
     });
     const gates = new Map<string, () => void>();
@@ -249,6 +254,35 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
       await expect(r.start(f, 1, { debounce })).rejects.toThrow(/^debounce (ms|maxMs) must be/);
     }
     expect(await r.list({ status: ["queued"] })).toEqual([]);
+  });
+
+  it("RL4: a settle the store fails once is asked again; the call's concurrent slot is not held for its whole hold", async () => {
+    const base = open();
+    let failures = 0;
+    const errors: Error[] = [];
+    const store = overridden(base, {
+      async settle(...args) {
+        if (failures++ === 0) throw new Error("connection reset");
+        return base.settle(...args);
+      },
+    });
+    const effect: Effect<string, string> = {
+      name: "call",
+      limiter: () => ({ name: "m", inputTokens: 0, outputTokens: 1 }),
+      async run(id) {
+        return id;
+      },
+    };
+    const flow = flow$("rt-settle", async (ctx, id: string) =>
+      ctx.execute(effect, id, { retry: false }),
+    );
+    const r = rt(store, { rateLimits: { m: { concurrent: 1 } }, onError: (e) => errors.push(e) });
+    r.registerFlow(flow);
+    expect((await (await r.start(flow, "a")).result()).status).toBe("completed");
+    // Before RL4 asked again, a's grant held the only slot for HOLD_MS (ten minutes): b waited.
+    expect((await base.limiterView("m", Date.now())).inFlight).toBe(0);
+    expect((await (await r.start(flow, "b")).result()).status).toBe("completed");
+    expect(errors).toEqual([]);
   });
 });
 

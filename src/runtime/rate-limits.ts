@@ -19,7 +19,11 @@
  * RL4. After the call, its reservation is settled (S32): an answered call with what it was metered
  *      (fewer tokens than it reserved give the rest back to the window); a call the provider
  *      refused (429) with nothing; any other end (aborted mid-stream, failed) with at least what
- *      it reserved, which the provider may have counted when the request arrived.
+ *      it reserved, which the provider may have counted when the request arrived. A settle the
+ *      store fails is asked again after SETTLE_RETRY_MS (a settle of a settled id does nothing,
+ *      S32) before the failure is reported: an unsettled grant holds its `concurrent` slot until
+ *      its hold ends, ten minutes for a step with no timeout. (One lost settle held a limiter of
+ *      `concurrent: 1` shut for the whole fleet that long.)
  * RL5. A provider's 429 (an error with `status` 429) blocks the limiter for the whole fleet
  *      (S33) until its retry-after (`retry-after-ms`, `retry-after` in seconds or as a date, or
  *      OpenAI's `x-ratelimit-reset-*` durations, Anthropic's reset times), else for one second;
@@ -55,8 +59,8 @@
 import type { EffectMiddleware, LimiterClaim, MiddlewareContext } from "../effects/effect.ts";
 import type { Effect } from "../effects/effect.ts";
 import { InvalidInputError } from "../kernel/errors.ts";
-import type { LimiterAnswer, LimiterStore, RateLimit } from "../store/spi.ts";
-import { randomIds } from "./system.ts";
+import type { LimiterAnswer, LimiterStore, LimiterUse, RateLimit } from "../store/spi.ts";
+import { delay, randomIds } from "./system.ts";
 import { LimiterLine } from "./limiter-line.ts";
 import { rateLimitedFor } from "./retry-hints.ts";
 
@@ -85,6 +89,8 @@ const HOLD_MS = 10 * 60_000;
 const MAX_SLEEP_MS = 1000;
 /** How much longer a waiter sleeps for each waiter in line before it (RL2). */
 const BEHIND_MS = 20;
+/** RL4: the waits before a failed settle is asked again. */
+const SETTLE_RETRY_MS = [100, 1000];
 /** RL8: a request not on its way this long after its grant is taken to have arrived by then. */
 export const SENT_WITHIN_MS = 5000;
 
@@ -198,11 +204,22 @@ export function rateLimitMiddleware(deps: RateLimitDeps): EffectMiddleware {
       }
       throw e;
     } finally {
-      await deps.store
-        .settle(claim.name, id, settled(claim, ctx, outcome), deps.now())
-        .catch((e: unknown) => deps.report(e));
+      await settle(deps, claim.name, id, settled(claim, ctx, outcome));
     }
   };
+}
+
+/** RL4: the settle, asked again after each of SETTLE_RETRY_MS, then reported. */
+async function settle(deps: RateLimitDeps, limiter: string, id: string, used: LimiterUse) {
+  for (let i = 0; ; i++) {
+    try {
+      return await deps.store.settle(limiter, id, used, deps.now());
+    } catch (e) {
+      const wait = SETTLE_RETRY_MS[i];
+      if (wait === undefined) return deps.report(e);
+      await delay(wait);
+    }
+  }
 }
 
 /**
