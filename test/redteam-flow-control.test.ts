@@ -284,6 +284,18 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
     expect((await (await r.start(flow, "b")).result()).status).toBe("completed");
     expect(errors).toEqual([]);
   });
+
+  it("QU4: a flow's queue key(input) that throws refuses the start with InvalidInputError, recording nothing", async () => {
+    const store = open();
+    const f = flow$("rt-key-throws", async () => 1, {
+      queue: { name: "q-kt", key: (input: { user?: { id: string } }) => input.user!.id },
+    });
+    const r = rt(store, { background: false }).registerFlow(f);
+    const refused = await r.start(f, {}, { id: "kt" }).catch((e: unknown) => e);
+    // Before, the start threw the key function's own TypeError.
+    expect(isLoomError(refused, "LOOM_INVALID_INPUT")).toBe(true);
+    expect(await store.head("kt")).toBe(-1);
+  });
 });
 
 describe("flow-control attacks: the pieces", () => {

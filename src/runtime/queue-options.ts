@@ -93,7 +93,7 @@ export function queueMarkOf(
         ? (own?.priority ?? 0)
         : priority(options.priority, "start option"),
   };
-  const key = options.key ?? (own?.key && name === own.name ? own.key(input) : undefined);
+  const key = options.key ?? (own?.key && name === own.name ? keyOf(own.key, input) : undefined);
   if (key !== undefined) mark.key = checkedKey(key, "queue key");
   if (options.dedupe !== undefined) {
     mark.dedupe = checkedKey(options.dedupe, "dedupe key");
@@ -104,6 +104,16 @@ export function queueMarkOf(
     }
   }
   return mark;
+}
+
+/** QU4: a flow's `key(input)`, whose throw is the start's InvalidInputError. */
+function keyOf(key: (input: unknown) => string, input: unknown): unknown {
+  try {
+    return key(input);
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new InvalidInputError(`the flow's queue key(input) threw: ${why}`);
+  }
 }
 
 function checkedName(value: unknown, what: string): string {

@@ -15,7 +15,8 @@
  *      after; nothing ran.
  * QU4. A queue's limits are the runtime's `queues` option (every process sharing the store must
  *      agree); a queue it does not name is unlimited. Limits, a start's queue options and a
- *      flow's are checked before anything is recorded (InvalidInputError). A key or dedupe key is
+ *      flow's are checked before anything is recorded (InvalidInputError, also for a flow's
+ *      `key(input)` that throws, which was its raw TypeError). A key or dedupe key is
  *      well-formed Unicode: the SQL stores keep UTF-8, which turns every lone surrogate into
  *      U+FFFD, so on PostgreSQL "\ud800" and "\udc00" were one key (one's dedupe refused the
  *      other's start, and they shared a key's slots) while the memory store kept them apart.
