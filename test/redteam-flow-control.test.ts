@@ -1,14 +1,14 @@
 /**
  * Red-team regressions for flow control (issue 26), on the memory and SQLite stores: each test
  * is an attack that once broke a promise of docs/flow-control.md, pinned with the invariant its
- * fix states: runtime/rate-limits.ts RL2, RL4, RL12, runtime/retry-hints.ts RH1 (RL5), runtime/fork.ts
+ * fix states: runtime/rate-limits.ts RL2, RL4, RL6, RL12, runtime/retry-hints.ts RH1 (RL5), runtime/fork.ts
  * V8, runtime/debounce.ts DB1, DB4, DB5, runtime/queues.ts QU4.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { flow$, memoryStore, type Effect, type Store } from "../src/index.ts";
+import { createRuntime, flow$, memoryStore, type Effect, type Store } from "../src/index.ts";
 import { sqliteStore } from "../src/store/sqlite/index.ts";
 import { isLoomError } from "../src/kernel/errors.ts";
 import { MAX_BLOCK_MS, rateLimitedFor } from "../src/runtime/rate-limits.ts";
@@ -305,5 +305,14 @@ describe("flow-control attacks: the pieces", () => {
     expect(rateLimitedFor(e({ "x-ratelimit-reset-tokens": "1.005s" }))).toBe(1005);
     expect(rateLimitedFor(e({ "retry-after": "1e30" }))).toBe(MAX_BLOCK_MS);
     expect(rateLimitedFor(e({ "retry-after-ms": "-5" }))).toBe(0);
+  });
+
+  it("RL6: a limiter's name with NUL or a lone surrogate is refused when the runtime is made", () => {
+    // On PostgreSQL a name with NUL failed every reserve: its calls' runs stopped for good (RL11).
+    for (const name of ["a\u0000b", "\ud800"]) {
+      expect(() =>
+        createRuntime({ store: memoryStore(), rateLimits: { [name]: { rpm: 5 } } }),
+      ).toThrow(/rate limiter's name/);
+    }
   });
 });

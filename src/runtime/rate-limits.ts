@@ -30,7 +30,9 @@
  *      the error goes on to the retry middleware. The time is read by retry-hints.ts (RH1: whole
  *      milliseconds, at most a day).
  * RL6. `rateLimits` is checked when the runtime is made (InvalidInputError); every process
- *      sharing the store must pass the same.
+ *      sharing the store must pass the same. A limiter's name is text every store keeps as it
+ *      is: no NUL, no lone surrogate. (On PostgreSQL a name with NUL failed every reserve, which
+ *      RL11 took for a store's failure: its calls' runs stopped at every recovery.)
  * RL7. The wait is marked on the step's span (`loom.limiter.*` attributes): which limiter, how
  *      long it waited, its place when it first waited.
  * RL9. Each call made reserves under an id of its own: two processes that both run one recorded
@@ -94,6 +96,9 @@ const SETTLE_RETRY_MS = [100, 1000];
 /** RL8: a request not on its way this long after its grant is taken to have arrived by then. */
 export const SENT_WITHIN_MS = 5000;
 
+/** RL6: text a SQL store keeps as it is (PostgreSQL refuses NUL; UTF-8 has no lone surrogate). */
+const TEXT = /^[^\0\p{Cs}]*$/u;
+
 /** RL6 */
 export function checkedRateLimits(
   value: Record<string, RateLimitOptions> | undefined,
@@ -104,8 +109,10 @@ export function checkedRateLimits(
   }
   const out: Record<string, RateLimit> = {};
   for (const [name, given] of Object.entries(value)) {
-    if (name.length === 0 || name.length > 200) {
-      throw new InvalidInputError(`a rate limiter's name must be 1 to 200 characters`);
+    if (name.length === 0 || name.length > 200 || !TEXT.test(name)) {
+      throw new InvalidInputError(
+        `a rate limiter's name must be 1 to 200 characters of well-formed Unicode without NUL, got ${JSON.stringify(name)}`,
+      );
     }
     if (given === null || typeof given !== "object" || Array.isArray(given)) {
       throw new InvalidInputError(`rate limiter "${name}" must be an object`);
