@@ -296,6 +296,27 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
     expect(isLoomError(refused, "LOOM_INVALID_INPUT")).toBe(true);
     expect(await store.head("kt")).toBe(-1);
   });
+
+  it("RL12: a step timeout of a fractional or huge number of ms does not stop the limited call's run", async () => {
+    const store = open();
+    const effect: Effect<null, string> = {
+      name: "timed",
+      limiter: () => ({ name: "m", inputTokens: 0, outputTokens: 0 }),
+      async run() {
+        return "ran";
+      },
+    };
+    const r = rt(store, { rateLimits: { m: { rpm: 100 } } });
+    for (const [i, timeoutMs] of [1500.5, 1e300].entries()) {
+      const flow = flow$(`rt-timeout-${i}`, async (ctx) =>
+        ctx.execute(effect, null, { retry: false, timeoutMs }),
+      );
+      r.registerFlow(flow);
+      const h = await r.start(flow, null);
+      // Before, the ask's holdUntilMs was no safe integer: the store refused it, the run stopped.
+      await until(async () => (await r.getState(h.id)).status === "completed");
+    }
+  });
 });
 
 describe("flow-control attacks: the pieces", () => {

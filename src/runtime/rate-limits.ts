@@ -56,7 +56,8 @@
  *      refusal is: token counts that are not non-negative safe integers are InvalidInputError.
  *      (A fractional or NaN count, or a maxTokens past 2^53 under a limiter with no token limit,
  *      reached the store, whose refusal RL11 took for a store's failure: the run stopped, and
- *      stopped again at every recovery.)
+ *      stopped again at every recovery.) The times an ask sends are safe integers whatever the
+ *      step's timeout (a fractional `timeoutMs: 1500.5`, or 1e300, did the same).
  */
 import type { EffectMiddleware, LimiterClaim, MiddlewareContext } from "../effects/effect.ts";
 import type { Effect } from "../effects/effect.ts";
@@ -313,7 +314,11 @@ async function reserveOnce(
     requests: 1,
     inputTokens: claim.inputTokens,
     outputTokens: claim.outputTokens,
-    holdUntilMs: now + (ctx.options.timeoutMs ?? HOLD_MS),
+    // RL12: a step's timeout may be fractional or past 2^53 (checkedDuration); a time is neither.
+    holdUntilMs: Math.min(
+      Number.MAX_SAFE_INTEGER,
+      now + Math.ceil(ctx.options.timeoutMs ?? HOLD_MS),
+    ),
     sentByMs: now + SENT_WITHIN_MS,
     waitUntilMs: now + 3 * MAX_SLEEP_MS,
   };
