@@ -2,7 +2,7 @@
  * Red-team regressions for flow control (issue 26), on the memory and SQLite stores: each test
  * is an attack that once broke a promise of docs/flow-control.md, pinned with the invariant its
  * fix states: runtime/rate-limits.ts RL2, RL4, RL6, RL12, runtime/retry-hints.ts RH1 (RL5), runtime/fork.ts
- * V8, runtime/debounce.ts DB1, DB4, DB5, runtime/queues.ts QU4.
+ * V8, runtime/debounce.ts DB1, DB4, DB5, runtime/queues.ts QU2, QU4.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -317,6 +317,20 @@ describe.each(STORES)("flow-control attacks on the $kind store", ({ open }) => {
       await until(async () => (await r.getState(h.id)).status === "completed");
     }
   });
+
+  it.each([{ maxActive: 2.5 }, { leaseTtlMs: 20_000.5 }])(
+    "QU2: a runtime made with %j admits its queued executions",
+    async (options) => {
+      const store = open();
+      const errors: Error[] = [];
+      const f = flow$("rt-room", async (_ctx, n: number) => n, { queue: "q-room" });
+      const r = rt(store, { ...options, onError: (e) => errors.push(e) }).registerFlow(f);
+      const h = await r.start(f, 7);
+      // Before, the store refused every admission (its room or lease time was no integer).
+      await until(async () => (await r.getState(h.id)).status === "completed");
+      expect(errors).toEqual([]);
+    },
+  );
 });
 
 describe("flow-control attacks: the pieces", () => {

@@ -10,6 +10,9 @@
  *      room this runtime has (`maxActive`) of the flows it has; each admitted execution gets its
  *      EXECUTION_ADMITTED appended under the lease the admission took, then is driven here. One
  *      that is no longer queued when loaded (cancelled meanwhile) gets its lease back untouched.
+ *      The room and the lease's time it asks with are whole numbers, whatever `maxActive` and
+ *      `leaseTtlMs` are (a runtime made with `maxActive: 2.5` or `leaseTtlMs: 20000.5` had every
+ *      admission refused by the store: its queued executions waited forever).
  * QU3. A crash between admission and the EXECUTION_ADMITTED append leaves the execution queued
  *      under a lease that expires: it holds its slot until then (S26), and is admitted again
  *      after; nothing ran.
@@ -40,14 +43,15 @@ export async function admitQueued(s: RuntimeState): Promise<string[]> {
   if (s.flows.size === 0) return admitted;
   const names = await s.store.queueNames();
   for (const queue of names) {
-    const room = Math.min(ADMIT_BATCH, s.maxActive - s.activeRuns());
+    // Whole numbers for the store (S26), whatever maxActive and leaseTtlMs are (QU2).
+    const room = Math.ceil(Math.min(ADMIT_BATCH, s.maxActive - s.activeRuns()));
     if (room <= 0 || s.closed) return admitted;
     const leases = await s.store.admitQueued(s.ownerId, {
       queue,
       limits: s.queues[queue] ?? {},
       flows: [...s.flows.keys()],
       limit: room,
-      ttlMs: s.leaseTtlMs,
+      ttlMs: Math.ceil(s.leaseTtlMs),
       nowMs: s.clock.now(),
     });
     for (const lease of leases) {
