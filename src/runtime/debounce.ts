@@ -4,26 +4,51 @@
  * one execution, which runs with the last input.
  *
  * Invariants (tests cite DB1..DB4):
- * DB1. The first start of a key records a queued execution whose dedupe key is `debounce:<key>`
- *      (store S27) and whose `notBeforeMs` is now + ms: it is not admitted before then (S26).
+ * DB1. The first start of a key records a queued execution whose dedupe key (store S27) is
+ *      `debounce:` and the JSON of [flow, principal, subject, key], and whose `notBeforeMs` is
+ *      now + ms: it is not admitted before then (S26). A key is its flow's, its principal's and its
+ *      subject's: starts of one key by another flow, principal or subject make executions of
+ *      their own. (A bare `debounce:<key>`, one per queue, let a start of another flow or another
+ *      principal replace the input of the execution it found: a body ran with another flow's
+ *      input, and a principal wrote into another's execution.)
  * DB2. A start of the key while that execution is still queued appends START_DEBOUNCED to it
  *      (its own input; `notBeforeMs` = the earlier of now + ms and the first start + maxMs) and
  *      answers its id: the last input wins. It appends under the execution's lease, which
- *      admission takes (S26), so never to one already admitted.
+ *      admission takes (S26), so never to one already admitted, and only to an execution of its
+ *      own flow, principal and subject (ExecutionConflictError otherwise: not reachable while
+ *      DB5 holds).
  * DB3. A start that finds the execution admitted or ended meanwhile starts a new one (DB1): no
  *      start is lost, and none joins an execution whose body already read its input.
- * DB4. The options are checked before anything is recorded (InvalidInputError).
+ * DB4. The options are checked before anything is recorded (InvalidInputError): `ms` and `maxMs`
+ *      are whole milliseconds up to MAX_WINDOW_MS. (A fractional or huge one reached the store,
+ *      whose refusal named neither the option nor the start.)
+ * DB5. A start's own `dedupe` may not begin with `debounce:` (queue-options.ts): that prefix is
+ *      the debounce's, so no execution started with a dedupe key has its input replaced.
  */
-import { InvalidInputError, isLoomError, LeaseHeldError } from "../kernel/errors.ts";
+import {
+  ExecutionConflictError,
+  InvalidInputError,
+  isLoomError,
+  LeaseHeldError,
+} from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import type { QueueMark } from "../kernel/queue.ts";
 import type { DebounceOptions } from "./contract.ts";
 import type { Flow } from "./flow.ts";
+import { DEBOUNCE_PREFIX } from "./queue-options.ts";
 import { create, deliver } from "./runtime-core.ts";
 import type { RuntimeState } from "./runtime-state.ts";
 import { delay } from "./system.ts";
 
 const TRIES = 50;
+/** DB4: the longest debounce window (2^40 ms, about 35 years). */
+const MAX_WINDOW_MS = 2 ** 40;
+
+/** Whose a debounced start is (DB1): its key counts within these. */
+export interface DebounceScope {
+  principal: string | undefined;
+  subject: string | undefined;
+}
 
 /** DB1..DB3: the id of the execution this start made or joined. */
 export async function debouncedStart(
@@ -34,9 +59,15 @@ export async function debouncedStart(
   payloadFor: (mark: QueueMark) => { [k: string]: Json },
   options: DebounceOptions,
   input: Json | undefined,
+  scope: DebounceScope,
 ): Promise<string> {
   const d = checkedDebounce(options);
-  const dedupe = `debounce:${d.key}`;
+  const dedupe = `${DEBOUNCE_PREFIX}${JSON.stringify([
+    flow.name,
+    scope.principal ?? null,
+    scope.subject ?? null,
+    d.key,
+  ])}`;
   for (let tries = 0; tries < TRIES; tries++) {
     const now = s.clock.now();
     const first: QueueMark = { ...mark, dedupe, notBeforeMs: now + d.ms };
@@ -49,7 +80,8 @@ export async function debouncedStart(
     } catch (e) {
       if (!isLoomError(e, "LOOM_QUEUE_DUPLICATE")) throw e;
       const existing = existingIdOf(e.details);
-      if (existing !== undefined && (await join(s, existing, dedupe, d, input, now))) {
+      const joining = { flow: flow.name, dedupe, ...scope };
+      if (existing !== undefined && (await join(s, existing, joining, d, input, now))) {
         return existing;
       }
     }
@@ -65,7 +97,7 @@ export async function debouncedStart(
 async function join(
   s: RuntimeState,
   existing: string,
-  dedupe: string,
+  joining: DebounceScope & { flow: string; dedupe: string },
   d: Required<Pick<DebounceOptions, "ms">> & DebounceOptions,
   input: Json | undefined,
   now: number,
@@ -77,7 +109,17 @@ async function join(
       s,
       existing,
       (state) => {
-        if (state.status !== "queued" || state._queue?.dedupe !== dedupe) return undefined;
+        if (state.status !== "queued" || state._queue?.dedupe !== joining.dedupe) return undefined;
+        if (
+          state.flow !== joining.flow ||
+          state._principal !== joining.principal ||
+          state._subject !== joining.subject
+        ) {
+          throw new ExecutionConflictError(
+            `a debounced start of flow "${joining.flow}" found execution "${existing}" under its key, of another flow, principal or subject`,
+            { executionId: existing },
+          );
+        }
         if (d.maxMs !== undefined) notBefore = Math.min(notBefore, state.startedAt + d.maxMs);
         joined = true;
         const payload: { [k: string]: Json } = { notBeforeMs: notBefore };
@@ -111,16 +153,22 @@ function checkedDebounce(value: DebounceOptions): DebounceOptions {
   if (typeof value.key !== "string" || value.key.length === 0 || value.key.length > 400) {
     throw new InvalidInputError("debounce key must be a string of 1 to 400 characters");
   }
+  // A window past MAX_WINDOW_MS would put its time past what a store keeps (a safe integer).
   const ms = value.ms;
-  if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) {
-    throw new InvalidInputError(`debounce ms must be a finite number >= 0, got ${String(ms)}`);
+  if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0 || ms > MAX_WINDOW_MS) {
+    throw new InvalidInputError(
+      `debounce ms must be a whole number of milliseconds from 0 to ${MAX_WINDOW_MS}, got ${String(ms)}`,
+    );
   }
   const out: DebounceOptions = { key: value.key, ms };
   if (value.maxMs !== undefined) {
-    if (typeof value.maxMs !== "number" || !Number.isFinite(value.maxMs) || value.maxMs < ms) {
-      throw new InvalidInputError(`debounce maxMs must be a finite number >= ms`);
+    const max = value.maxMs;
+    if (typeof max !== "number" || !Number.isSafeInteger(max) || max < ms || max > MAX_WINDOW_MS) {
+      throw new InvalidInputError(
+        `debounce maxMs must be a whole number of milliseconds from ms to ${MAX_WINDOW_MS}, got ${String(max)}`,
+      );
     }
-    out.maxMs = value.maxMs;
+    out.maxMs = max;
   }
   return out;
 }

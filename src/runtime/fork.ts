@@ -104,7 +104,9 @@ export async function writeFork(
   }
   // V1: one batch, with the new id's lease (fence 1): the fork exists whole or not at all.
   const spent = spentOf(state._resources);
+  // V8: in the origin's queue, without its dedupe key.
   const queue = queueOfBatch(events, state);
+  if (queue !== undefined) delete queue.dedupe;
   try {
     await deps.journal.append({
       executionId: newId,
@@ -118,8 +120,7 @@ export async function writeFork(
       ...(state._principal === undefined ? {} : { principal: state._principal }),
       ...(spent === undefined ? {} : { spent }),
       ...(state._subject === undefined ? {} : { subject: state._subject }),
-      // Its queue's columns: a fork of a queued execution waits in the queue; one of an admitted
-      // one counts in it (docs/flow-control.md).
+      // Its queue's columns (V8).
       ...(queue === undefined ? {} : { queue }),
     });
   } catch (e) {

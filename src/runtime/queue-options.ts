@@ -8,6 +8,11 @@ import type { QueueLimits } from "../store/spi.ts";
 import type { Flow, FlowQueue, FlowQueueChecked, StartQueueOptions } from "./contract.ts";
 
 const NAME = /^[\w.:/@-]{1,200}$/u;
+/** A UTF-16 surrogate with no pair (in `u` mode a pair is one code point, which this misses). */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** debounce.ts DB5: the prefix of a debounced start's dedupe keys, which no start's own may take. */
+export const DEBOUNCE_PREFIX = "debounce:";
 
 /** QU4: the runtime's `queues` option, checked. */
 export function checkedQueueLimits(
@@ -88,10 +93,27 @@ export function queueMarkOf(
         ? (own?.priority ?? 0)
         : priority(options.priority, "start option"),
   };
-  const key = options.key ?? (own?.key && name === own.name ? own.key(input) : undefined);
+  const key = options.key ?? (own?.key && name === own.name ? keyOf(own.key, input) : undefined);
   if (key !== undefined) mark.key = checkedKey(key, "queue key");
-  if (options.dedupe !== undefined) mark.dedupe = checkedKey(options.dedupe, "dedupe key");
+  if (options.dedupe !== undefined) {
+    mark.dedupe = checkedKey(options.dedupe, "dedupe key");
+    if (mark.dedupe.startsWith(DEBOUNCE_PREFIX)) {
+      throw new InvalidInputError(
+        `dedupe key ${JSON.stringify(mark.dedupe)}: keys beginning with "debounce:" are a debounced start's own`,
+      );
+    }
+  }
   return mark;
+}
+
+/** QU4: a flow's `key(input)`, whose throw is the start's InvalidInputError. */
+function keyOf(key: (input: unknown) => string, input: unknown): unknown {
+  try {
+    return key(input);
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    throw new InvalidInputError(`the flow's queue key(input) threw: ${why}`);
+  }
 }
 
 function checkedName(value: unknown, what: string): string {
@@ -106,6 +128,10 @@ function checkedName(value: unknown, what: string): string {
 function checkedKey(value: unknown, what: string): string {
   if (typeof value !== "string" || value.length === 0 || value.length > 500) {
     throw new InvalidInputError(`${what} must be a string of 1 to 500 characters`);
+  }
+  // QU4: the SQL stores keep UTF-8, where every lone surrogate is U+FFFD: two keys would be one.
+  if (LONE_SURROGATE.test(value)) {
+    throw new InvalidInputError(`${what} must be well-formed Unicode (it holds a lone surrogate)`);
   }
   return value;
 }

@@ -10,12 +10,19 @@
  *      room this runtime has (`maxActive`) of the flows it has; each admitted execution gets its
  *      EXECUTION_ADMITTED appended under the lease the admission took, then is driven here. One
  *      that is no longer queued when loaded (cancelled meanwhile) gets its lease back untouched.
+ *      The room and the lease's time it asks with are whole numbers, whatever `maxActive` and
+ *      `leaseTtlMs` are (a runtime made with `maxActive: 2.5` or `leaseTtlMs: 20000.5` had every
+ *      admission refused by the store: its queued executions waited forever).
  * QU3. A crash between admission and the EXECUTION_ADMITTED append leaves the execution queued
  *      under a lease that expires: it holds its slot until then (S26), and is admitted again
  *      after; nothing ran.
  * QU4. A queue's limits are the runtime's `queues` option (every process sharing the store must
  *      agree); a queue it does not name is unlimited. Limits, a start's queue options and a
- *      flow's are checked before anything is recorded (InvalidInputError).
+ *      flow's are checked before anything is recorded (InvalidInputError, also for a flow's
+ *      `key(input)` that throws, which was its raw TypeError). A key or dedupe key is
+ *      well-formed Unicode: the SQL stores keep UTF-8, which turns every lone surrogate into
+ *      U+FFFD, so on PostgreSQL "\ud800" and "\udc00" were one key (one's dedupe refused the
+ *      other's start, and they shared a key's slots) while the memory store kept them apart.
  * QU5. The duty is asked for again when a queued start is recorded here, when an execution of a
  *      queue ends here (a slot frees), at the earliest `notBeforeMs` it saw waiting, and on a
  *      fleet's queue wake; a lost ask costs a poll interval.
@@ -36,14 +43,15 @@ export async function admitQueued(s: RuntimeState): Promise<string[]> {
   if (s.flows.size === 0) return admitted;
   const names = await s.store.queueNames();
   for (const queue of names) {
-    const room = Math.min(ADMIT_BATCH, s.maxActive - s.activeRuns());
+    // Whole numbers for the store (S26), whatever maxActive and leaseTtlMs are (QU2).
+    const room = Math.ceil(Math.min(ADMIT_BATCH, s.maxActive - s.activeRuns()));
     if (room <= 0 || s.closed) return admitted;
     const leases = await s.store.admitQueued(s.ownerId, {
       queue,
       limits: s.queues[queue] ?? {},
       flows: [...s.flows.keys()],
       limit: room,
-      ttlMs: s.leaseTtlMs,
+      ttlMs: Math.ceil(s.leaseTtlMs),
       nowMs: s.clock.now(),
     });
     for (const lease of leases) {

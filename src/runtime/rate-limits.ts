@@ -10,19 +10,29 @@
  * RL2. Refused, it waits in the store's line (S31, first come first served across the fleet),
  *      asking again at the time the store says it could fit (later by 20 ms for each waiter before
  *      it), and at least every second, which keeps its place. The wait ends with the step's signal (a cancel, a deadline, the runtime
- *      closing): the place is withdrawn and the call never runs.
+ *      closing): the place is withdrawn and the call never runs, however the signal lands (while
+ *      it sleeps or while it asks; a grant that comes back after it is settled with no tokens).
+ *      (A signal that landed while an ask was in flight left the place in the store's line, where
+ *      it held back every later call of the fleet for up to three seconds.)
  * RL3. A call that could never fit (it alone asks more than a limit) is refused before it waits,
  *      with InvalidInputError naming the limit.
  * RL4. After the call, its reservation is settled (S32): an answered call with what it was metered
  *      (fewer tokens than it reserved give the rest back to the window); a call the provider
  *      refused (429) with nothing; any other end (aborted mid-stream, failed) with at least what
- *      it reserved, which the provider may have counted when the request arrived.
+ *      it reserved, which the provider may have counted when the request arrived. A settle the
+ *      store fails is asked again after SETTLE_RETRY_MS (a settle of a settled id does nothing,
+ *      S32) before the failure is reported: an unsettled grant holds its `concurrent` slot until
+ *      its hold ends, ten minutes for a step with no timeout. (One lost settle held a limiter of
+ *      `concurrent: 1` shut for the whole fleet that long.)
  * RL5. A provider's 429 (an error with `status` 429) blocks the limiter for the whole fleet
  *      (S33) until its retry-after (`retry-after-ms`, `retry-after` in seconds or as a date, or
  *      OpenAI's `x-ratelimit-reset-*` durations, Anthropic's reset times), else for one second;
- *      the error goes on to the retry middleware.
+ *      the error goes on to the retry middleware. The time is read by retry-hints.ts (RH1: whole
+ *      milliseconds, at most a day).
  * RL6. `rateLimits` is checked when the runtime is made (InvalidInputError); every process
- *      sharing the store must pass the same.
+ *      sharing the store must pass the same. A limiter's name is text every store keeps as it
+ *      is: no NUL, no lone surrogate. (On PostgreSQL a name with NUL failed every reserve, which
+ *      RL11 took for a store's failure: its calls' runs stopped at every recovery.)
  * RL7. The wait is marked on the step's span (`loom.limiter.*` attributes): which limiter, how
  *      long it waited, its place when it first waited.
  * RL9. Each call made reserves under an id of its own: two processes that both run one recorded
@@ -42,13 +52,22 @@
  *      execution's run, as a failed append does (run.ts R5): the attempt is not recorded as
  *      failed, and recovery drives the step again. A store's failure is never the step's outcome
  *      (the simulator's SIM10 found a lost reply of `reserve` recorded as STEP_FAILED).
+ * RL12. A claim on a limiter `rateLimits` names is checked before the call reserves, as RL3's
+ *      refusal is: token counts that are not non-negative safe integers are InvalidInputError.
+ *      (A fractional or NaN count, or a maxTokens past 2^53 under a limiter with no token limit,
+ *      reached the store, whose refusal RL11 took for a store's failure: the run stopped, and
+ *      stopped again at every recovery.) The times an ask sends are safe integers whatever the
+ *      step's timeout (a fractional `timeoutMs: 1500.5`, or 1e300, did the same).
  */
 import type { EffectMiddleware, LimiterClaim, MiddlewareContext } from "../effects/effect.ts";
 import type { Effect } from "../effects/effect.ts";
 import { InvalidInputError } from "../kernel/errors.ts";
-import type { LimiterStore, RateLimit } from "../store/spi.ts";
-import { randomIds } from "./system.ts";
+import type { LimiterAnswer, LimiterStore, LimiterUse, RateLimit } from "../store/spi.ts";
+import { delay, randomIds } from "./system.ts";
 import { LimiterLine } from "./limiter-line.ts";
+import { rateLimitedFor } from "./retry-hints.ts";
+
+export { MAX_BLOCK_MS, rateLimitedFor } from "./retry-hints.ts";
 
 /** A limiter as `rateLimits` names it: per minute unless `windowMs` says otherwise. */
 export interface RateLimitOptions {
@@ -71,11 +90,15 @@ const KNOWN = ["rpm", "inputTpm", "outputTpm", "tpm", "concurrent", "windowMs"] 
 const HOLD_MS = 10 * 60_000;
 /** The longest a waiter sleeps before it asks again (its place is kept for three of these). */
 const MAX_SLEEP_MS = 1000;
-const BLOCK_WITHOUT_HINT_MS = 1000;
 /** How much longer a waiter sleeps for each waiter in line before it (RL2). */
 const BEHIND_MS = 20;
+/** RL4: the waits before a failed settle is asked again. */
+const SETTLE_RETRY_MS = [100, 1000];
 /** RL8: a request not on its way this long after its grant is taken to have arrived by then. */
 export const SENT_WITHIN_MS = 5000;
+
+/** RL6: text a SQL store keeps as it is (PostgreSQL refuses NUL; UTF-8 has no lone surrogate). */
+const TEXT = /^[^\0\p{Cs}]*$/u;
 
 /** RL6 */
 export function checkedRateLimits(
@@ -87,8 +110,10 @@ export function checkedRateLimits(
   }
   const out: Record<string, RateLimit> = {};
   for (const [name, given] of Object.entries(value)) {
-    if (name.length === 0 || name.length > 200) {
-      throw new InvalidInputError(`a rate limiter's name must be 1 to 200 characters`);
+    if (name.length === 0 || name.length > 200 || !TEXT.test(name)) {
+      throw new InvalidInputError(
+        `a rate limiter's name must be 1 to 200 characters of well-formed Unicode without NUL, got ${JSON.stringify(name)}`,
+      );
     }
     if (given === null || typeof given !== "object" || Array.isArray(given)) {
       throw new InvalidInputError(`rate limiter "${name}" must be an object`);
@@ -187,11 +212,22 @@ export function rateLimitMiddleware(deps: RateLimitDeps): EffectMiddleware {
       }
       throw e;
     } finally {
-      await deps.store
-        .settle(claim.name, id, settled(claim, ctx, outcome), deps.now())
-        .catch((e: unknown) => deps.report(e));
+      await settle(deps, claim.name, id, settled(claim, ctx, outcome));
     }
   };
+}
+
+/** RL4: the settle, asked again after each of SETTLE_RETRY_MS, then reported. */
+async function settle(deps: RateLimitDeps, limiter: string, id: string, used: LimiterUse) {
+  for (let i = 0; ; i++) {
+    try {
+      return await deps.store.settle(limiter, id, used, deps.now());
+    } catch (e) {
+      const wait = SETTLE_RETRY_MS[i];
+      if (wait === undefined) return deps.report(e);
+      await delay(wait);
+    }
+  }
 }
 
 /**
@@ -226,57 +262,84 @@ async function waitForGrant(
 ): Promise<void> {
   const since = deps.now();
   let firstPosition: number | undefined;
-  for (;;) {
-    ctx.signal.throwIfAborted();
-    const now = deps.now();
-    const answer = await deps.store
-      .reserve(
-        claim.name,
-        limit,
-        {
-          id,
-          executionId: ctx.executionId,
-          requests: 1,
-          inputTokens: claim.inputTokens,
-          outputTokens: claim.outputTokens,
-          holdUntilMs: now + (ctx.options.timeoutMs ?? HOLD_MS),
-          sentByMs: now + SENT_WITHIN_MS,
-          waitUntilMs: now + 3 * MAX_SLEEP_MS,
-        },
-        now,
-      )
-      .catch((e: unknown) => {
-        // RL11
-        const error = e instanceof Error ? e : new Error(String(e));
-        deps.stop(ctx.executionId, error);
-        throw error;
-      });
-    if (answer.granted) {
-      if (firstPosition !== undefined) {
-        ctx.annotate?.({
-          "loom.limiter.name": claim.name,
-          "loom.limiter.wait_ms": deps.now() - since,
-          "loom.limiter.position": firstPosition,
-        });
+  // RL2: whether the store holds a place of this call's, to withdraw however the wait ends.
+  let placed = false;
+  try {
+    for (;;) {
+      ctx.signal.throwIfAborted();
+      const answer = await reserveOnce(deps, claim, limit, id, ctx);
+      if (answer.granted) {
+        placed = false;
+        if (ctx.signal.aborted) {
+          // RL2: ended while the grant was on its way: the call never runs, its tokens go back.
+          const none = { inputTokens: 0, outputTokens: 0 };
+          await deps.store.settle(claim.name, id, none, deps.now()).catch(deps.report);
+          ctx.signal.throwIfAborted();
+        }
+        if (firstPosition !== undefined) {
+          ctx.annotate?.({
+            "loom.limiter.name": claim.name,
+            "loom.limiter.wait_ms": deps.now() - since,
+            "loom.limiter.position": firstPosition,
+          });
+        }
+        return;
       }
-      return;
-    }
-    firstPosition ??= answer.position;
-    // Those further back ask less often: the line moves one grant at a time, and every ask
-    // takes the limiter's lock (RL2).
-    const back = answer.position * BEHIND_MS;
-    const sleep = Math.min(MAX_SLEEP_MS, Math.max(1, answer.retryAtMs - now, back));
-    try {
+      placed = true;
+      firstPosition ??= answer.position;
+      // Those further back ask less often: the line moves one grant at a time, and every ask
+      // takes the limiter's lock (RL2).
+      const back = answer.position * BEHIND_MS;
+      const sleep = Math.min(MAX_SLEEP_MS, Math.max(1, answer.retryAtMs - deps.now(), back));
       await sleepUnless(ctx.signal, sleep);
-    } catch (e) {
-      await deps.store.withdraw(claim.name, id).catch((e: unknown) => deps.report(e));
-      throw e;
     }
+  } catch (e) {
+    if (placed) await deps.store.withdraw(claim.name, id).catch(deps.report);
+    throw e;
   }
 }
 
-/** RL3 */
+/** One ask of the store (RL2); a store's failure stops the run (RL11). */
+async function reserveOnce(
+  deps: RateLimitDeps,
+  claim: LimiterClaim,
+  limit: RateLimit,
+  id: string,
+  ctx: MiddlewareContext,
+): Promise<LimiterAnswer> {
+  const now = deps.now();
+  const ask = {
+    id,
+    executionId: ctx.executionId,
+    requests: 1,
+    inputTokens: claim.inputTokens,
+    outputTokens: claim.outputTokens,
+    // RL12: a step's timeout may be fractional or past 2^53 (checkedDuration); a time is neither.
+    holdUntilMs: Math.min(
+      Number.MAX_SAFE_INTEGER,
+      now + Math.ceil(ctx.options.timeoutMs ?? HOLD_MS),
+    ),
+    sentByMs: now + SENT_WITHIN_MS,
+    waitUntilMs: now + 3 * MAX_SLEEP_MS,
+  };
+  return deps.store.reserve(claim.name, limit, ask, now).catch((e: unknown) => {
+    // RL11
+    const error = e instanceof Error ? e : new Error(String(e));
+    deps.stop(ctx.executionId, error);
+    throw error;
+  });
+}
+
+/** RL3, RL12 */
 function refuseNeverFits(claim: LimiterClaim, limit: RateLimit, effect: string): void {
+  for (const field of ["inputTokens", "outputTokens"] as const) {
+    const v: unknown = claim[field];
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+      throw new InvalidInputError(
+        `effect "${effect}" asks limiter "${claim.name}" for ${String(v)} ${field}: a claim's tokens must be a non-negative whole number`,
+      );
+    }
+  }
   const over = (asked: number, max: number | undefined, what: string) => {
     if (max !== undefined && asked > max) {
       throw new InvalidInputError(
@@ -290,59 +353,13 @@ function refuseNeverFits(claim: LimiterClaim, limit: RateLimit, effect: string):
   over(claim.inputTokens + claim.outputTokens, limit.tokens, "tokens");
 }
 
-/** RL5: how long a provider's 429 asks the fleet to back off, or undefined for another error. */
-export function rateLimitedFor(error: unknown): number | undefined {
-  if (error === null || typeof error !== "object") return undefined;
-  const e = error as { status?: unknown; headers?: unknown };
-  if (e.status !== 429) return undefined;
-  const header = headerReader(e.headers);
-  const ms = header("retry-after-ms");
-  if (ms !== undefined && Number.isFinite(Number(ms))) return Math.max(0, Number(ms));
-  const after = header("retry-after");
-  if (after !== undefined) {
-    const seconds = Number(after);
-    if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
-    const date = Date.parse(after);
-    if (Number.isFinite(date)) return Math.max(0, date - Date.now());
-  }
-  const resets = ["x-ratelimit-reset-tokens", "x-ratelimit-reset-requests"]
-    .map((h) => durationMs(header(h)))
-    .filter((v): v is number => v !== undefined);
-  for (const kind of ["requests", "tokens", "input-tokens", "output-tokens"]) {
-    const at = Date.parse(header(`anthropic-ratelimit-${kind}-reset`) ?? "");
-    if (Number.isFinite(at)) resets.push(Math.max(0, at - Date.now()));
-  }
-  if (resets.length > 0) return Math.max(...resets);
-  return BLOCK_WITHOUT_HINT_MS;
-}
-
-function headerReader(headers: unknown): (name: string) => string | undefined {
-  if (headers === null || typeof headers !== "object") return () => undefined;
-  const h = headers as { get?: unknown } & Record<string, unknown>;
-  if (typeof h.get === "function") {
-    const get = h.get as (this: unknown, name: string) => unknown;
-    return (name) => {
-      const v = get.call(headers, name);
-      return typeof v === "string" ? v : undefined;
-    };
-  }
-  return (name) => {
-    const v = h[name];
-    return typeof v === "string" ? v : undefined;
-  };
-}
-
-/** OpenAI's reset durations: `1s`, `6m0s`, `12ms`, `1h2m3.5s`. */
-function durationMs(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/gu)];
-  if (parts.length === 0) return undefined;
-  const unit: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-  return parts.reduce((sum, [, n, u]) => sum + Number(n) * (unit[u ?? "ms"] ?? 1), 0);
-}
-
 function sleepUnless(signal: AbortSignal, ms: number): Promise<void> {
   return new Promise((resolve, reject) => {
+    // An aborted signal fires no more events: it would have slept the whole time.
+    if (signal.aborted) {
+      reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
+      return;
+    }
     const onAbort = () => {
       clearTimeout(timer);
       reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));

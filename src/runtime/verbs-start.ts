@@ -112,7 +112,10 @@ async function startChecked(
       );
     }
     const made = (mark: QueueMark) => ({ ...payload, queue: queueMarkJson(mark) });
-    const at = await debouncedStart(s, registered, id, queue, made, options.debounce, json);
+    const at = await debouncedStart(s, registered, id, queue, made, options.debounce, json, {
+      principal,
+      subject,
+    });
     return handle(s, at, principal === undefined ? {} : { as: principal });
   }
   await s.tasks.exclusive(id, () =>
