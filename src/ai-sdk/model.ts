@@ -37,7 +37,7 @@ import { InvalidInputError, NotInFlowError } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
 import { checkedPrice, type ModelPrice } from "../kernel/prices.ts";
 import { CallPricing, finish, unpricedModel } from "../providers/pricing.ts";
-import type { LlmResult, LlmUsage } from "../providers/llm-core.ts";
+import { DEFAULT_MAX_TOKENS, type LlmResult, type LlmUsage } from "../providers/llm-core.ts";
 import { StreamSession } from "../providers/llm-core.ts";
 import type { StreamGuard } from "../providers/stream.ts";
 import { currentFlowScope, enableFlowScope } from "../runtime/flow-scope.ts";
@@ -200,6 +200,14 @@ function callEffect(
   };
 }
 
+/**
+ * AU3: the output a call asks for at most: its own, else what it reserved (DEFAULT_MAX_TOKENS),
+ * so a call without one cannot stream past its reservation (budgets, rate limits).
+ */
+function maxOutputOf(opts: LanguageModelV4CallOptions): number {
+  return opts.maxOutputTokens ?? DEFAULT_MAX_TOKENS;
+}
+
 /** AM3: the step's signal, and the SDK's when it passed one. */
 function signalOf(step: AbortSignal, sdk: AbortSignal | undefined): AbortSignal {
   return sdk === undefined ? step : AbortSignal.any([step, sdk]);
@@ -214,6 +222,7 @@ async function generated(
   const result = await model.doGenerate({
     ...opts,
     abortSignal: signalOf(ectx.signal, opts.abortSignal),
+    maxOutputTokens: maxOutputOf(opts),
   });
   pricing.answeredBy(result.response?.modelId);
   const text = result.content.map((c) => (c.type === "text" ? c.text : "")).join("");
@@ -237,6 +246,7 @@ async function streamed(
     const { stream } = await model.doStream({
       ...opts,
       abortSignal: signalOf(session.signal, opts.abortSignal),
+      maxOutputTokens: maxOutputOf(opts),
     });
     const reader = stream.getReader();
     try {

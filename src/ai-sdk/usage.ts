@@ -10,8 +10,8 @@
  * AU2. Usage maps as the native effects map their provider's: input tokens are those read
  *      neither from nor into the cache (`noCache`, else the total less both), beside the cache
  *      reads and writes; output is the total. A call whose usage reports no token count is
- *      metered from Loom's estimate (the prompt's and the text's characters / 4) and marked so.
- * AU3. A call reserves its prompt at characters / 4 and its `maxOutputTokens`
+ *      metered from Loom's estimate (`estimateTokens` of the prompt and the text) and marked so.
+ * AU3. A call reserves its prompt's `estimateTokens` and its `maxOutputTokens`
  *      (DEFAULT_MAX_TOKENS when it names none), priced as it would be metered.
  */
 import type {
@@ -23,28 +23,33 @@ import type { ModelPrice, PriceTable } from "../kernel/prices.ts";
 import type { ResourceDelta } from "../kernel/resources.ts";
 import { DEFAULT_MAX_TOKENS, type LlmUsage } from "../providers/llm-core.ts";
 import { CallPricing } from "../providers/pricing.ts";
-import { charsOver4 } from "../providers/stream.ts";
+import { estimateTokens } from "../providers/stream.ts";
 
 /** AU1 */
 export function providerIdOf(modelProvider: string, option: string | undefined): string {
   return option ?? modelProvider.split(".")[0] ?? modelProvider;
 }
 
-/** The characters of a prompt's text (its system text, text parts, tool calls and results). */
-export function promptChars(prompt: LanguageModelV4Prompt): number {
-  let chars = 0;
+/** A prompt's text (its system text, text parts, tool calls and results), for the estimate. */
+function promptText(prompt: LanguageModelV4Prompt): string {
+  const texts: string[] = [];
   for (const m of prompt) {
     if (typeof m.content === "string") {
-      chars += m.content.length;
+      texts.push(m.content);
       continue;
     }
     for (const part of m.content) {
-      if ("text" in part && typeof part.text === "string") chars += part.text.length;
-      else if (part.type === "tool-call") chars += JSON.stringify(part.input ?? null).length;
-      else if (part.type === "tool-result") chars += JSON.stringify(part.output ?? null).length;
+      if ("text" in part && typeof part.text === "string") texts.push(part.text);
+      else if (part.type === "tool-call") texts.push(JSON.stringify(part.input ?? null));
+      else if (part.type === "tool-result") texts.push(JSON.stringify(part.output ?? null));
     }
   }
-  return chars;
+  return texts.join("");
+}
+
+/** AU2, AU3: the prompt's tokens as Loom estimates them (providers/stream.ts). */
+export function promptTokens(prompt: LanguageModelV4Prompt): number {
+  return estimateTokens(promptText(prompt));
 }
 
 /** AU3 */
@@ -56,7 +61,7 @@ export function reservationOf(
   table: PriceTable | undefined,
 ): ResourceDelta {
   const tokens = {
-    input: Math.ceil(promptChars(options.prompt) / 4),
+    input: promptTokens(options.prompt),
     output: options.maxOutputTokens ?? DEFAULT_MAX_TOKENS,
   };
   const usd = new CallPricing(providerId, model, own, table).price(tokens)?.usd;
@@ -85,8 +90,8 @@ export function usageOf(usage: LanguageModelV4Usage | undefined): LlmUsage | und
 /** AU2: Loom's estimate of a call that reported no usage. */
 export function estimatedUsage(options: LanguageModelV4CallOptions, text: string): LlmUsage {
   return {
-    inputTokens: Math.ceil(promptChars(options.prompt) / 4),
-    outputTokens: charsOver4(text),
+    inputTokens: promptTokens(options.prompt),
+    outputTokens: estimateTokens(text),
     cacheReadTokens: 0,
     cacheWriteTokens: 0,
   };

@@ -17,7 +17,7 @@
  */
 import type Anthropic from "@anthropic-ai/sdk";
 import type { Effect, EffectContext, TaintingEffect } from "../effects/effect.ts";
-import { charsOver4 } from "./stream.ts";
+import { estimateTokens } from "./stream.ts";
 import { CallPricing, finish, pricedReservation, unpricedModel } from "./pricing.ts";
 import {
   annotateRequest,
@@ -230,7 +230,7 @@ async function streamed(
   // Cut short: the provider reported no final usage; what is known, the rest estimated
   // (nothing, when the call never got as far as its first event: no false zeros).
   call.throwIfCutShort(() => {
-    const output = reportedOutput ? usage.outputTokens : charsOver4(call.text);
+    const output = reportedOutput ? usage.outputTokens : estimateTokens(call.text);
     const input = usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens;
     return input > 0 || output > 0 ? { input, output } : undefined;
   });

@@ -18,6 +18,7 @@ export { type LiveDelta } from "../effects/deltas.ts";
 export {
   streamTokenBudget,
   charsOver4,
+  estimateTokens,
   type StreamGuard,
   type StreamProgress,
   type StreamTokenBudgetOptions,

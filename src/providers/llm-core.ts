@@ -5,7 +5,7 @@ import type { ResourceDelta, TokenCounts } from "../kernel/resources.ts";
 import { checkedTaintSource } from "../kernel/taint.ts";
 import { assertPeer, importPeer } from "../peers.ts";
 import type { EffectContext, LimiterClaim } from "../effects/effect.ts";
-import { charsOver4, type StreamGuard } from "./stream.ts";
+import { estimateTokens, type StreamGuard } from "./stream.ts";
 
 export type { LlmMessage, LlmToolCall, LlmUsage, PriceUsed } from "./llm-types.ts";
 import type { LlmMessage, LlmToolCall, LlmUsage, PriceUsed } from "./llm-types.ts";
@@ -123,9 +123,10 @@ export const DEFAULT_MAX_TOKENS = 1024;
  * it while the call runs, so parallel calls cannot together pass a token budget.
  */
 export function llmReservation(input: LlmInput): ResourceDelta {
-  let chars = input.system?.length ?? 0;
-  for (const m of input.messages) chars += m.content.length;
-  return { tokens: { input: Math.ceil(chars / 4), output: input.maxTokens ?? DEFAULT_MAX_TOKENS } };
+  const prompt = (input.system ?? "") + input.messages.map((m) => m.content).join("");
+  return {
+    tokens: { input: estimateTokens(prompt), output: input.maxTokens ?? DEFAULT_MAX_TOKENS },
+  };
 }
 
 /**
@@ -257,7 +258,7 @@ export class StreamSession {
 
   /** What the call has cost so far, as an estimate: input, and the text's characters / 4. */
   private soFar(): ResourceDelta | undefined {
-    const tokens = { input: this.inputTokens, output: charsOver4(this.text) };
+    const tokens = { input: this.inputTokens, output: estimateTokens(this.text) };
     if (tokens.input === 0 && tokens.output === 0) return undefined;
     return { tokens, ...this.pricing?.metered(tokens), estimated: true };
   }
@@ -357,7 +358,7 @@ export async function collectStream(
     }
   });
   call.throwIfCutShort((failed) =>
-    failed && call.text === "" ? undefined : { input, output: charsOver4(call.text) },
+    failed && call.text === "" ? undefined : { input, output: estimateTokens(call.text) },
   );
   return call.text;
 }

@@ -17,6 +17,7 @@ import { InvalidInputError } from "../kernel/errors.ts";
 import type { Effect, EffectContext, TaintingEffect } from "../effects/effect.ts";
 import { CallPricing, finish, pricedReservation, unpricedModel } from "./pricing.ts";
 import {
+  DEFAULT_MAX_TOKENS,
   annotateRequest,
   checkEffectOptions,
   llmLimiterClaim,
@@ -30,7 +31,7 @@ import {
   type LlmToolCall,
   type LlmUsage,
 } from "./llm-core.ts";
-import { charsOver4 } from "./stream.ts";
+import { estimateTokens } from "./stream.ts";
 
 export interface OpenAiEffectOptions extends LlmEffectBase {
   /** Optional: the effect is openai's by the subpath it comes from. */
@@ -114,7 +115,9 @@ function chatParams(options: OpenAiEffectOptions, input: LlmInput) {
   return {
     model: options.model,
     messages: [...system, ...turns],
-    ...(input.maxTokens === undefined ? {} : { max_completion_tokens: input.maxTokens }),
+    // The call's reservation (budgets, rate limits) holds its maxTokens: a request without one
+    // could stream past what was reserved for it, so it asks for at most what was reserved.
+    max_completion_tokens: input.maxTokens ?? DEFAULT_MAX_TOKENS,
     ...(input.tools === undefined
       ? {}
       : {
@@ -245,7 +248,8 @@ function responsesParams(options: OpenAiEffectOptions, input: LlmInput) {
     model: options.model,
     input: items,
     ...(input.system === undefined ? {} : { instructions: input.system }),
-    ...(input.maxTokens === undefined ? {} : { max_output_tokens: input.maxTokens }),
+    max_output_tokens: input.maxTokens ?? DEFAULT_MAX_TOKENS, // as chatParams'
+
     ...(input.tools === undefined
       ? {}
       : {
@@ -360,7 +364,9 @@ function promptTokensEstimate(input: LlmInput): number {
       ? m.content + JSON.stringify(m.toolCalls)
       : m.content,
   );
-  return charsOver4([...(input.system === undefined ? [] : [input.system]), ...parts].join("\n"));
+  return estimateTokens(
+    [...(input.system === undefined ? [] : [input.system]), ...parts].join("\n"),
+  );
 }
 
 /** The usage reported, or one estimated from the prompt and the text and marked as such. */
@@ -372,7 +378,7 @@ function usageOr(
   if (reported) return { usage: reported };
   const usage = {
     inputTokens: promptTokensEstimate(input),
-    outputTokens: charsOver4(text ?? ""),
+    outputTokens: estimateTokens(text ?? ""),
     cacheReadTokens: 0,
     cacheWriteTokens: 0,
   };
@@ -381,5 +387,5 @@ function usageOr(
 
 /** A cut-short call's estimate; none for one that failed before it streamed anything. */
 function estimateCutShort(failed: boolean, input: number, text: string) {
-  return failed && text === "" ? undefined : { input, output: charsOver4(text) };
+  return failed && text === "" ? undefined : { input, output: estimateTokens(text) };
 }
