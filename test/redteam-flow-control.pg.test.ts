@@ -66,4 +66,19 @@ describe("flow-control attacks on PostgreSQL", () => {
       "EXECUTION_CANCELLED",
     ]);
   });
+  it("L1: a member made with a fractional maxActive claims whole numbers of executions", async () => {
+    const store = await open();
+    const f = flow$("rt-room-pg", async (_ctx, n: number) => n);
+    const client = rt(store, { background: false }).registerFlow(f);
+    for (let i = 0; i < 3; i++) await client.start(f, i, { id: `room-${i}`, drive: false });
+    const errors: Error[] = [];
+    // Before, a claim asked the store for LIMIT 2.5 (or 0.5) rows, and PostgreSQL refused it.
+    rt(store, { maxActive: 2.5, pollIntervalMs: 20, onError: (e) => errors.push(e) }).registerFlow(
+      f,
+    );
+    for (let i = 0; i < 3; i++) {
+      await until(async () => (await client.getState(`room-${i}`)).status === "completed");
+    }
+    expect(errors).toEqual([]);
+  });
 });

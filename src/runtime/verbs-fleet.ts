@@ -266,7 +266,8 @@ async function claimRunnable(s: RuntimeState, fleet: FleetMember): Promise<strin
     const room = s.maxActive - s.activeRuns();
     // No room (maxActive), or nothing to drive: the rest is other members' (L1).
     if (room <= 0 || s.flows.size === 0) return recovered;
-    const limit = Math.min(CLAIM_BATCH, room) + skip;
+    // Whole rows for the store, whatever maxActive is (2.5 asked PostgreSQL for LIMIT 2.5).
+    const limit = Math.ceil(Math.min(CLAIM_BATCH, room)) + skip;
     const leases = await fleet.claim([...s.flows.keys()], limit);
     let driven = 0;
     for (const lease of leases) {
