@@ -212,7 +212,7 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
     });
     const r = chains(memoryStore(), { maxCarryBytes: 1000 }).registerFlow(f);
     const out = await (await r.start(f, null, { id: "ref-1" })).result();
-    expect(out.output).toEqual(["LOOM_PAYLOAD_TOO_LARGE", "LOOM_INVALID_INPUT"]);
+    expect(out.output).toEqual(["LOOM_PAYLOAD_TOO_LARGE", "LOOM_CONTINUE_AS_NEW_SCOPE_OPEN"]);
     expect(kinds(await r.readLog("ref-1"))).not.toContain("EXECUTION_CONTINUED");
     expect(await r.readLog("ref-1~1")).toEqual([]);
 
