@@ -17,12 +17,12 @@ import {
   step$,
   type AppendBatch,
   type Envelope,
-  type Json,
   type Runtime,
   type RuntimeOptions,
   type Store,
 } from "../src/index.ts";
 import { runtimes, until } from "./helpers.ts";
+import { forge, gated, waitForGeneration } from "./support/chains.ts";
 import { loadState } from "../src/runtime/load-state.ts";
 
 const rt = runtimes();
@@ -212,7 +212,7 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
     });
     const r = chains(memoryStore(), { maxCarryBytes: 1000 }).registerFlow(f);
     const out = await (await r.start(f, null, { id: "ref-1" })).result();
-    expect(out.output).toEqual(["LOOM_PAYLOAD_TOO_LARGE", "LOOM_INVALID_INPUT"]);
+    expect(out.output).toEqual(["LOOM_PAYLOAD_TOO_LARGE", "LOOM_CONTINUE_AS_NEW_SCOPE_OPEN"]);
     expect(kinds(await r.readLog("ref-1"))).not.toContain("EXECUTION_CONTINUED");
     expect(await r.readLog("ref-1~1")).toEqual([]);
 
@@ -415,37 +415,6 @@ describe("ctx.continueAsNew (ADR 0109)", () => {
 });
 
 /** Waits until generation `n` of `chainId` exists, and returns its id. */
-async function waitForGeneration(r: Runtime, chainId: string, n: number): Promise<string> {
-  const id = `${chainId}~${n}`;
-  await until(async () => (await r.readLog(id)).length > 0, 5000);
-  return id;
-}
-
-/**
- * A store whose append of a batch holding `kind` waits until released: the start-to-commit
- * window of a rotation (the successor exists, the predecessor has not committed), held open.
- * `release(false)` fails the held append without writing it, as a crash there would.
- */
-function gated(inner: Store, kind: string) {
-  let held: ((ok: boolean) => void) | undefined;
-  let reached: () => void = () => undefined;
-  const isHeld = new Promise<void>((r) => (reached = r));
-  const store = new Proxy(inner, {
-    get(target, key, receiver) {
-      if (key !== "appendMany") return Reflect.get(target, key, receiver) as unknown;
-      return async (batches: AppendBatch[]) => {
-        if (batches.some((b) => b.events.some((e) => e.kind === kind))) {
-          reached();
-          const ok = await new Promise<boolean>((r) => (held = r));
-          if (!ok) throw new Error("simulated crash before the commit");
-        }
-        return target.appendMany(batches);
-      };
-    },
-  });
-  return { store, isHeld, release: (ok: boolean) => held?.(ok) };
-}
-
 describe("the start-to-commit window (ADR 0109 D2, D4, fix round 1)", () => {
   const idle = flow$("idle-chain", async (ctx, input: { gen: number } | null) => {
     const gen = input?.gen ?? 0;
@@ -540,19 +509,6 @@ describe("the start-to-commit window (ADR 0109 D2, D4, fix round 1)", () => {
 
 describe("routing follows verified links only (ADR 0109 K5, K6, fix rounds 1 and 3)", () => {
   /** Writes a log straight to the store, as only a broken or hostile writer could. */
-  async function forge(store: Store, id: string, payload: Record<string, Json>) {
-    const lease = await store.acquireLease(id, "forger", { ttlMs: 1000, nowMs: Date.now() });
-    await store.appendMany([
-      {
-        executionId: id,
-        events: [{ executionId: id, seq: 0, kind: "EXECUTION_STARTED", at: Date.now(), payload }],
-        expectedSeq: 0,
-        fence: lease?.fence ?? 0,
-        status: "pending",
-        flow: "forged",
-      },
-    ]);
-  }
   const hops = (n: number) =>
     flow$("hops", async (ctx, input: { gen: number } | null) => {
       const gen = input?.gen ?? 0;

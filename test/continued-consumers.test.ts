@@ -70,7 +70,7 @@ describe("ADR 0109 D8 (3): negatives", () => {
     });
     const r = chains(store).registerFlow(waits);
     const h = await r.start(waits, null, { id: "wt" });
-    expect((await h.result()).output).toBe("LOOM_INVALID_INPUT");
+    expect((await h.result()).output).toBe("LOOM_CONTINUE_AS_NEW_WAIT_OUTSTANDING");
     expect((await r.readLog("wt")).map((e) => e.kind)).not.toContain("EXECUTION_CONTINUED");
     expect(await store.head("wt~1")).toBe(-1);
   });

@@ -6,6 +6,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { isTerminalStatus } from "../kernel/events.ts";
+import { assertNever } from "../kernel/never.ts";
 import type { Outcome } from "../runtime/outcome.ts";
 import type { Runtime } from "../runtime/runtime.ts";
 import { errorText, formatOutcome, shellQuote } from "./format.ts";
@@ -69,17 +70,26 @@ export async function awaitOutcome(
   }
 }
 
+/** The exit code for each way an execution ends (kernel/events.ts E5). */
 function settle(id: string, outcome: Outcome, io: Io): number {
-  if (outcome.status === "failed") {
-    const why = outcome.error ? errorText(outcome.error) : "no error recorded";
-    io.err(`loom: execution "${id}" failed: ${why}`);
-    return 1;
+  switch (outcome.status) {
+    case "completed":
+      return 0;
+    case "failed": {
+      const why = outcome.error ? errorText(outcome.error) : "no error recorded";
+      io.err(`loom: execution "${id}" failed: ${why}`);
+      return 1;
+    }
+    case "cancelled":
+      io.err(`loom: execution "${id}" was cancelled`);
+      return 1;
+    case "continued":
+      // Followed to the generation that ended the chain above; one that names no successor is
+      // what its log says, and ended as far as this command can tell.
+      return 0;
+    default:
+      return assertNever(outcome.status, "status");
   }
-  if (outcome.status === "cancelled") {
-    io.err(`loom: execution "${id}" was cancelled`);
-    return 1;
-  }
-  return 0;
 }
 
 /** Tells the user, once for each suspend the execution parks on, how to resume it from elsewhere. */

@@ -18,7 +18,7 @@
  * `fold` updates `state` in place and returns it: the caller owns the state it passes in
  * (`foldAll` copies a snapshot before folding onto it; `foldOnto` folds onto the state it is given).
  */
-import { isTerminalStatus, type Envelope } from "../kernel/events.ts";
+import { isTerminalStatus, type Envelope, type StatusTable } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
 import { initialState, type ExecutionState, type Snapshot } from "./state.ts";
 import { childDone, startChild } from "./children.ts";
@@ -54,7 +54,7 @@ export function fold(state: ExecutionState, envelope: Envelope): ExecutionState 
   state.updatedAt = at;
   if (handler) handler(state, p, e as unknown as Envelope);
   atForkPoint(state, e as unknown as Envelope);
-  if (!isTerminal(state) && kind !== "EXECUTION_STARTED" && !erasure && state.status !== "queued") {
+  if (RECOMPUTED[state.status] !== false && kind !== "EXECUTION_STARTED" && !erasure) {
     state.status = state.openWaits > 0 && state.inFlight === 0 ? "parked" : "running";
   }
   return state;
@@ -84,6 +84,22 @@ export function foldOnto(
   }
   return state ?? initialState(id);
 }
+
+/**
+ * F7, for every status (kernel/events.ts E5): whether an event that is not a start recomputes
+ * it from what is open. A terminal status stays; `queued` stays until its admission (queue.ts
+ * QF1). A status not in the table (a corrupt snapshot) is recomputed, as before the table.
+ */
+const RECOMPUTED: StatusTable<boolean> = {
+  queued: false,
+  pending: true,
+  running: true,
+  parked: true,
+  completed: false,
+  failed: false,
+  cancelled: false,
+  continued: false,
+};
 
 function isTerminal(s: ExecutionState): boolean {
   return isTerminalStatus(s.status);

@@ -42,13 +42,14 @@ export class LoomError extends Error {
 /**
  * A typed error class with a stable code: `class XError extends defineError("LOOM_X") {}`. An
  * outer layer's class also calls `registerErrorClass(XError.code, XError)`, so it reads back
- * from the log as itself.
+ * from the log as itself. A subclass that declares `static override readonly code` has that
+ * code: a narrower refusal stays an instance of the class existing catches test for.
  */
 export function defineError(code: string) {
   return class extends LoomError {
-    static readonly code = code;
+    static readonly code: string = code;
     constructor(message: string, details?: Json) {
-      super(code, message, details);
+      super(new.target.code, message, details);
     }
   };
 }
@@ -121,6 +122,20 @@ export class TerminalError extends defineError("LOOM_TERMINAL") {}
 export class ContinueAsNewUnavailableError extends defineError(
   "LOOM_CONTINUE_AS_NEW_UNAVAILABLE",
 ) {}
+/**
+ * `ctx.continueAsNew` from a `ctx.parallel` branch, or while a parallel call is open beside it
+ * (ADR 0109 D1): a generation ends only when no scope of it is open. An InvalidInputError.
+ */
+export class ContinueAsNewScopeOpenError extends InvalidInputError {
+  static override readonly code: string = "LOOM_CONTINUE_AS_NEW_SCOPE_OPEN";
+}
+/**
+ * `ctx.continueAsNew` with a wait registered and not answered (a receive, sleep or suspend not
+ * yet awaited; ADR 0109 D1): that is a park, not a rotation point. An InvalidInputError.
+ */
+export class ContinueAsNewWaitOutstandingError extends InvalidInputError {
+  static override readonly code: string = "LOOM_CONTINUE_AS_NEW_WAIT_OUTSTANDING";
+}
 /** A successor id already holds a log that does not name this predecessor (ADR 0109 D2 (b)). */
 export class ContinuationConflictError extends defineError("LOOM_CONTINUATION_CONFLICT") {}
 /** A caller named an id of a chain's next-generation shape (`<id>~<n>`; ADR 0109 D2 (a)). */
@@ -240,6 +255,8 @@ const KNOWN: Record<string, ErrorClass> = {
   LOOM_WAIT_TIMEOUT: WaitTimeoutError,
   LOOM_QUOTA_EXCEEDED: QuotaExceededError,
   LOOM_CONTINUE_AS_NEW_UNAVAILABLE: ContinueAsNewUnavailableError,
+  LOOM_CONTINUE_AS_NEW_SCOPE_OPEN: ContinueAsNewScopeOpenError,
+  LOOM_CONTINUE_AS_NEW_WAIT_OUTSTANDING: ContinueAsNewWaitOutstandingError,
   LOOM_CONTINUATION_CONFLICT: ContinuationConflictError,
   LOOM_RESERVED_SUCCESSOR_ID: ReservedSuccessorIdError,
   LOOM_CHAIN_HOP_LIMIT: ChainHopLimitError,

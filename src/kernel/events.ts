@@ -9,6 +9,10 @@
  *     an app event that borrows the name is inert.
  * E4. Nothing follows a terminal event in a log but SUBJECT_ERASED facts (an erasure of a data
  *     subject, runtime/erase-subject.ts, is recorded in the logs it made unreadable, ended or not).
+ * E5. Every `ExecutionStatus` is handled wherever Loom branches on one: a `StatusTable` (an entry
+ *     per status) or a switch ending in `assertNever` (never.ts), so a status added to the union
+ *     and handled nowhere does not compile. The consumers: this module's table, the fold's F7
+ *     (fold.ts), `outcomeOf` (runtime/outcome.ts), the CLI's exit codes (cli/await-outcome.ts).
  */
 import type { Json } from "./json.ts";
 
@@ -128,26 +132,36 @@ export interface Envelope {
  * `queued`: recorded with a queue (schema 1.12.0) and not yet admitted by it; it holds no slot
  * and its body has not run. `pending`: started, no call made yet.
  */
-export type ExecutionStatus =
-  "queued" | "pending" | "running" | "parked" | "completed" | "failed" | "cancelled" | "continued";
+export type ExecutionStatus = "queued" | "pending" | "running" | "parked" | TerminalStatus;
 
-export const EXECUTION_STATUSES: readonly ExecutionStatus[] = [
-  "queued",
-  "pending",
-  "running",
-  "parked",
-  "completed",
-  "failed",
-  "cancelled",
-  "continued",
-];
+/** The statuses an execution ends in: nothing folds after one (E4); `handle.result()` gives one. */
+export type TerminalStatus = "completed" | "failed" | "cancelled" | "continued";
 
-export const TERMINAL_STATUSES: ReadonlySet<ExecutionStatus> = new Set<ExecutionStatus>([
-  "completed",
-  "failed",
-  "cancelled",
-  "continued",
-]);
+/**
+ * A value for every status (E5): a status added to `ExecutionStatus` without an entry in each
+ * table of this type does not compile.
+ */
+export type StatusTable<T> = { readonly [S in ExecutionStatus]: T };
+
+/** Whether each status is terminal (E5); its key order is EXECUTION_STATUSES'. */
+const IS_TERMINAL: StatusTable<boolean> = {
+  queued: false,
+  pending: false,
+  running: false,
+  parked: false,
+  completed: true,
+  failed: true,
+  cancelled: true,
+  continued: true,
+};
+
+export const EXECUTION_STATUSES: readonly ExecutionStatus[] = Object.keys(
+  IS_TERMINAL,
+) as ExecutionStatus[];
+
+export const TERMINAL_STATUSES: ReadonlySet<ExecutionStatus> = new Set<ExecutionStatus>(
+  EXECUTION_STATUSES.filter((s) => IS_TERMINAL[s]),
+);
 
 export function isTerminalStatus(status: ExecutionStatus): boolean {
   return TERMINAL_STATUSES.has(status);

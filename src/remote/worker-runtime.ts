@@ -13,6 +13,10 @@
  *     reason nested more than MAX_JSON_DEPTH deep (json-depth.ts J2).
  * S5. `dispatch` calls `onAccepted` once the execution's start is durable (a worker server's 202),
  *     before it settles; a dispatcher applies a cancel that waited for the start then (D5).
+ * S6. A continued execution whose chain head routing cannot reach (ChainHopLimitError, or a
+ *     successor missing or failing verification) settles as `failed` with a
+ *     LOOM_CHAIN_HOP_LIMIT error naming the furthest verified generation: never `continued`,
+ *     never `completed`, never a rejection (ADR 0109 fix round 3 (3)).
  */
 import { InvalidInputError } from "../kernel/errors.ts";
 import { assertValidId } from "../kernel/ids.ts";

@@ -6,7 +6,9 @@
  */
 import { checkedSchema, validated, type StandardSchemaV1 } from "../kernel/schema.ts";
 import {
+  ContinueAsNewScopeOpenError,
   ContinueAsNewUnavailableError,
+  ContinueAsNewWaitOutstandingError,
   InvalidInputError,
   SuspendTimeoutError,
 } from "../kernel/errors.ts";
@@ -56,7 +58,7 @@ export function chainSyscalls(s: Scope): Pick<FlowContext, "receive" | "continue
         );
       }
       if (scope !== "") {
-        throw new InvalidInputError(
+        throw new ContinueAsNewScopeOpenError(
           "ctx.continueAsNew was called from a ctx.parallel branch: continue from the flow body, after the branches returned",
         );
       }
@@ -134,10 +136,16 @@ async function rotation(
   next: Json | undefined,
 ): Promise<never> {
   // A step still running is awaited by the rotation (quiesced), never refused (fix round
-  // 1 (5)); a wait or an open branch is a park, not a rotation point.
-  if (run.state.openWaits > 0 || run.openBranches() > 0) {
-    throw new InvalidInputError(
-      "ctx.continueAsNew was called with a wait or a ctx.parallel branch outstanding: a generation ends only when nothing of it is pending",
+  // 1 (5)); a wait or an open branch is a park, not a rotation point. The scope comes first:
+  // a wait inside an open branch is that branch's.
+  if (run.openBranches() > 0) {
+    throw new ContinueAsNewScopeOpenError(
+      "ctx.continueAsNew was called with a ctx.parallel branch outstanding: a generation ends only when nothing of it is pending",
+    );
+  }
+  if (run.state.openWaits > 0) {
+    throw new ContinueAsNewWaitOutstandingError(
+      "ctx.continueAsNew was called with a wait outstanding (a receive, sleep or suspend not yet answered): a generation ends only when nothing of it is pending",
     );
   }
   const chain = chainOf(run.state);

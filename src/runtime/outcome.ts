@@ -1,10 +1,15 @@
-/** What an ended execution came to: the answer of `handle.result()`. */
+/**
+ * What an ended execution came to: the answer of `handle.result()`. `outcomeOf` names every
+ * status (kernel/events.ts E5).
+ */
 import { InvariantViolation, type ErrorData } from "../kernel/errors.ts";
+import type { TerminalStatus } from "../kernel/events.ts";
+import { assertNever } from "../kernel/never.ts";
 import type { ExecutionState } from "../fold/state.ts";
 
 /** `O` is the flow's output type (`unknown` for an execution started by name). */
 export interface Outcome<O = unknown> {
-  status: "completed" | "failed" | "cancelled" | "continued";
+  status: TerminalStatus;
   output?: O;
   error?: ErrorData;
   continuedTo?: string;
@@ -23,9 +28,14 @@ export function outcomeOf(state: ExecutionState): Outcome {
       return state._continuedTo === undefined
         ? { status: "continued" }
         : { status: "continued", continuedTo: state._continuedTo };
-    default:
+    case "queued":
+    case "pending":
+    case "running":
+    case "parked":
       throw new InvariantViolation(
         `execution "${state.executionId}" has not ended (${state.status})`,
       );
+    default:
+      return assertNever(state.status, "status");
   }
 }

@@ -13,11 +13,18 @@
  * R6. A stopped run's waits never settle (`halted`); its waiters are dropped, not woken.
  * R7. Calls in one scope are sequential: a call made while another of the same scope is
  *     outstanding is refused (InvalidInputError) before anything is appended. Concurrency goes
- *     through ctx.parallel, whose branches are scopes of their own.
+ *     through ctx.parallel, whose branches are scopes of their own. A continueAsNew made beside
+ *     an open ctx.parallel is ContinueAsNewScopeOpenError, beside a wait
+ *     ContinueAsNewWaitOutstandingError (ADR 0109 D1; both are InvalidInputErrors).
  * R8. `quiescent`: every live scope of the body is blocked in a wait.
  */
 import type { CallKind } from "../kernel/events.ts";
-import { InvalidInputError, NonDeterminismError } from "../kernel/errors.ts";
+import {
+  ContinueAsNewScopeOpenError,
+  ContinueAsNewWaitOutstandingError,
+  InvalidInputError,
+  NonDeterminismError,
+} from "../kernel/errors.ts";
 import type { ExecutionState } from "../fold/state.ts";
 
 interface Scope {
@@ -122,6 +129,8 @@ export class RunScopes {
       );
     }
     if (s.busy !== undefined) {
+      const refusal = what === "continueAsNew" ? continueRefusal(s.busy) : undefined;
+      if (refusal) throw refusal;
       throw new InvalidInputError(
         `${what} was called while ${s.busy} of the same scope is still running: calls in one scope must be awaited one at a time ` +
           "(use ctx.parallel for concurrency; a step's function cannot make ctx calls)",
@@ -278,4 +287,22 @@ export class RunScopes {
     this.waiters.clear();
     this.barriers = [];
   }
+}
+
+/** The calls that wait on something outside the body (a timer, a resume, a message, a child). */
+const WAITS: ReadonlySet<string> = new Set(["sleep", "suspend", "receive", "awaitChild"]);
+
+/** R7 for a continueAsNew made while `busy` of its scope is outstanding (ADR 0109 D1). */
+function continueRefusal(busy: string): InvalidInputError | undefined {
+  if (busy === "parallel") {
+    return new ContinueAsNewScopeOpenError(
+      "ctx.continueAsNew was called while a ctx.parallel of the same scope is still running: a generation ends only when none of its scopes is open (await the parallel first)",
+    );
+  }
+  if (WAITS.has(busy)) {
+    return new ContinueAsNewWaitOutstandingError(
+      `ctx.continueAsNew was called while ${busy} of the same scope is still waiting: a wait is a park, not a rotation point (await it first)`,
+    );
+  }
+  return undefined;
 }
