@@ -672,6 +672,8 @@ describe("fixes from the adversarial review of chains", () => {
     const r = chains(store).registerFlow(f);
     await r.start(f, null, { id: "gp" });
     await waitForGeneration(r, "gp", 3);
+    // Parked on its receive before the refusals (a loaded machine may not have got it there yet).
+    await until(async () => (await r.getState("gp~3")).status === "parked");
     // A store that lost generation 2 (as a retention gap would):
     const holed = new Proxy(store, {
       get(target, key, receiver) {
