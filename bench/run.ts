@@ -60,6 +60,10 @@ const USAGE = `usage: npm run bench -- NAME [flags]
           the message loop addressed to a chain's first id, rotating with ctx.continueAsNew
           every R turns or never: per-resume latency at turn 1000 and the last, total time,
           head state and log size (ADR 0109); without --turns/--rotate, the ADR's three rows
+  conversation --uncached [--turns N --rotate 500|never]
+          the same loop with the body evicted before every resume (each resume replays), per
+          generation (rotating) or sampled every 1000 turns (never), beside the body kept and the
+          seed's 4.6 ms; without --turns/--rotate, 1000/6000/20000 turns rotating and never
   fanout  [--children 1000] [--store memory|sqlite]
           a parent spawns N children and awaits them all, beside N executions started and
           awaited from outside: total time and peak RSS

@@ -13,7 +13,8 @@
  * state keeps the note on the running step; since 1.11.0 its steps' events leave out the `scope`
  * and `name` their call ids give (and the fork's recovered attempt no longer expects the note
  * F13 drops at a fork point); since 1.12.0 `others` also holds queued executions (debounced,
- * admitted, cancelled while queued, and a chain whose successor keeps its slot). Run it
+ * admitted, cancelled while queued, and a chain whose successor keeps its slot); since 1.13.0 its
+ * states keep each plainly settled call by its value alone (`_settled`, fold/settled.ts L1). Run it
  * once when the schema version is bumped (`npx tsx scripts/make-golden.ts`); it never overwrites
  * a file, since a golden log of an earlier version must replay forever (STYLE 6).
  */

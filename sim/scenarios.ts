@@ -18,6 +18,7 @@ import {
 } from "../src/index.ts";
 import { memoryStore } from "../src/store/memory/index.ts";
 import { loadState } from "../src/runtime/load-state.ts";
+import { callsOf } from "../src/fold/settled.ts";
 import { routeToHead } from "../src/runtime/continuation.ts";
 import type { Store } from "../src/store/spi.ts";
 import { faultyStore, SimCrash, type CrashPoint } from "./faulty-store.ts";
@@ -257,8 +258,8 @@ async function drive(
   }
   const state = await loadState(data, await headOf(s, data, id));
   const steps: Record<string, string> = {};
-  for (const f of Object.values(state?.frames ?? {}))
-    if (f.kind === "step") steps[f.name] = f.status;
+  // Every call, kept as a frame or by its value alone (fold/settled.ts L4).
+  for (const [, f] of state ? callsOf(state) : []) if (f.kind === "step") steps[f.name] = f.status;
   const end: ScenarioEnd = { status: state?.status ?? "missing", steps, appends: first.appends };
   if (state?.output !== undefined) end.output = state.output;
   if (state?.error) end.errorCode = state.error.code;

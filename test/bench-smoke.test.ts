@@ -58,4 +58,21 @@ describe("issue 23 benchmarks at toy sizes", () => {
     expect(s).toMatchObject({ name: "resume", mode: "uncached" });
     expect(JSON.stringify(s.cpuUsPerEvent)).toMatch(/"50":\d/);
   });
+
+  it("conversation --uncached prints the per-resume cost by generation beside the body kept", () => {
+    const s = summary(bench(["conversation", "--uncached", "--turns", "40", "--rotate", "20"]));
+    expect(s).toMatchObject({ name: "conversation", mode: "uncached", by: "generation" });
+    expect(Object.keys(s.perResumeMsBy as object)).toEqual(["0", "1"]);
+    for (const k of [
+      "perResumeMsFirst",
+      "perResumeMsLast",
+      "parkedPerResumeMs",
+      "seedPerResumeMs",
+    ]) {
+      expect(s[k]).toBeGreaterThan(0);
+    }
+    // Every resume replayed: one body run per resume, besides the starts of generations 0..2 (turn
+    // 40 rotates).
+    expect(s.bodyRuns).toBe(43);
+  });
 });

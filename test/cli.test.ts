@@ -156,10 +156,9 @@ describe("loom run, ls and show", () => {
       status: "completed",
       input: { name: "jo" },
       output: { greeting: "hello jo", length: 8 },
-      frames: {
-        "greet#0": { status: "completed", output: "hello jo" },
-        "measure#0": { status: "completed", output: 8 },
-      },
+      // Steps that completed plainly are kept by their value (schema 1.13.0, fold/settled.ts L1).
+      frames: {},
+      _settled: { step: { "greet#0": "hello jo", "measure#0": 8 } },
     });
     const events = json.events as Record<string, unknown>[];
     expect(events.map((e) => [e.seq, e.kind])).toEqual([

@@ -13,6 +13,7 @@ import {
   type Json,
 } from "../src/index.ts";
 import { stepHeadOf } from "../src/fold/steps.ts";
+import { stepDetail } from "../src/analytics/step-detail.ts";
 
 const ev = (seq: number, kind: Envelope["kind"], payload: Json, at = 100 + seq): Envelope => ({
   executionId: "x",
@@ -114,7 +115,10 @@ describe("schema 1.11.0: lean step events", () => {
     const first = (await moving.readLog("lean-2")).find((e) => e.kind === "STEP_COMPLETED");
     const started = (first?.payload as { startedAt?: number }).startedAt;
     expect(started).toBeLessThan(first?.at ?? 0);
-    expect((await moving.getState("lean-2")).frames["a#0"]?.firstStartedAt).toBe(started);
+    // What shows the call reads that start (its value alone is kept: fold/settled.ts L1, L2).
+    const log = await moving.readLog("lean-2");
+    const detail = stepDetail(log, await moving.getState("lean-2"), "a#0");
+    expect(detail?.startedAtMs).toBe(started);
     await moving.close();
   });
 });

@@ -3,6 +3,7 @@
  */
 import { describe, expect, it } from "vitest";
 import {
+  callFrame,
   flow$,
   isLoomError,
   memoryStore,
@@ -254,7 +255,7 @@ describe("races", () => {
     await until(async () => (await store.list())[0]?.status === "parked");
     const snap = await store.loadSnapshot("e1");
     expect(snap?.state.input).toEqual({ items: ["x"] });
-    expect(snap?.state.frames["a#0"]?.output).toEqual({ n: 1 });
+    expect(snap && callFrame(snap.state, "a#0")?.output).toEqual({ n: 1 });
     await expect(r.start("alias", { items: ["x"] }, { id: "e1" })).resolves.toMatchObject({
       id: "e1",
     });

@@ -6,6 +6,7 @@
  */
 import { afterEach, describe, expect, it, onTestFinished } from "vitest";
 import {
+  callFrame,
   createRuntime,
   flow$,
   isLoomError,
@@ -176,7 +177,10 @@ describe("heldState", () => {
     });
     const r = rt(memoryStore()).registerFlow(busy);
     const h = await r.start(busy, null, { id: "b", principal: "alice" });
-    await until(() => r.heldState("b", { as: "alice" })?.frames["first#0"]?.status === "completed");
+    await until(() => {
+      const held = r.heldState("b", { as: "alice" });
+      return held !== undefined && callFrame(held, "first#0")?.status === "completed";
+    });
     expect(() => r.heldState("b", { as: "mallory" })).toThrow(/may not act on execution/);
     expect(() => r.heldState("b")).toThrow(/may not act on execution/);
     release();

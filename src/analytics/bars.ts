@@ -15,11 +15,14 @@
  * V4. A log with a gap (compaction) is folded up to the gap (`partial: true`); then the frames
  *     of `state` (loaded as snapshot plus tail) that the walk did not see are added as bars marked
  *     `compacted`, whose end is not known (`endMs` is their start, or null while they are open).
+ *     A call the state keeps by its value alone (schema 1.13.0, fold/settled.ts L4) has no start
+ *     there: its compacted bar starts at 0.
  * V5. Never throws on a malformed log: what the fold ignores, this ignores.
  */
 import { isTerminalEvent, isTerminalStatus, type Envelope } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
 import { fold } from "../fold/fold.ts";
+import { callFrame, callsOf } from "../fold/settled.ts";
 import { initialState, type ExecutionState, type Frame, type FrameStatus } from "../fold/state.ts";
 import { timeline } from "./timeline.ts";
 
@@ -107,9 +110,15 @@ export function executionBars(log: readonly Envelope[], state?: ExecutionState):
     const p = isPlainObject(e.payload) ? e.payload : {};
     const callId = typeof p.callId === "string" ? p.callId : undefined;
     if (callId !== undefined && !seen.has(callId)) {
-      const frame = Object.hasOwn(folded.frames, callId) ? folded.frames[callId] : undefined;
+      const frame = callFrame(folded, callId);
       if (frame && BAR_KINDS.has(frame.kind)) {
-        const bar = barOf(callId, frame, t0Ms);
+        // A call kept by its value alone has no start in the fold: this event is its first.
+        const bar = barOf(
+          callId,
+          frame,
+          t0Ms,
+          typeof p.startedAt === "number" ? p.startedAt : e.at,
+        );
         seen.set(callId, bar);
         view.bars.push(bar);
         if (isOpen(frame)) open.set(callId, bar);
@@ -117,7 +126,7 @@ export function executionBars(log: readonly Envelope[], state?: ExecutionState):
       }
     }
     for (const [id, bar] of open) {
-      const frame = Object.hasOwn(folded.frames, id) ? folded.frames[id] : undefined;
+      const frame = callFrame(folded, id);
       if (frame) bar.attempts = frame.attempts;
       if (isOpen(frame)) continue;
       bar.endMs = atMs;
@@ -138,13 +147,13 @@ export function executionBars(log: readonly Envelope[], state?: ExecutionState):
   return view;
 }
 
-function barOf(callId: string, frame: Frame, t0Ms: number): Bar {
+function barOf(callId: string, frame: Frame, t0Ms: number, firstEventAtMs = t0Ms): Bar {
   const bar: Bar = {
     callId,
     name: frame.name,
     scope: frame.scope,
     kind: frame.kind as BarKind,
-    startMs: frame.firstStartedAt - t0Ms,
+    startMs: (frame.firstStartedAt ?? firstEventAtMs) - t0Ms,
     endMs: null,
     status: frame.status,
     attempts: frame.attempts,
@@ -171,7 +180,7 @@ function markerOf(
 function addUnseen(view: BarsView, seen: ReadonlyMap<string, Bar>, state: ExecutionState): void {
   const ended = isTerminalStatus(state.status);
   const count = view.bars.length;
-  for (const [callId, frame] of Object.entries(state.frames)) {
+  for (const [callId, frame] of callsOf(state)) {
     if (seen.has(callId) || !BAR_KINDS.has(frame.kind)) continue;
     const bar = barOf(callId, frame, view.t0Ms);
     bar.compacted = true;

@@ -26,6 +26,7 @@ import type { CallKind, Envelope } from "../kernel/events.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
 import { addResources, type ResourceSnapshot } from "../kernel/resources.ts";
 import { findAllTaint } from "../kernel/taint.ts";
+import { callFrame } from "../fold/settled.ts";
 import type { ExecutionState, Frame, FrameStatus } from "../fold/state.ts";
 import { conversationOf, type Conversation } from "./conversation.ts";
 
@@ -76,8 +77,8 @@ export function stepDetail(
   state: ExecutionState,
   callId: string,
 ): StepDetail | undefined {
-  if (!Object.hasOwn(state.frames, callId)) return undefined;
-  const frame = state.frames[callId] as Frame;
+  const frame = callFrame(state, callId);
+  if (frame === undefined) return undefined;
   const mine = events.filter((e) => isPlainObject(e.payload) && e.payload.callId === callId);
   const attempts = frame.kind === "step" ? attemptsOf(mine) : [];
   let metering: ResourceSnapshot = {};
@@ -154,13 +155,23 @@ function timesOf(
   mine: readonly Envelope[],
   attempts: readonly StepAttempt[],
 ): void {
-  detail.startedAtMs = attempts[0]?.startedAtMs ?? frame.firstStartedAt;
+  // A call kept by its value alone (fold/settled.ts L4) has no start in its frame: its first
+  // event's is the one the fold would have recorded.
+  const startedAtMs = attempts[0]?.startedAtMs ?? frame.firstStartedAt ?? firstStart(mine[0]);
+  if (startedAtMs !== undefined) detail.startedAtMs = startedAtMs;
   const open = frame.status === "started" || frame.status === "waiting";
   if (open) return;
   const last = [...mine].reverse().find((e) => e.kind !== "RESOURCE_METERED");
   if (last === undefined) return;
   detail.endedAtMs = last.at;
-  detail.durationMs = Math.max(0, last.at - detail.startedAtMs);
+  if (startedAtMs !== undefined) detail.durationMs = Math.max(0, last.at - startedAtMs);
+}
+
+/** When a call's first event says it started: its recorded `startedAt`, else its own time. */
+function firstStart(e: Envelope | undefined): number | undefined {
+  if (e === undefined) return undefined;
+  const p = isPlainObject(e.payload) ? e.payload : {};
+  return typeof p.startedAt === "number" ? p.startedAt : e.at;
 }
 
 /** C4 */

@@ -62,7 +62,14 @@ function describe(e: Envelope): string {
       return `continued as ${text(p.successorId)} (generation ${text(p.generation)} of chain ${text(p.chainId)})`;
     case "STATE_RESTORED": {
       const frames = isPlainObject(p.state) && isPlainObject(p.state.frames) ? p.state.frames : {};
-      return `state restored (${Object.keys(frames).length} recorded calls); driven on by flow ${text(p.flow)} v${text(p.flowVersion)}`;
+      // Besides frames, the values of calls kept without one (schema 1.13.0, fold/settled.ts).
+      const lean =
+        isPlainObject(p.state) && isPlainObject(p.state._settled) ? p.state._settled : {};
+      const kept = Object.values(lean).reduce<number>(
+        (n, v) => n + (isPlainObject(v) ? Object.keys(v).length : 0),
+        0,
+      );
+      return `state restored (${Object.keys(frames).length + kept} recorded calls); driven on by flow ${text(p.flow)} v${text(p.flowVersion)}`;
     }
     case "MESSAGE_CONSUMED":
       return p.duplicate === true

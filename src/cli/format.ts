@@ -6,6 +6,7 @@ import type { Envelope } from "../kernel/events.ts";
 import type { ErrorData } from "../kernel/errors.ts";
 import type { ChainLineage } from "../analytics/chain-lineage.ts";
 import type { ChildNode, ChildTree } from "../analytics/child-tree.ts";
+import { callsOf } from "../fold/settled.ts";
 import type { ExecutionState } from "../fold/state.ts";
 import type { Outcome } from "../runtime/outcome.ts";
 import type { Erasure } from "../runtime/erase-subject.ts";
@@ -103,7 +104,7 @@ export function formatShow(
   if (state.error) summary.push(["error", errorText(state.error)]);
   const cost = costText(state);
   if (cost !== undefined) summary.push(["cost", cost]);
-  const steps = Object.entries(state.frames);
+  const steps = callsOf(state);
   if (steps.length > 0) {
     const call = ([id, f]: (typeof steps)[number]) =>
       `${id} ${f.status}${f.attempts > 1 ? ` (${f.attempts} attempts)` : ""}`;

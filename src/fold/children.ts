@@ -21,7 +21,8 @@ import type { Envelope } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
 import { isPlainObject } from "../kernel/json.ts";
 import { addResources, readBudget, type ResourceSnapshot } from "../kernel/resources.ts";
-import { callHead, frameOf, record, safeKey, settleWait, str, type Payload } from "./frames.ts";
+import { callHead, record, safeKey, settleWait, str, type Payload } from "./frames.ts";
+import { isRecorded } from "./settled.ts";
 import type { ExecutionState, Frame } from "./state.ts";
 
 /** The name of ctx.awaitChild calls (a SUSPENDED with it is a wait on a child). */
@@ -32,7 +33,7 @@ export function startChild(s: ExecutionState, p: Payload, e: Envelope): void {
   const head = callHead(p);
   const childId = p.childId;
   if (!head || !str(childId) || !safeKey(childId) || !str(p.flow)) return;
-  if (frameOf(s, head.callId) || (s._children && Object.hasOwn(s._children, childId))) return;
+  if (isRecorded(s, head.callId) || (s._children && Object.hasOwn(s._children, childId))) return;
   const detached = p.detached === true;
   s.frames[head.callId] = {
     kind: "spawn",
@@ -96,7 +97,7 @@ export function childDone(s: ExecutionState, p: Payload): void {
 export function awaitChild(s: ExecutionState, p: Payload, e: Envelope): void {
   const head = callHead(p);
   const childId = p.childId;
-  if (!head || !str(childId) || frameOf(s, head.callId)) return;
+  if (!head || !str(childId) || isRecorded(s, head.callId)) return;
   const f: Frame = {
     kind: "child",
     ...head,

@@ -43,7 +43,7 @@ export function atForkPoint(s: ExecutionState, e: Envelope): void {
     s.startedAt = at;
     for (const f of Object.values(s.frames)) {
       if (f.kind !== "step" || f.status !== "started") continue;
-      f.firstStartedAt = Math.max(f.firstStartedAt, at);
+      f.firstStartedAt = Math.max(f.firstStartedAt ?? at, at);
       delete f.attemptStartedAt;
     }
   }

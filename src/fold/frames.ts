@@ -31,6 +31,14 @@ export function callHead(p: Payload): { callId: string; scope: string; name: str
   return { callId, scope, name };
 }
 
+/** S5 (steps.ts): the scope and name a step's call id gives (`<scope><name>#<n>`), or undefined. */
+export function stepHeadOf(callId: string): { scope: string; name: string } | undefined {
+  const hash = callId.lastIndexOf("#");
+  const slash = callId.lastIndexOf("/", hash);
+  if (hash <= slash + 1) return undefined;
+  return { scope: callId.slice(0, slash + 1), name: callId.slice(slash + 1, hash) };
+}
+
 /** Keys that would touch a prototype are never used as map keys. */
 export function safeKey(key: string): boolean {
   return key !== "" && key !== "__proto__";

@@ -14,7 +14,8 @@ import { isPlainObject } from "../kernel/json.ts";
 import { DEDUPE_WINDOW } from "../kernel/chain.ts";
 import { callHead, frameOf, record, safeKey, settleWait, str, type Payload } from "./frames.ts";
 import type { Handlers } from "./handler.ts";
-import type { ExecutionState } from "./state.ts";
+import { isRecorded, keepValueOnly } from "./settled.ts";
+import type { ExecutionState, Frame } from "./state.ts";
 
 /** The name of `ctx.receive` calls (a SUSPENDED with it is a receive's wait). */
 export const RECEIVE = "receive";
@@ -81,9 +82,11 @@ function settleReceive(s: ExecutionState, p: Payload, e: Envelope, topic: string
     f.status = "received";
     f.output = output;
     settleWait(s);
+    keepValueOnly(s, head.callId, f); // settled.ts L1
     return true;
   }
-  s.frames[head.callId] = {
+  if (isRecorded(s, head.callId)) return false; // settled.ts L3
+  const made: Frame = {
     kind: "receive",
     ...head,
     status: "received",
@@ -92,6 +95,8 @@ function settleReceive(s: ExecutionState, p: Payload, e: Envelope, topic: string
     topic,
     output,
   };
+  s.frames[head.callId] = made;
   record(s, head.scope, `receive:${head.callId}`);
+  keepValueOnly(s, head.callId, made); // settled.ts L1
   return true;
 }

@@ -3,9 +3,11 @@
  * and what the fold takes from it.
  *
  * Invariants (tests cite R1, R2):
- * R1. A restore replaces only the flow body's replay record: its frames, the order of its calls,
- *     its decisions, the resume payloads queued for it and its input (and, for resumeAs, the flow
- *     that drives it). The counts the fold keeps beside frames (steps in flight, open waits, the
+ * R1. A restore replaces only the flow body's replay record: its frames and the values of calls
+ *     kept without one (`_settled`, schema 1.13.0: settled.ts L5), the order of its calls, its
+ *     decisions, the resume payloads queued for it and its input (and, for resumeAs, the flow
+ *     that drives it). A record with no `_settled` leaves an execution that keeps calls lean
+ *     with none; one with `_settled` makes any execution keep its later plain settlings lean. The counts the fold keeps beside frames (steps in flight, open waits, the
  *     suspends waiting for a resume) are derived from the frames, never taken from the caller.
  * R2. Nothing else comes from the caller (ADR 0109 fix rounds 1 (1) and 3 (2)): the identity
  *     keys (`_principal`, `_chain`, `_continuedTo`), what was spent (`_resources`,
@@ -19,8 +21,10 @@
 import type { CallKind } from "../kernel/events.ts";
 import { readErrorData } from "../kernel/errors.ts";
 import { isPlainObject, type Json } from "../kernel/json.ts";
-import type { ExecutionState, Frame, FrameStatus } from "./state.ts";
+import type { ExecutionState, Frame, FrameStatus, SettledCalls } from "./state.ts";
 import { childOf } from "../kernel/children.ts";
+import { stepHeadOf } from "./frames.ts";
+import { LEAN_KINDS } from "./settled.ts";
 
 /** The part of a folded state a restore replaces (R1). */
 export interface RestoredRecord {
@@ -29,6 +33,8 @@ export interface RestoredRecord {
   _decisions: Record<string, Json>;
   _resumePayloads: Json[];
   input?: Json;
+  /** The values of calls kept without a frame (schema 1.13.0, settled.ts L1). */
+  _settled?: SettledCalls;
 }
 
 const STATUSES: Readonly<Record<CallKind, readonly FrameStatus[]>> = {
@@ -108,6 +114,25 @@ function readOrder(v: Json | undefined): Record<string, string[]> | string {
   return order;
 }
 
+/** The values of calls kept without a frame (settled.ts L1), or the first reason they are not. */
+function readSettled(v: Json | undefined): SettledCalls | string | undefined {
+  if (v === undefined) return undefined;
+  if (!isPlainObject(v)) return "_settled must be an object of kind -> (call id -> value)";
+  const settled: SettledCalls = {};
+  for (const [kind, values] of Object.entries(v)) {
+    const lean = LEAN_KINDS.find((k) => k === kind);
+    if (lean === undefined) return `_settled has no kind "${kind}" (step, suspend or receive)`;
+    if (!isPlainObject(values)) return `_settled.${kind} must be an object of call id -> value`;
+    for (const callId of Object.keys(values)) {
+      if (FORBIDDEN_KEYS.has(callId) || stepHeadOf(callId) === undefined) {
+        return `_settled.${kind} has a call id "${callId}" that is not <scope><name>#<n>`;
+      }
+    }
+    settled[lean] = { ...values };
+  }
+  return settled;
+}
+
 /** The record a caller's state restores (R1), or the first reason it cannot. */
 export function readRestored(v: Json | undefined): RestoredRecord | string {
   if (!isPlainObject(v)) return "the state must be an object (a folded state, as getState gives)";
@@ -128,6 +153,8 @@ export function readRestored(v: Json | undefined): RestoredRecord | string {
   }
   const queued = v._resumePayloads ?? [];
   if (!Array.isArray(queued)) return "_resumePayloads must be a list";
+  const settled = readSettled(v._settled);
+  if (typeof settled === "string") return settled;
   const record: RestoredRecord = {
     frames,
     order,
@@ -135,6 +162,7 @@ export function readRestored(v: Json | undefined): RestoredRecord | string {
     _resumePayloads: [...queued],
   };
   if (v.input !== undefined) record.input = v.input;
+  if (settled !== undefined) record._settled = settled;
   return record;
 }
 
@@ -144,6 +172,8 @@ export function applyRestored(s: ExecutionState, record: RestoredRecord): void {
   s.order = record.order;
   s._decisions = record._decisions;
   s._resumePayloads = record._resumePayloads;
+  if (record._settled !== undefined) s._settled = record._settled;
+  else if (s._settled !== undefined) s._settled = {};
   if (record.input === undefined) delete s.input;
   else s.input = record.input;
   let inFlight = 0;

@@ -9,6 +9,8 @@
  * - A child's deadline is an absolute time (schema 1.7.0): its parent's end caps it (O5).
  * - A fork of a chain member is a chain of its own (ADR 0109 D7): it takes no membership, inbox
  *   or chain deadline from the copy, but what was spent stays spent.
+ * - A start recording schema 1.13.0 or later keeps its plainly settled calls by their value
+ *   (`_settled`, settled.ts L1); an earlier one keeps every frame, as it always did.
  */
 import type { Envelope } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
@@ -17,6 +19,7 @@ import { readCarried, readChain, type ChainIdentity } from "../kernel/chain.ts";
 import { readParent } from "../kernel/children.ts";
 import { readQueueMark } from "../kernel/queue.ts";
 import { str } from "./frames.ts";
+import { leanSince } from "./settled.ts";
 import type { Handlers } from "./handler.ts";
 import type { ExecutionState } from "./state.ts";
 
@@ -35,6 +38,8 @@ export const START_HANDLERS: Handlers = {
     }
     s.startedAt = e.at;
     s.status = "pending";
+    // Schema 1.13.0: a plainly settled call is kept by its value alone (settled.ts L1).
+    if (leanSince(p.schemaVersion)) s._settled = {};
     // Schema 1.12.0: recorded with a queue, it waits there until admitted (queue.ts QF1); a
     // chain's successor takes its predecessor's slot, admitted already (QF4).
     const queue = readQueueMark(p.queue);

@@ -27,7 +27,11 @@ export interface Frame {
   name: string;
   scope: string;
   status: FrameStatus;
-  firstStartedAt: number;
+  /**
+   * When its first attempt started. Absent only from the frame `callFrame` makes of a call kept
+   * by its value alone (schema 1.13.0, fold/settled.ts L4): the log holds its start.
+   */
+  firstStartedAt?: number;
   attempts: number;
   input?: Json;
   output?: Json;
@@ -54,6 +58,12 @@ export interface Frame {
    */
   notes?: StepNote[];
 }
+
+/** The kinds a call of which may be kept by its value alone (fold/settled.ts L1). */
+export type LeanKind = "step" | "suspend" | "receive";
+
+/** Call id -> value of each plainly settled call, by kind (fold/settled.ts L1). */
+export type SettledCalls = { [K in LeanKind]?: Record<string, Json> };
 
 /** An attempt's reservation, as its STEP_STARTED records it: the most it may spend, and where. */
 export interface Reserved {
@@ -83,6 +93,13 @@ export interface ExecutionState {
   inFlight: number;
   /** Waits (sleeps, suspends) not yet settled: with nothing in flight, the execution is parked. */
   openWaits: number;
+  /**
+   * Call id -> value of each call that settled plainly, by kind (schema 1.13.0, fold/settled.ts
+   * L1): such a call has no frame. Present from the start of an execution that keeps calls so
+   * (a start recording schema 1.13.0 or later), absent from any earlier one; read a call through
+   * `callFrame`, which sees both.
+   */
+  _settled?: SettledCalls;
   /** Call id -> recorded value of `ctx.decide` and `ctx.now`. */
   _decisions: Record<string, Json>;
   /** Resume payloads that arrived while no suspend was waiting, oldest first. */

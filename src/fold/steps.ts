@@ -24,13 +24,26 @@
 import type { Envelope } from "../kernel/events.ts";
 import { isPlainObject } from "../kernel/json.ts";
 import { addResources } from "../kernel/resources.ts";
-import { callHead, errorOf, frameOf, record, safeKey, str, type Payload } from "./frames.ts";
+import {
+  callHead,
+  errorOf,
+  frameOf,
+  record,
+  safeKey,
+  stepHeadOf,
+  str,
+  type Payload,
+} from "./frames.ts";
 import type { Handlers } from "./handler.ts";
+import { isRecorded, keepValueOnly } from "./settled.ts";
 import type { ExecutionState, Frame, Reserved } from "./state.ts";
+
+export { stepHeadOf } from "./frames.ts";
 
 export const STEP_HANDLERS: Handlers = {
   STEP_STARTED(s, p, e) {
-    if (!stepHead(p)) return;
+    const head = stepHead(p);
+    if (!head) return;
     const existing = frameOf(s, p.callId);
     if (existing) {
       if (existing.kind === "step" && existing.status === "started") {
@@ -41,7 +54,8 @@ export const STEP_HANDLERS: Handlers = {
       }
       return;
     }
-    openStep(s, p, e);
+    // A step kept by its value alone (settled.ts L3) settled: it starts no more.
+    if (!isRecorded(s, head.callId)) openStep(s, p, e);
   },
   STEP_COMPLETED(s, p, e) {
     settleStep(s, p, e, (f) => {
@@ -53,7 +67,7 @@ export const STEP_HANDLERS: Handlers = {
   STEP_FAILED(s, p, e) {
     if (p.retrying === true) {
       // A failed attempt (schema 1.3.0): the step stays open and keeps the attempt's error.
-      const f = frameOf(s, p.callId) ?? openStep(s, p, e);
+      const f = frameOf(s, p.callId) ?? (recorded(s, p) ? undefined : openStep(s, p, e));
       if (f?.kind !== "step" || f.status !== "started") return;
       f.error = errorOf(p.error);
       delete f.attemptStartedAt;
@@ -90,7 +104,7 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
   const f = frameOf(s, p.callId);
   if (!f) {
     const head = stepHead(p);
-    if (!head) return;
+    if (!head || isRecorded(s, head.callId)) return; // settled.ts L3
     const made: Frame = {
       kind: "step",
       ...head,
@@ -102,6 +116,7 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
     apply(made);
     s.frames[head.callId] = made;
     record(s, head.scope, `step:${head.callId}`);
+    keepValueOnly(s, head.callId, made); // settled.ts L1
     return;
   }
   if (f.kind !== "step" || f.status !== "started") return;
@@ -111,6 +126,12 @@ function settleStep(s: ExecutionState, p: Payload, e: Envelope, apply: (f: Frame
   delete f.notes; // S4
   apply(f);
   s.inFlight--;
+  keepValueOnly(s, p.callId as string, f); // settled.ts L1 (frameOf found it: a string)
+}
+
+/** Whether the step a payload names was recorded and kept by its value alone (settled.ts L3). */
+function recorded(s: ExecutionState, p: Payload): boolean {
+  return str(p.callId) && isRecorded(s, p.callId);
 }
 
 /** Opens a step's frame from its start (a STEP_STARTED, or a first failed attempt). */
@@ -154,14 +175,6 @@ export function readReserved(value: unknown): Reserved | undefined {
 /** When a step started: its recorded `startedAt` (schema 1.1.0), else the envelope's time. */
 function startedAt(p: Payload, e: Envelope): number {
   return typeof p.startedAt === "number" && Number.isFinite(p.startedAt) ? p.startedAt : e.at;
-}
-
-/** S5: the scope and name a step's call id gives (`<scope><name>#<n>`), or undefined. */
-export function stepHeadOf(callId: string): { scope: string; name: string } | undefined {
-  const hash = callId.lastIndexOf("#");
-  const slash = callId.lastIndexOf("/", hash);
-  if (hash <= slash + 1) return undefined;
-  return { scope: callId.slice(0, slash + 1), name: callId.slice(slash + 1, hash) };
 }
 
 /** A step's call, scope and name: recorded, or (S5) read from its call id when left out. */

@@ -13,13 +13,14 @@ import { callHead, frameOf, record, settleWait } from "./frames.ts";
 import { AWAIT_CHILD, awaitChild } from "./children.ts";
 import type { Handlers } from "./handler.ts";
 import { RECEIVE, topicOf } from "./inbox.ts";
+import { isRecorded, keepValueOnly } from "./settled.ts";
 import type { Frame } from "./state.ts";
 
 export const WAIT_HANDLERS: Handlers = {
   TIMER_SCHEDULED(s, p, e) {
     const head = callHead(p);
     const wakeAtMs = p.wakeAtMs;
-    if (!head || frameOf(s, head.callId) || typeof wakeAtMs !== "number") return;
+    if (!head || isRecorded(s, head.callId) || typeof wakeAtMs !== "number") return;
     if (!Number.isFinite(wakeAtMs)) return;
     s.frames[head.callId] = {
       kind: "sleep",
@@ -47,7 +48,7 @@ export const WAIT_HANDLERS: Handlers = {
   },
   SUSPENDED(s, p, e) {
     const head = callHead(p);
-    if (!head || frameOf(s, head.callId)) return;
+    if (!head || isRecorded(s, head.callId)) return; // settled.ts L3
     if (head.name === AWAIT_CHILD) return awaitChild(s, p, e);
     if (head.name === RECEIVE) {
       // A receive's wait (schema 1.5.0): settled by a MESSAGE_CONSUMED, never by a resume.
@@ -81,6 +82,7 @@ export const WAIT_HANDLERS: Handlers = {
       f.status = "resumed";
       const queued = s._resumePayloads.shift();
       if (queued !== undefined) f.output = queued;
+      keepValueOnly(s, head.callId, f); // settled.ts L1
       return;
     }
     s._openSuspends.push(head.callId);
@@ -97,5 +99,6 @@ export const WAIT_HANDLERS: Handlers = {
     f.status = "resumed";
     f.output = payload;
     settleWait(s);
+    keepValueOnly(s, callId as string, f); // settled.ts L1 (frameOf found it: a string)
   },
 };

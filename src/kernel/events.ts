@@ -73,8 +73,14 @@ import type { Json } from "./json.ts";
  *        (store S26). START_DEBOUNCED (`{ input, notBeforeMs }`), appended only while queued,
  *        replaces the input and the time before which it is not admitted (a debounced start:
  *        the last input wins); the status stays `queued`.
+ * 1.13.0: lean generations (issue 28). In an execution whose EXECUTION_STARTED records
+ *        `schemaVersion` 1.13.0 or later, a call that settles plainly (a step completed at its
+ *        first attempt with an output and no input, a suspend resumed, a receive answered, each
+ *        with the scope and name its id gives) keeps only its value, in `_settled[kind][callId]`,
+ *        and no frame (fold/settled.ts L1..L5); a STATE_RESTORED's `state._settled` is part of
+ *        the replay record it restores. An earlier start folds every call to a frame, as before.
  */
-export const EVENT_SCHEMA_VERSION = "1.12.0";
+export const EVENT_SCHEMA_VERSION = "1.13.0";
 
 export const EVENT_KINDS = [
   "EXECUTION_STARTED",

@@ -76,7 +76,8 @@ function runningCharge(
   nowMs: number,
   provisional: Provisional,
 ): EventSpec {
-  const began = f.attemptStartedAt ?? f.firstStartedAt;
+  // A running step's frame always holds its start (only a settled call's may not: settled.ts L4).
+  const began = f.attemptStartedAt ?? f.firstStartedAt ?? nowMs;
   // What the attempt says it spent so far (a stream's tokens), else its reservation (C3), then
   // its wall time.
   const delta = {

@@ -17,6 +17,7 @@ import { MAX_ID_LENGTH } from "../kernel/ids.ts";
 import { boundedJson, type Json } from "../kernel/json.ts";
 import { checkedTaintSource, taint } from "../kernel/taint.ts";
 import { RECEIVE } from "../fold/fold.ts";
+import { callFrame } from "../fold/settled.ts";
 import { chainOf } from "../fold/state.ts";
 import type { InboxMessage } from "../store/spi.ts";
 import type { FlowContext, ReceiveOptions } from "./contract.ts";
@@ -117,7 +118,7 @@ async function receiveNext<T>(
     await done;
   }
   if (run.state.frames[callId]?.status === "waiting") await run.waitFor(scope, callId);
-  const frame = run.state.frames[callId];
+  const frame = callFrame(run.state, callId);
   if (frame?.status === "timedOut") {
     throw new SuspendTimeoutError(
       `receive ${callId} of execution "${run.id}" got no message within ${timeout} ms`,

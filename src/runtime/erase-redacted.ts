@@ -16,8 +16,9 @@
  *      output, error, frames, decisions, queued and carried payloads, the inbox (its cursors and
  *      message keys), `_subject` (so the snapshot is sealed with the codec's key, not the erased
  *      subject's).
- * X5c. The body's record is empty, not absent: frames, order, decisions and queues are `{}` or
- *      `[]` and nothing is in flight or waiting, so the state is well formed for the fold.
+ * X5c. The body's record is empty, not absent: frames, order, decisions, queues and the values of
+ *      calls kept without a frame (when the state keeps them) are `{}` or `[]` and nothing is in
+ *      flight or waiting, so the state is well formed for the fold.
  */
 import type { ExecutionState } from "../fold/state.ts";
 import type { ChainIdentity, Carried } from "../kernel/chain.ts";
@@ -43,6 +44,8 @@ const KEPT: Kept = {
   error: dropped,
   frames: () => ({}),
   order: () => ({}),
+  // An execution that keeps calls by their value keeps doing so, with none (fold/settled.ts L5).
+  _settled: (s) => (s._settled === undefined ? undefined : {}),
   inFlight: () => 0,
   openWaits: () => 0,
   _decisions: () => ({}),

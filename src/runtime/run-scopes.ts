@@ -25,6 +25,7 @@ import {
   InvalidInputError,
   NonDeterminismError,
 } from "../kernel/errors.ts";
+import { isRecorded } from "../fold/settled.ts";
 import type { ExecutionState } from "../fold/state.ts";
 
 interface Scope {
@@ -192,7 +193,7 @@ export class RunScopes {
       cursor.names.set(name, occurrence + 1);
       return { callId, recorded: true, take: nothing };
     }
-    if (Object.hasOwn(state.frames, callId) || Object.hasOwn(state._decisions, callId)) {
+    if (isRecorded(state, callId) || Object.hasOwn(state._decisions, callId)) {
       throw this.diverged(scope, cursor.pos, "nothing", entry);
     }
     return new NewCall(callId, cursor, name, occurrence);
@@ -243,7 +244,8 @@ export class RunScopes {
     const state = this.run.state;
     if (state.seq > this.run.committedSeq || this.waiters.has(callId)) return false;
     const f = Object.hasOwn(state.frames, callId) ? state.frames[callId] : undefined;
-    return f !== undefined && f.status !== "waiting";
+    // A call kept by its value alone settled (fold/settled.ts L3).
+    return f === undefined ? isRecorded(state, callId) : f.status !== "waiting";
   }
 
   /** Marks `seq`, just folded, as the settling event of each waiter whose wait it settled. */

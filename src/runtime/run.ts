@@ -263,12 +263,13 @@ export class Run {
   async quiesced(): Promise<void> {
     for (let pause = 1; ; pause = Math.min(pause * 2, 20)) {
       if (!this.live) throw this.stopError ?? new Error(`execution "${this.id}" stopped`);
-      const idle =
-        this.state.inFlight === 0 &&
-        this.appends.pendingStartCount === 0 &&
-        this.committedSeq === this.state.seq;
-      if (idle) return;
-      await new Promise((r) => setTimeout(r, pause));
+      const settled = this.state.inFlight === 0 && this.appends.pendingStartCount === 0;
+      if (settled && this.committedSeq === this.state.seq) return;
+      // Only commits left (the usual case): wake at the commit, not at a timer's tick (over 1 ms
+      // of a rotating turn); the run's end wakes it too (a barrier never settles after it).
+      const barrier = settled ? this.committed() : undefined;
+      if (barrier) await Promise.race([barrier, this.done.catch(() => undefined)]);
+      else await new Promise((r) => setTimeout(r, pause));
     }
   }
 

@@ -22,6 +22,7 @@ import {
   UnauthorizedError,
 } from "../kernel/errors.ts";
 import type { Json } from "../kernel/json.ts";
+import { settledCount } from "../fold/settled.ts";
 import { chainOf, initialState, type ExecutionState } from "../fold/state.ts";
 import type { Lease } from "../store/spi.ts";
 import { makeContext } from "./context.ts";
@@ -164,7 +165,10 @@ async function writeStart(
  */
 function begin(s: RuntimeState, run: Run, created = false): void {
   const from = run.state._chain?.continuedFrom?.executionId;
-  const fresh = from !== undefined && Object.keys(run.state.frames).length === 0;
+  const fresh =
+    from !== undefined &&
+    Object.keys(run.state.frames).length === 0 &&
+    settledCount(run.state._settled) === 0;
   // A brand-new execution has no successor to find: only a re-driven one is probed.
   if ((!s.chains || created) && !fresh) {
     run.startBody(makeContext(run, s.contextDeps));

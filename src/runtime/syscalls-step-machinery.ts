@@ -39,6 +39,7 @@ import { boundedJson, canonicalJson, isPlainObject, type Json } from "../kernel/
 import type { ResourceSnapshot } from "../kernel/resources.ts";
 import { taint } from "../kernel/taint.ts";
 import { CRASHED_ATTEMPT } from "../fold/metering.ts";
+import { callFrame } from "../fold/settled.ts";
 import { stepHeadOf } from "../fold/steps.ts";
 import type { Reserved } from "../fold/state.ts";
 import type { RunOptions } from "./contract.ts";
@@ -112,7 +113,7 @@ export async function step<T>(
   const { run, deps, scope } = s;
   const claim = run.claim(scope, "step", name);
   const callId = claim.callId;
-  const frame = claim.recorded ? run.state.frames[callId] : undefined;
+  const frame = claim.recorded ? callFrame(run.state, callId) : undefined;
   if (frame && hasInput) sameInput(run, callId, frame.input, input); // D1
   if (frame?.status === "completed") return own(frame.output) as T;
   if (frame && frame.status !== "started") throw errorFromData(frame.error);

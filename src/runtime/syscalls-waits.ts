@@ -13,6 +13,7 @@
 import { InvalidInputError, SuspendTimeoutError } from "../kernel/errors.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
+import { callFrame } from "../fold/settled.ts";
 import { checkedSchema, validated } from "../kernel/schema.ts";
 import type { FlowContext, SuspendOptions } from "./contract.ts";
 import { own, record, type Scope } from "./syscalls-scope.ts";
@@ -61,7 +62,7 @@ export function waitSyscalls(
           "suspend",
           timeout === undefined ? undefined : deps.now() + timeout,
         );
-        const frame = run.state.frames[callId];
+        const frame = callFrame(run.state, callId);
         if (frame?.status === "timedOut") {
           throw new SuspendTimeoutError(
             `suspend ${callId} of execution "${run.id}" timed out after ${timeout} ms`,

@@ -19,6 +19,7 @@ import { openRuntime } from "../open-runtime.ts";
 import { chainLineageOfStates, type ChainLineage } from "../../analytics/chain-lineage.ts";
 import { childTree, type ChildTree } from "../../analytics/child-tree.ts";
 import { isLoomError } from "../../kernel/errors.ts";
+import { callFrame, callsOf } from "../../fold/settled.ts";
 import { chainOf, type ExecutionState } from "../../fold/state.ts";
 import type { Runtime } from "../../runtime/runtime.ts";
 
@@ -110,7 +111,7 @@ export async function showCommand(cmd: ShowCommand, io: Io): Promise<number> {
 /** Every call's detail, in the order the calls were made (their first event). */
 function detailsOf(state: ExecutionState, events: readonly Envelope[]): StepDetail[] {
   const details: StepDetail[] = [];
-  for (const callId of Object.keys(state.frames)) {
+  for (const [callId] of callsOf(state)) {
     const d = stepDetail(events, state, callId);
     if (d) details.push(d);
   }
@@ -125,7 +126,7 @@ function showStep(
   events: readonly Envelope[],
   io: Io,
 ): number {
-  if (Object.hasOwn(state.frames, name)) {
+  if (callFrame(state, name) !== undefined) {
     const d = stepDetail(events, state, name) as StepDetail;
     io.out(cmd.json ? JSON.stringify(d, null, 2) : formatStep(cmd.id, d));
     return 0;
