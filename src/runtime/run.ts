@@ -140,8 +140,7 @@ export class Run {
       try {
         const input = this.state.input;
         const own = input !== null && typeof input === "object" ? structuredClone(input) : input;
-        // FS1: the body runs as its flow's (flow-scope.ts).
-        output = await inFlowScope({ ctx }, () => body(ctx, own));
+        output = await inFlowScope({ ctx }, () => body(ctx, own)); // FS1 (flow-scope.ts)
       } catch (e) {
         await this.finishFailed(e);
         return;
