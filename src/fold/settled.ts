@@ -25,7 +25,7 @@
  * L5. `_settled` is part of the body's replay record: a restore replaces it with the frames
  *     (restored.ts R1) and an erasure empties it (runtime/erase-redacted.ts X5c).
  */
-import type { CallKind } from "../kernel/events.ts";
+import { EVENT_SCHEMA_VERSION, type CallKind } from "../kernel/events.ts";
 import { stepHeadOf } from "./frames.ts";
 import type { ExecutionState, Frame, FrameStatus, LeanKind, SettledCalls } from "./state.ts";
 
@@ -43,6 +43,8 @@ export const LEAN_SINCE: readonly [number, number, number] = [1, 13, 0];
 
 /** Whether a start recording `version` (`"1.13.0"`) keeps plainly settled calls lean (L1). */
 export function leanSince(version: unknown): boolean {
+  // What this runtime writes, the start of nearly every fold, is answered without parsing it.
+  if (version === EVENT_SCHEMA_VERSION) return true;
   if (typeof version !== "string") return false;
   const parts = version.split(".").map(Number);
   for (let i = 0; i < LEAN_SINCE.length; i++) {

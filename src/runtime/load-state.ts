@@ -8,6 +8,11 @@
  *     to the audit chain, trust/snapshot-binding.ts B2, B4) is LogCorruptError naming the first
  *     missing sequence number, never a state folded short of the log (the fold stops at a gap,
  *     F2, and a replay from it would act on a past the log does not have).
+ * L2. A run made from a state read back counts its snapshot policy from the snapshot the state
+ *     was read from, not from the read (takeLoadedSnapshot; run-appends.ts): the events and bytes
+ *     of the tail folded onto it count as appended since. Else a body resumed without its cache
+ *     on every turn (on another fleet member, after a restart) appends a turn's few events per
+ *     load and never reaches the policy, and each load folds a longer tail than the last.
  */
 import type { Clock } from "../kernel/clock.ts";
 import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
@@ -35,7 +40,28 @@ export async function loadState(store: Store, id: string): Promise<ExecutionStat
     );
   }
   // The store parsed the snapshot for this call alone (S8): folded onto in place, not copied.
-  return foldOnto(events, snapshot?.state, id);
+  const state = foldOnto(events, snapshot?.state, id);
+  loads.set(state, { seq: snapshot ? snapshot.seq : -1, tail: events });
+  return state;
+}
+
+/** Where each state read back was read from (L2), until a run takes it. */
+const loads = new WeakMap<ExecutionState, { seq: number; tail: readonly Envelope[] }>();
+
+/**
+ * L2: the snapshot `state` was read from (`seq` -1 when it was folded from the log's start) and
+ * about how many bytes of events were folded onto it (the estimate RunAppends keeps for its
+ * appends), for a run made from it; once, as only one run is made from a state.
+ */
+export function takeLoadedSnapshot(
+  state: ExecutionState,
+): { seq: number; tailBytes: number } | undefined {
+  const load = loads.get(state);
+  if (load === undefined) return undefined;
+  loads.delete(state);
+  let tailBytes = 0;
+  for (const e of load.tail) tailBytes += approxJsonLength(e.payload) + 64;
+  return { seq: load.seq, tailBytes };
 }
 
 export async function mustLoad(store: Store, id: string): Promise<ExecutionState> {

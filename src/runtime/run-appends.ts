@@ -26,6 +26,7 @@ import type { ExecutionState } from "../fold/state.ts";
 import type { AppendBatch } from "../store/spi.ts";
 import { sameSpent, spentOf } from "../store/spent.ts";
 import type { EventSpec, Journal } from "./journal.ts";
+import { takeLoadedSnapshot } from "./load-state.ts";
 
 /**
  * `{ ...base, ...more }`, made with Object.assign: V8 (Node 20) serialises an object made by a
@@ -82,8 +83,9 @@ export interface AppendListener {
 
 export class RunAppends {
   private lastSnapshotSeq: number;
-  private bytesSinceSnapshot = 0;
-  private lastSnapshotBytes = 0;
+  private bytesSinceSnapshot: number;
+  /** Unknown for a run made from a state read back until the policy first asks (snapshotFor). */
+  private lastSnapshotBytes: number | undefined;
   /**
    * Steps running whose STEP_STARTED is not written yet (R9): the start's payload, `startedAt`
    * included, owned by whichever takes it (the writer or the settling event).
@@ -97,7 +99,11 @@ export class RunAppends {
     /** The run's commit: everything through `seq` is durable (Run.afterCommit). */
     private readonly committed: (seq: number) => void,
   ) {
-    this.lastSnapshotSeq = run.state.seq;
+    // load-state.ts L2: a state read back counts from its snapshot, its tail as appended since.
+    const loaded = takeLoadedSnapshot(run.state);
+    this.lastSnapshotSeq = loaded ? loaded.seq : run.state.seq;
+    this.bytesSinceSnapshot = loaded ? loaded.tailBytes : 0;
+    this.lastSnapshotBytes = loaded ? undefined : 0;
   }
 
   /** Folds and queues events; resolves when they are committed (R1, R4, R5). */
@@ -187,6 +193,9 @@ export class RunAppends {
   private snapshotFor(): AppendBatch["snapshot"] {
     const state = this.run.state;
     if (state.seq - this.lastSnapshotSeq < this.host.snapshotEvery) return undefined;
+    // A loaded run's last snapshot is about the state it loaded less the tail folded onto it:
+    // `approxBytes` began as the loaded state's estimate and grew by what was appended since.
+    this.lastSnapshotBytes ??= Math.max(0, this.run.approxBytes - this.bytesSinceSnapshot);
     if (this.bytesSinceSnapshot < this.lastSnapshotBytes) return undefined;
     const stateJson = JSON.stringify(state);
     this.lastSnapshotSeq = state.seq;
