@@ -9,12 +9,14 @@ import { describe, expect, it } from "vitest";
 import { formatUsd as cliUsd } from "../src/analytics/numbers.ts";
 import { bundleClient } from "../src/ui/bundle.ts";
 import { APP_CSS } from "../src/ui/assets/styles.ts";
+import { EXECUTION_STATUSES, TERMINAL_STATUSES } from "../src/kernel/events.ts";
 import {
   fmtAgo,
   fmtAmount,
   fmtDuration,
   fmtTime,
   formatUsd,
+  isTerminal,
   meterText,
   parseJsonText,
   statusClass,
@@ -79,6 +81,16 @@ describe("format.ts", () => {
     // Issue 26: queued is a status of its own, with a colour of its own in the styles.
     expect(statusClass("queued")).toBe("queued");
     expect(APP_CSS).toMatch(/\.badge\.queued \{ color: var\(--queued\)/);
+  });
+
+  it("C4, E5: the dashboard knows every status the kernel has, each with a colour and its end", () => {
+    expect([...STATUSES]).toEqual([...EXECUTION_STATUSES]);
+    for (const s of STATUSES) {
+      expect(APP_CSS, s).toContain(`.badge.${s} { color: var(--${s})`);
+      expect(APP_CSS, s).toMatch(new RegExp(`--${s}: #[0-9a-f]{6}`));
+      expect(isTerminal(s), s).toBe(TERMINAL_STATUSES.has(s));
+    }
+    expect(isTerminal("unknown")).toBe(false);
   });
 
   it("says what is wrong with JSON typed in a form, and takes empty text as nothing", () => {

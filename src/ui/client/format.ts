@@ -13,24 +13,33 @@
  *     printed as a word too, never told by colour alone.
  */
 import type { UsageRow } from "../../analytics/resource-usage.ts";
+import type { ExecutionStatus, StatusTable } from "../../kernel/events.ts";
 import { formatUsd } from "../../analytics/numbers.ts";
 
 export { formatUsd };
 
-export const STATUSES = [
-  "queued",
-  "pending",
-  "running",
-  "parked",
-  "completed",
-  "failed",
-  "cancelled",
-  "continued",
-] as const;
-export type Status = (typeof STATUSES)[number];
-const TERMINAL: ReadonlySet<string> = new Set(["completed", "failed", "cancelled", "continued"]);
+/**
+ * C4, E5 (kernel/events.ts): every status as the dashboard shows it, whether it ended (a badge
+ * of a status not ended pulses) and its badge class (styles.ts colours each). A table of every
+ * status: one added to the kernel's union does not compile here until the dashboard shows it.
+ */
+const ENDED: StatusTable<boolean> = {
+  queued: false,
+  pending: false,
+  running: false,
+  parked: false,
+  completed: true,
+  failed: true,
+  cancelled: true,
+  continued: true,
+};
 
-export const isTerminal = (status: string): boolean => TERMINAL.has(status);
+export type Status = ExecutionStatus;
+export const STATUSES = Object.keys(ENDED) as readonly Status[];
+
+const isStatus = (status: string): status is Status => Object.hasOwn(ENDED, status);
+
+export const isTerminal = (status: string): boolean => isStatus(status) && ENDED[status];
 
 /** C2 */
 export function fmtDuration(ms: number | undefined): string {
@@ -98,7 +107,7 @@ export function fmtAgo(ms: number, nowMs: number): string {
 
 /** C4: the class of a status; `errorCode` is the execution's error's code, when it failed. */
 export function statusClass(status: string, errorCode?: string): string {
-  const known = (STATUSES as readonly string[]).includes(status) ? status : "unknown";
+  const known = isStatus(status) ? status : "unknown";
   if (known === "failed" && errorCode === "LOOM_QUOTA_EXCEEDED") return "failed refused";
   return known;
 }
