@@ -153,6 +153,35 @@ describe("lean generations (fold/settled.ts)", () => {
     expect(callsOf(lean).map(([id]) => id)).toEqual(callsOf(legacy).map(([id]) => id));
   });
 
+  it("L2: an uncached replay hands back kept null, false, 0 and empty values as they were", async () => {
+    const values: Json[] = [null, false, 0, "", [], {}];
+    const seen: Json[][] = [];
+    const f = flow$("falsy", async (ctx) => {
+      const got: Json[] = [];
+      for (let i = 0; i < values.length; i++) {
+        got.push(await ctx.suspend<Json>());
+        got.push(await ctx.run("v", () => values[i] as Json));
+      }
+      seen.push(got);
+      await ctx.suspend();
+      return got;
+    });
+    const store = memoryStore();
+    const r = rt(store, { cache: { maxExecutions: 0 } }).registerFlow(f);
+    await r.start(f, null, { id: "z" });
+    for (const v of values) {
+      await r.resume("z", v);
+      await until(async () => (await r.getState("z")).status === "parked");
+    }
+    const state = await r.getState("z");
+    expect(Object.keys(state._settled?.step ?? {})).toHaveLength(values.length);
+    // The last resume replayed every kept value: each suspend's payload and step's output.
+    const expected = values.flatMap((v) => [v, v]);
+    expect(seen.at(-1)).toEqual(expected);
+    await r.resume("z", "end");
+    expect((await r.waitForCompletion("z")).output).toEqual(expected);
+  });
+
   it("L2: a replay still refuses a flow that asks a kept call as another kind (R3)", async () => {
     const { store } = await talk(2);
     // The new code asks for a step where the log recorded a suspend kept by its value.

@@ -26,6 +26,7 @@
  *     (restored.ts R1) and an erasure empties it (runtime/erase-redacted.ts X5c).
  */
 import { EVENT_SCHEMA_VERSION, type CallKind } from "../kernel/events.ts";
+import type { Json } from "../kernel/json.ts";
 import { stepHeadOf } from "./frames.ts";
 import type { ExecutionState, Frame, FrameStatus, LeanKind, SettledCalls } from "./state.ts";
 
@@ -85,6 +86,16 @@ function leanKindOf(s: ExecutionState, callId: string): LeanKind | undefined {
     if (values !== undefined && Object.hasOwn(values, callId)) return kind;
   }
   return undefined;
+}
+
+/**
+ * L2: the value of call `callId` when it is kept alone as a call of `kind` (it settled plainly),
+ * else undefined (a kept value is never undefined). What a replay is handed, without the frame
+ * `callFrame` would make for it.
+ */
+export function keptValue(s: ExecutionState, kind: LeanKind, callId: string): Json | undefined {
+  const values = s._settled?.[kind];
+  return values !== undefined && Object.hasOwn(values, callId) ? values[callId] : undefined;
 }
 
 /** L4: the frame of call `callId`, recorded or stood for by its kept value; undefined if none. */

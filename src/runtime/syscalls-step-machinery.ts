@@ -39,7 +39,7 @@ import { boundedJson, canonicalJson, isPlainObject, type Json } from "../kernel/
 import type { ResourceSnapshot } from "../kernel/resources.ts";
 import { taint } from "../kernel/taint.ts";
 import { CRASHED_ATTEMPT } from "../fold/metering.ts";
-import { callFrame } from "../fold/settled.ts";
+import { callFrame, keptValue } from "../fold/settled.ts";
 import { stepHeadOf } from "../fold/steps.ts";
 import type { Reserved } from "../fold/state.ts";
 import type { RunOptions } from "./contract.ts";
@@ -113,18 +113,19 @@ export async function step<T>(
   const { run, deps, scope } = s;
   const claim = run.claim(scope, "step", name);
   const callId = claim.callId;
-  const frame = claim.recorded ? callFrame(run.state, callId) : undefined;
+  // Kept by its value alone, it completed at its first attempt (settled.ts L2): no frame is made.
+  const kept = claim.recorded && !hasInput ? keptValue(run.state, "step", callId) : undefined;
+  const frame = claim.recorded && kept === undefined ? callFrame(run.state, callId) : undefined;
   if (frame && hasInput) sameInput(run, callId, frame.input, input); // D1
-  if (frame?.status === "completed") return own(frame.output) as T;
+  if (kept !== undefined || frame?.status === "completed") {
+    return own(kept !== undefined ? kept : frame?.output) as T;
+  }
   if (frame && frame.status !== "started") throw errorFromData(frame.error);
   const payload = startOf(s, callId, name, hasInput ? input : undefined, opts.reservation);
   claim.take();
   await run.committed(); // R1: what the body was handed (a step's result) is durable
   // K8.3: the timeout counts from the first attempt's logged start, on the runtime clock.
-  const timeout =
-    opts.timeoutMs === undefined
-      ? undefined
-      : stepTimeout(deps, run.id, callId, opts.timeoutMs, frame?.firstStartedAt ?? deps.now());
+  const timeout = stepTimeout(deps, run.id, callId, opts.timeoutMs, frame?.firstStartedAt);
   // At-most-once (K9) or reserving (C1): the start is durable before the effect runs.
   const durable = opts.atMostOnce === true || payload.reserved !== undefined;
   // C2: its last attempt started with a reservation and never settled.
@@ -343,16 +344,20 @@ export function stepBound(deps: ContextDeps, value: unknown, what: string): Json
   return boundedJson(value, what, deps.limits.maxStepPayloadBytes);
 }
 
-/** A step's timeout (K8.1), counted from `startedAtMs` on the runtime clock. */
+/**
+ * A step's timeout (K8.1) when it has one, counted from `startedAtMs` (its first attempt's logged
+ * start; now, for a step never started) on the runtime clock.
+ */
 function stepTimeout(
   deps: ContextDeps,
   executionId: string,
   callId: string,
-  timeoutMs: number,
-  startedAtMs: number,
-): StepTimeout {
+  timeoutMs: number | undefined,
+  startedAtMs: number | undefined,
+): StepTimeout | undefined {
+  if (timeoutMs === undefined) return undefined;
   const clock = { now: () => deps.now() };
-  const atMs = startedAtMs + timeoutMs;
+  const atMs = (startedAtMs ?? deps.now()) + timeoutMs;
   return {
     timeoutMs,
     atMs,

@@ -13,7 +13,7 @@
 import { InvalidInputError, SuspendTimeoutError } from "../kernel/errors.ts";
 import { isTerminalStatus } from "../kernel/events.ts";
 import type { Json } from "../kernel/json.ts";
-import { callFrame } from "../fold/settled.ts";
+import { callFrame, keptValue } from "../fold/settled.ts";
 import { checkedSchema, validated } from "../kernel/schema.ts";
 import type { FlowContext, SuspendOptions } from "./contract.ts";
 import { own, record, type Scope } from "./syscalls-scope.ts";
@@ -62,13 +62,15 @@ export function waitSyscalls(
           "suspend",
           timeout === undefined ? undefined : deps.now() + timeout,
         );
-        const frame = callFrame(run.state, callId);
+        // A suspend kept by its value alone was resumed (fold/settled.ts L2).
+        const kept = keptValue(run.state, "suspend", callId);
+        const frame = kept === undefined ? callFrame(run.state, callId) : undefined;
         if (frame?.status === "timedOut") {
           throw new SuspendTimeoutError(
             `suspend ${callId} of execution "${run.id}" timed out after ${timeout} ms`,
           );
         }
-        const payload = own(frame?.output);
+        const payload = own(kept !== undefined ? kept : frame?.output);
         return schema === undefined
           ? (payload as T)
           : validated(schema, payload, `the resume payload of suspend ${callId}`);
