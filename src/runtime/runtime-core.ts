@@ -255,7 +255,8 @@ export async function deliver(
     await check?.(state);
     const specs = specsOf(make, state);
     if (specs.length > 0) {
-      await appendSpecs(s.journal, s.clock, state, lease.fence, specs);
+      // load-state.ts L3: input that wakes no body still gets the snapshot policy a run keeps.
+      await appendSpecs(s.journal, s.clock, state, lease.fence, specs, {}, s.snapshotEvery);
     }
     handedOver = drive(s, state, lease);
   } finally {
