@@ -13,6 +13,10 @@
  *     of the tail folded onto it count as appended since. Else a body resumed without its cache
  *     on every turn (on another fleet member, after a restart) appends a turn's few events per
  *     load and never reaches the policy, and each load folds a longer tail than the last.
+ * L3. An append to a state read back (appendSpecs, from deliver) keeps that count too: its events
+ *     join the tail, and the batch that crosses the run's policy carries a snapshot, as a run's
+ *     would. Else input that wakes no body (a sender's retried message, a duplicate, while the
+ *     body is parked on its receive) is appended load after load with no run to snapshot it.
  */
 import type { Clock } from "../kernel/clock.ts";
 import { isTerminalEvent, type Envelope } from "../kernel/events.ts";
@@ -45,8 +49,36 @@ export async function loadState(store: Store, id: string): Promise<ExecutionStat
   return state;
 }
 
-/** Where each state read back was read from (L2), until a run takes it. */
+/** Where each state read back was read from (L2), and what was appended to it since (L3). */
 const loads = new WeakMap<ExecutionState, { seq: number; tail: readonly Envelope[] }>();
+
+/**
+ * L3: `events` were just folded into `state`; the snapshot their batch carries when `state` was
+ * read back and crossed the policy a run keeps (run-appends.ts snapshotFor): `snapshotEvery`
+ * events since its snapshot, and about as many bytes of tail as the snapshot had.
+ */
+function loadedSnapshotFor(
+  state: ExecutionState,
+  events: readonly Envelope[],
+  snapshotEvery: number | undefined,
+): AppendBatch["snapshot"] {
+  const load = loads.get(state);
+  if (load === undefined) return undefined;
+  // The store's array is not this module's to change.
+  load.tail = load.tail.concat(events);
+  if (snapshotEvery === undefined || state.seq - load.seq < snapshotEvery) return undefined;
+  const tailBytes = bytesOf(load.tail);
+  if (tailBytes < approxJsonLength(state) - tailBytes) return undefined;
+  loads.set(state, { seq: state.seq, tail: [] });
+  return { seq: state.seq, stateJson: JSON.stringify(state) };
+}
+
+/** About the bytes of `events`, as RunAppends counts its appends. */
+function bytesOf(events: readonly Envelope[]): number {
+  let n = 0;
+  for (const e of events) n += approxJsonLength(e.payload) + 64;
+  return n;
+}
 
 /**
  * L2: the snapshot `state` was read from (`seq` -1 when it was folded from the log's start) and
@@ -59,9 +91,7 @@ export function takeLoadedSnapshot(
   const load = loads.get(state);
   if (load === undefined) return undefined;
   loads.delete(state);
-  let tailBytes = 0;
-  for (const e of load.tail) tailBytes += approxJsonLength(e.payload) + 64;
-  return { seq: load.seq, tailBytes };
+  return { seq: load.seq, tailBytes: bytesOf(load.tail) };
 }
 
 export async function mustLoad(store: Store, id: string): Promise<ExecutionState> {
@@ -130,7 +160,10 @@ export function appendOne(
   return appendSpecs(journal, clock, state, fence, [spec]);
 }
 
-/** Folds `specs` into `state` and appends them as one batch under `fence`, with `extras`. */
+/**
+ * Folds `specs` into `state` and appends them as one batch under `fence`, with `extras`; with
+ * `snapshotEvery`, a state read back gets the snapshot policy a run keeps (L3).
+ */
 export async function appendSpecs(
   journal: Journal,
   clock: Clock,
@@ -138,6 +171,7 @@ export async function appendSpecs(
   fence: number,
   specs: readonly EventSpec[],
   extras: Pick<AppendBatch, "releaseLease" | "notice"> = {},
+  snapshotEvery?: number,
 ): Promise<void> {
   const at = clock.now();
   const expectedSeq = state.seq + 1;
@@ -154,6 +188,7 @@ export async function appendSpecs(
   // S24: a kernel batch (a cancel's CHILD_DONE, say) carries what was spent when it changed.
   const spent = state._resources === resourcesBefore ? undefined : spentOf(state._resources);
   const queue = queueOfBatch(events, state);
+  const snapshot = loadedSnapshotFor(state, events, snapshotEvery);
   await journal.append({
     executionId: state.executionId,
     events,
@@ -165,5 +200,6 @@ export async function appendSpecs(
     ...(queue === undefined ? {} : { queue }),
     ...extras,
     ...(state._subject === undefined ? {} : { subject: state._subject }),
+    ...(snapshot === undefined ? {} : { snapshot }),
   });
 }

@@ -24,7 +24,7 @@ import {
 import type { Json } from "../kernel/json.ts";
 import { settledCount } from "../fold/settled.ts";
 import { chainOf, initialState, type ExecutionState } from "../fold/state.ts";
-import type { Lease } from "../store/spi.ts";
+import type { InboxMessage, Lease } from "../store/spi.ts";
 import { makeContext } from "./context.ts";
 import type { Flow } from "./flow.ts";
 import { appendSpecs, approxStateBytes, loadStart, loadState, mustLoad } from "./load-state.ts";
@@ -255,7 +255,8 @@ export async function deliver(
     await check?.(state);
     const specs = specsOf(make, state);
     if (specs.length > 0) {
-      await appendSpecs(s.journal, s.clock, state, lease.fence, specs);
+      // load-state.ts L3: input that wakes no body still gets the snapshot policy a run keeps.
+      await appendSpecs(s.journal, s.clock, state, lease.fence, specs, {}, s.snapshotEvery);
     }
     handedOver = drive(s, state, lease);
   } finally {
@@ -272,7 +273,17 @@ export async function deliverMessages(
   topic: string,
 ): Promise<void> {
   const known = s.runs.get(id)?.state;
-  const messages = await s.readInbox(chainId, topic, known ? cursorOf(known, topic) : -1);
+  if (known === undefined) {
+    // A state read back for the delivery: the messages are those past its own cursor, not the
+    // stream's first batch (a receive loop past READ_BATCH messages got none of them, ever).
+    let unread: readonly InboxMessage[] = [];
+    const readPast = async (state: ExecutionState) => {
+      unread = await s.readInbox(chainId, topic, cursorOf(state, topic));
+    };
+    await deliver(s, id, (state) => deliverySpecs(state, topic, unread), true, readPast);
+    return;
+  }
+  const messages = await s.readInbox(chainId, topic, cursorOf(known, topic));
   if (messages.length === 0) return;
   await deliver(s, id, (state) => deliverySpecs(state, topic, messages), true);
 }

@@ -105,7 +105,9 @@ export async function send(
     await s.tasks
       .exclusive(target, () => deliverMessages(s, target, chainId, topic))
       .catch((e: unknown) => {
-        if (!(e instanceof LeaseHeldError)) throw e;
+        // A run that began rotating while its inbox was read refuses the delivery (deliver):
+        // the message stays in the stream for the successor the loop goes on to.
+        if (!(e instanceof LeaseHeldError) && !(e instanceof NotResumableError)) throw e;
       });
     if (!s.chains || hops >= s.maxChainHops) break;
     const rotating = s.runs.get(target)?.rotating === true;
