@@ -112,10 +112,11 @@ export function executionBars(log: readonly Envelope[], state?: ExecutionState):
     if (callId !== undefined && !seen.has(callId)) {
       const frame = callFrame(folded, callId);
       if (frame && BAR_KINDS.has(frame.kind)) {
-        // A call kept by its value alone has no start in the fold: this event is its first.
+        // A call kept by its value alone has no start or wake time in the fold: this event,
+        // its first, has what the fold would have read (a suspend answered at once).
         const bar = barOf(
           callId,
-          frame,
+          frame.firstStartedAt === undefined ? withWake(frame, p.wakeAtMs) : frame,
           t0Ms,
           typeof p.startedAt === "number" ? p.startedAt : e.at,
         );
@@ -161,6 +162,12 @@ function barOf(callId: string, frame: Frame, t0Ms: number, firstEventAtMs = t0Ms
   if (frame.wakeAtMs !== undefined) bar.wakeMs = frame.wakeAtMs - t0Ms;
   if (frame.childId !== undefined) bar.childId = frame.childId;
   return bar;
+}
+
+/** A kept call's frame with the wake time its first event records, as the fold reads it. */
+function withWake(frame: Frame, wakeAtMs: unknown): Frame {
+  if (typeof wakeAtMs !== "number" || !Number.isFinite(wakeAtMs)) return frame;
+  return { ...frame, wakeAtMs };
 }
 
 function markerOf(
