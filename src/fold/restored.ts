@@ -7,8 +7,10 @@
  *     kept without one (`_settled`, schema 1.13.0: settled.ts L5), the order of its calls, its
  *     decisions, the resume payloads queued for it and its input (and, for resumeAs, the flow
  *     that drives it). A record with no `_settled` leaves an execution that keeps calls lean
- *     with none; one with `_settled` makes any execution keep its later plain settlings lean. The counts the fold keeps beside frames (steps in flight, open waits, the
- *     suspends waiting for a resume) are derived from the frames, never taken from the caller.
+ *     with none; one with `_settled` makes any execution keep its later plain settlings lean;
+ *     one that keeps a call both as a frame and by its value (or under two kinds) is refused.
+ *     The counts the fold keeps beside frames (steps in flight, open waits, the suspends
+ *     waiting for a resume) are derived from the frames, never taken from the caller.
  * R2. Nothing else comes from the caller (ADR 0109 fix rounds 1 (1) and 3 (2)): the identity
  *     keys (`_principal`, `_chain`, `_continuedTo`), what was spent (`_resources`,
  *     `_scopeResources`, `_quotaExceeded`), the budget, the inbox cursors, `startedAt` and the
@@ -114,11 +116,19 @@ function readOrder(v: Json | undefined): Record<string, string[]> | string {
   return order;
 }
 
-/** The values of calls kept without a frame (settled.ts L1), or the first reason they are not. */
-function readSettled(v: Json | undefined): SettledCalls | string | undefined {
+/**
+ * The values of calls kept without a frame (settled.ts L1), or the first reason they are not. A
+ * call is kept one way only (L4): an id that `frames` or another kind also holds is refused, or
+ * the replay would be handed the value while every reader shows the frame.
+ */
+function readSettled(
+  v: Json | undefined,
+  frames: Record<string, Frame>,
+): SettledCalls | string | undefined {
   if (v === undefined) return undefined;
   if (!isPlainObject(v)) return "_settled must be an object of kind -> (call id -> value)";
   const settled: SettledCalls = {};
+  const seen = new Set<string>();
   for (const [kind, values] of Object.entries(v)) {
     const lean = LEAN_KINDS.find((k) => k === kind);
     if (lean === undefined) return `_settled has no kind "${kind}" (step, suspend or receive)`;
@@ -127,6 +137,10 @@ function readSettled(v: Json | undefined): SettledCalls | string | undefined {
       if (FORBIDDEN_KEYS.has(callId) || stepHeadOf(callId) === undefined) {
         return `_settled.${kind} has a call id "${callId}" that is not <scope><name>#<n>`;
       }
+      if (Object.hasOwn(frames, callId) || seen.has(callId)) {
+        return `_settled.${kind} keeps call "${callId}", which the state also records otherwise (a frame or another kind)`;
+      }
+      seen.add(callId);
     }
     settled[lean] = { ...values };
   }
@@ -153,7 +167,7 @@ export function readRestored(v: Json | undefined): RestoredRecord | string {
   }
   const queued = v._resumePayloads ?? [];
   if (!Array.isArray(queued)) return "_resumePayloads must be a list";
-  const settled = readSettled(v._settled);
+  const settled = readSettled(v._settled, frames);
   if (typeof settled === "string") return settled;
   const record: RestoredRecord = {
     frames,
