@@ -17,7 +17,8 @@
  *     reservation (S3) and notes (S4), a receive's topic and a wait's wake time are read only
  *     while the call is open: a step's timeout (K8.3), its next attempt's number, a crashed
  *     attempt's charge, the inbox's delivery, the timer that ends a wait. Whoever shows a call
- *     (the CLI, analytics, the dashboard) reads its times from the log, which keeps every event.
+ *     (the CLI, analytics, the dashboard) reads its times from the log's events; once a
+ *     compaction deleted them, a call kept by its value shows no start (analytics/bars.ts V4).
  * L3. A call id in `_settled` is recorded: an event that would open or settle it again is inert,
  *     as it is for a settled frame (`isRecorded`).
  * L4. `callFrame` gives every reader one view of a call however it is kept: its frame, or the
