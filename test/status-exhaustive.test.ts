@@ -1,7 +1,7 @@
 /**
  * `ExecutionStatus` is handled exhaustively where Loom branches on it (kernel/events.ts E5): the
  * status facts table, the fold's F7 (which statuses an event recomputes), `outcomeOf`, the
- * CLI's exit codes and the dashboard's statuses. A status added to the union without being handled there does not compile.
+ * CLI's exit codes and the statuses' meanings the dashboard shows (analytics/statuses.ts). A status added to the union without being handled there does not compile.
  *
  * The seed notes that a type-level check cannot run inside vitest, so this one runs tsc: it
  * copies src/ into .tmp/, adds a terminal status `archived` to the union in the copy alone (a
@@ -24,7 +24,7 @@ const CONSUMERS = [
   "src/fold/fold.ts",
   "src/runtime/outcome.ts",
   "src/cli/await-outcome.ts",
-  "src/ui/client/format.ts",
+  "src/analytics/statuses.ts",
 ];
 
 /** Runs tsc on the project in `dir`; its exit code and what it printed (paths from `dir`). */

@@ -20,6 +20,7 @@ import {
   meterText,
   parseJsonText,
   statusClass,
+  statusMeaning,
   STATUSES,
 } from "../src/ui/client/format.ts";
 import {
@@ -91,6 +92,11 @@ describe("format.ts", () => {
       expect(isTerminal(s), s).toBe(TERMINAL_STATUSES.has(s));
     }
     expect(isTerminal("unknown")).toBe(false);
+    // analytics/statuses.ts S1: each says what it means (a badge's title), in words of its own.
+    const meanings = STATUSES.map((st) => statusMeaning(st));
+    for (const m of meanings) expect(m).toMatch(/^[a-z].{8,}$/);
+    expect(new Set(meanings).size).toBe(STATUSES.length);
+    expect(statusMeaning("<img src=x>")).toBeUndefined();
   });
 
   it("says what is wrong with JSON typed in a form, and takes empty text as nothing", () => {

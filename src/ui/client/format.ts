@@ -13,33 +13,22 @@
  *     printed as a word too, never told by colour alone.
  */
 import type { UsageRow } from "../../analytics/resource-usage.ts";
-import type { ExecutionStatus, StatusTable } from "../../kernel/events.ts";
+import type { ExecutionStatus } from "../../kernel/events.ts";
+import { STATUS_VIEWS, type StatusView } from "../../analytics/statuses.ts";
 import { formatUsd } from "../../analytics/numbers.ts";
 
 export { formatUsd };
 
-/**
- * C4, E5 (kernel/events.ts): every status as the dashboard shows it, whether it ended (a badge
- * of a status not ended pulses) and its badge class (styles.ts colours each). A table of every
- * status: one added to the kernel's union does not compile here until the dashboard shows it.
- */
-const ENDED: StatusTable<boolean> = {
-  queued: false,
-  pending: false,
-  running: false,
-  parked: false,
-  completed: true,
-  failed: true,
-  cancelled: true,
-  continued: true,
-};
+/** C4: the kernel's statuses, each with its meaning and whether it ended (analytics S1, S2). */
+const VIEWS: ReadonlyMap<string, StatusView> = new Map(STATUS_VIEWS.map((v) => [v.status, v]));
 
 export type Status = ExecutionStatus;
-export const STATUSES = Object.keys(ENDED) as readonly Status[];
+export const STATUSES: readonly Status[] = STATUS_VIEWS.map((v) => v.status);
 
-const isStatus = (status: string): status is Status => Object.hasOwn(ENDED, status);
+export const isTerminal = (status: string): boolean => VIEWS.get(status)?.ended === true;
 
-export const isTerminal = (status: string): boolean => isStatus(status) && ENDED[status];
+/** What `status` means, in words (a badge's title); undefined for a status Loom has not. */
+export const statusMeaning = (status: string): string | undefined => VIEWS.get(status)?.meaning;
 
 /** C2 */
 export function fmtDuration(ms: number | undefined): string {
@@ -107,7 +96,7 @@ export function fmtAgo(ms: number, nowMs: number): string {
 
 /** C4: the class of a status; `errorCode` is the execution's error's code, when it failed. */
 export function statusClass(status: string, errorCode?: string): string {
-  const known = isStatus(status) ? status : "unknown";
+  const known = VIEWS.has(status) ? status : "unknown";
   if (known === "failed" && errorCode === "LOOM_QUOTA_EXCEEDED") return "failed refused";
   return known;
 }

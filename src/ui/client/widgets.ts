@@ -7,7 +7,7 @@ import { waitSentence } from "../../analytics/waits.ts";
 import type { WaitReason } from "../api-types.ts";
 import { execHref } from "./api.ts";
 import { h, type Attrs } from "./dom.ts";
-import { fmtTime, formatUsd, isTerminal, statusClass } from "./format.ts";
+import { fmtTime, formatUsd, isTerminal, statusClass, statusMeaning } from "./format.ts";
 
 /** A status badge: its word, and its class (`refused` apart from `failed`; `live` pulses). */
 export function badge(status: string, errorCode?: string, attrs?: Attrs): HTMLElement {
@@ -22,7 +22,11 @@ export function setBadge(el: HTMLElement, status: string, errorCode?: string): v
   el.setAttribute("class", `badge ${cls}${isTerminal(status) ? "" : " live"}`);
   el.dataset.status = cls.endsWith("refused") ? "refused" : status;
   if (cls.endsWith("refused")) el.title = "refused: a quota was exceeded";
-  else el.removeAttribute("title");
+  else {
+    const meaning = statusMeaning(status);
+    if (meaning === undefined) el.removeAttribute("title");
+    else el.title = `${status}: ${meaning}`;
+  }
 }
 
 /** The tag beside a failed badge that says a quota refused it (C4: not by colour alone). */
