@@ -16,30 +16,15 @@ import {
   step$,
   type Envelope,
   type ExecutionState,
-  type Frame,
   type Json,
 } from "../src/index.ts";
 import { stepDetail } from "../src/analytics/step-detail.ts";
 import { executionBars } from "../src/analytics/bars.ts";
 import { redactedState } from "../src/runtime/erase-redacted.ts";
 import { runtimes, until } from "./helpers.ts";
+import { asLegacy, replayView } from "./support/lean.ts";
 
 const rt = runtimes();
-
-/** The same log with its start recording schema 1.12.0, the last that kept every frame. */
-function asLegacy(log: readonly Envelope[]): Envelope[] {
-  const copy = JSON.parse(JSON.stringify(log)) as Envelope[];
-  const start = copy[0]?.payload as { schemaVersion?: string } | undefined;
-  if (start) start.schemaVersion = "1.12.0";
-  return copy;
-}
-
-/** What a replay reads of a call (L2): its kind, status, value or error, input and child. */
-function replayView(f: Frame | undefined) {
-  if (f === undefined) return undefined;
-  const { kind, name, scope, status, output, error, input, childId } = f;
-  return { kind, name, scope, status, output, error, input, childId };
-}
 
 /** The conversation loop: a suspend and a step per turn. */
 const chat = (ran: { n: number }) =>

@@ -15,30 +15,15 @@ import {
   step$,
   type Envelope,
   type ExecutionState,
-  type Frame,
   type Json,
   type Store,
 } from "../src/index.ts";
 import { stepDetail } from "../src/analytics/step-detail.ts";
 import { executionBars } from "../src/analytics/bars.ts";
 import { expectReplayEquality, runtimes, until } from "./helpers.ts";
+import { asLegacy, replayView } from "./support/lean.ts";
 
 const rt = runtimes();
-
-/** The same log with its start recording schema 1.12.0, the last that kept every frame. */
-function asLegacy(log: readonly Envelope[]): Envelope[] {
-  const copy = JSON.parse(JSON.stringify(log)) as Envelope[];
-  const start = copy[0]?.payload as { schemaVersion?: string } | undefined;
-  if (start) start.schemaVersion = "1.12.0";
-  return copy;
-}
-
-/** What a replay reads of a call (L2). */
-function replayView(f: Frame | undefined) {
-  if (f === undefined) return undefined;
-  const { kind, name, scope, status, output, error, input, childId } = f;
-  return { kind, name, scope, status, output, error, input, childId };
-}
 
 /** Every call of `state`, as a replay reads it, keyed by call id. */
 const viewsOf = (s: ExecutionState) =>
