@@ -9,7 +9,7 @@
  *     missing sequence number, never a state folded short of the log (the fold stops at a gap,
  *     F2, and a replay from it would act on a past the log does not have).
  * L2. A run made from a state read back counts its snapshot policy from the snapshot the state
- *     was read from, not from the read (takeLoadedSnapshot; run-appends.ts): the events and bytes
+ *     was read from, not from the read (takeLoadedPolicy; snapshot-policy.ts): the events and bytes
  *     of the tail folded onto it count as appended since. Else a body resumed without its cache
  *     on every turn (on another fleet member, after a restart) appends a turn's few events per
  *     load and never reaches the policy, and each load folds a longer tail than the last.
@@ -29,6 +29,7 @@ import type { AppendBatch, Store } from "../store/spi.ts";
 import { spentOf } from "../store/spent.ts";
 import type { Journal } from "./journal.ts";
 import type { EventSpec } from "./journal.ts";
+import { EVENT_BYTES, SnapshotPolicy } from "./snapshot-policy.ts";
 
 export async function loadState(store: Store, id: string): Promise<ExecutionState | undefined> {
   const snapshot = await store.loadSnapshot(id);
@@ -49,49 +50,51 @@ export async function loadState(store: Store, id: string): Promise<ExecutionStat
   return state;
 }
 
-/** Where each state read back was read from (L2), and what was appended to it since (L3). */
-const loads = new WeakMap<ExecutionState, { seq: number; tail: readonly Envelope[] }>();
+/**
+ * Where each state read back was read from (L2): the snapshot's sequence number and the tail
+ * folded onto it, until a policy is made from them when first needed (L3, or a run's L2).
+ */
+const loads = new WeakMap<
+  ExecutionState,
+  { seq: number; tail: readonly Envelope[] } | SnapshotPolicy
+>();
+
+/** L2: the snapshot policy of `state`, read back, counted from the snapshot it was read from. */
+function policyOf(state: ExecutionState): SnapshotPolicy | undefined {
+  const load = loads.get(state);
+  if (load === undefined || load instanceof SnapshotPolicy) return load;
+  let tailBytes = 0;
+  for (const e of load.tail) tailBytes += approxJsonLength(e.payload) + EVENT_BYTES;
+  const policy = new SnapshotPolicy(load.seq, tailBytes, undefined);
+  loads.set(state, policy);
+  return policy;
+}
 
 /**
  * L3: `events` were just folded into `state`; the snapshot their batch carries when `state` was
- * read back and crossed the policy a run keeps (run-appends.ts snapshotFor): `snapshotEvery`
- * events since its snapshot, and about as many bytes of tail as the snapshot had.
+ * read back and crossed the policy a run keeps (snapshot-policy.ts P1).
  */
 function loadedSnapshotFor(
   state: ExecutionState,
   events: readonly Envelope[],
   snapshotEvery: number | undefined,
 ): AppendBatch["snapshot"] {
-  const load = loads.get(state);
-  if (load === undefined) return undefined;
-  // The store's array is not this module's to change.
-  load.tail = load.tail.concat(events);
-  if (snapshotEvery === undefined || state.seq - load.seq < snapshotEvery) return undefined;
-  const tailBytes = bytesOf(load.tail);
-  if (tailBytes < approxJsonLength(state) - tailBytes) return undefined;
-  loads.set(state, { seq: state.seq, tail: [] });
-  return { seq: state.seq, stateJson: JSON.stringify(state) };
-}
-
-/** About the bytes of `events`, as RunAppends counts its appends. */
-function bytesOf(events: readonly Envelope[]): number {
-  let n = 0;
-  for (const e of events) n += approxJsonLength(e.payload) + 64;
-  return n;
+  const policy = policyOf(state);
+  if (policy === undefined) return undefined;
+  for (const e of events) policy.appended(approxJsonLength(e.payload));
+  if (snapshotEvery === undefined) return undefined;
+  return policy.snapshotOf(state, snapshotEvery, () => approxJsonLength(state));
 }
 
 /**
- * L2: the snapshot `state` was read from (`seq` -1 when it was folded from the log's start) and
- * about how many bytes of events were folded onto it (the estimate RunAppends keeps for its
- * appends), for a run made from it; once, as only one run is made from a state.
+ * L2: the snapshot policy for a run made from `state`, read back: counted from the snapshot it
+ * was read from, the tail and what was appended since as appended (P2); once, as only one run is
+ * made from a state.
  */
-export function takeLoadedSnapshot(
-  state: ExecutionState,
-): { seq: number; tailBytes: number } | undefined {
-  const load = loads.get(state);
-  if (load === undefined) return undefined;
+export function takeLoadedPolicy(state: ExecutionState): SnapshotPolicy | undefined {
+  const policy = policyOf(state);
   loads.delete(state);
-  return { seq: load.seq, tailBytes: bytesOf(load.tail) };
+  return policy;
 }
 
 export async function mustLoad(store: Store, id: string): Promise<ExecutionState> {

@@ -26,7 +26,8 @@ import type { ExecutionState } from "../fold/state.ts";
 import type { AppendBatch } from "../store/spi.ts";
 import { sameSpent, spentOf } from "../store/spent.ts";
 import type { EventSpec, Journal } from "./journal.ts";
-import { takeLoadedSnapshot } from "./load-state.ts";
+import { takeLoadedPolicy } from "./load-state.ts";
+import { EVENT_BYTES, SnapshotPolicy } from "./snapshot-policy.ts";
 
 /**
  * `{ ...base, ...more }`, made with Object.assign: V8 (Node 20) serialises an object made by a
@@ -58,7 +59,7 @@ export interface AppendHost {
   readonly clock: Clock;
   readonly journal: Journal;
   readonly ownerId: string;
-  /** The fewest events between snapshots (see RunAppends.snapshotFor). */
+  /** The fewest events between snapshots (snapshot-policy.ts P1). */
   readonly snapshotEvery: number;
 }
 
@@ -82,10 +83,8 @@ export interface AppendListener {
 }
 
 export class RunAppends {
-  private lastSnapshotSeq: number;
-  private bytesSinceSnapshot: number;
-  /** Unknown for a run made from a state read back until the policy first asks (snapshotFor). */
-  private lastSnapshotBytes: number | undefined;
+  /** When a snapshot rides a batch (snapshot-policy.ts P1, P2). */
+  private readonly snapshots: SnapshotPolicy;
   /**
    * Steps running whose STEP_STARTED is not written yet (R9): the start's payload, `startedAt`
    * included, owned by whichever takes it (the writer or the settling event).
@@ -100,10 +99,7 @@ export class RunAppends {
     private readonly committed: (seq: number) => void,
   ) {
     // load-state.ts L2: a state read back counts from its snapshot, its tail as appended since.
-    const loaded = takeLoadedSnapshot(run.state);
-    this.lastSnapshotSeq = loaded ? loaded.seq : run.state.seq;
-    this.bytesSinceSnapshot = loaded ? loaded.tailBytes : 0;
-    this.lastSnapshotBytes = loaded ? undefined : 0;
+    this.snapshots = takeLoadedPolicy(run.state) ?? new SnapshotPolicy(run.state.seq, 0, 0);
   }
 
   /** Folds and queues events; resolves when they are committed (R1, R4, R5). */
@@ -129,10 +125,10 @@ export class RunAppends {
     for (const e of events) {
       fold(state, e);
       this.settles.noteSettled(e.seq);
-      // An estimate for the cache's byte bound and the snapshot policy (UTF-16 length).
-      const bytes = jsonText(e.payload).length + 64;
-      run.approxBytes += bytes;
-      this.bytesSinceSnapshot += bytes;
+      // An estimate for the cache's byte bound and the snapshot policy (UTF-16 length, P2).
+      const payloadBytes = jsonText(e.payload).length;
+      run.approxBytes += payloadBytes + EVENT_BYTES;
+      this.snapshots.appended(payloadBytes);
     }
     if (state.seq !== expectedSeq + events.length - 1) {
       throw new InvariantViolation(`fold of ${run.id} did not advance over its own events`);
@@ -180,29 +176,13 @@ export class RunAppends {
     if (isTerminalStatus(state.status) || extras?.release) {
       batch.releaseLease = this.host.ownerId;
     }
-    const snapshot = this.snapshotFor();
+    const snapshot = this.snapshots.snapshotOf(state, this.host.snapshotEvery, this.stateBytes);
     if (snapshot) batch.snapshot = snapshot;
     return batch;
   }
 
-  /**
-   * A snapshot rides the batch that crosses the policy: at least `snapshotEvery` events since the
-   * last one, and at least as many bytes appended since as the last snapshot had. The second rule
-   * keeps the cost per appended byte constant however large the state grows.
-   */
-  private snapshotFor(): AppendBatch["snapshot"] {
-    const state = this.run.state;
-    if (state.seq - this.lastSnapshotSeq < this.host.snapshotEvery) return undefined;
-    // A loaded run's last snapshot is about the state it loaded less the tail folded onto it:
-    // `approxBytes` began as the loaded state's estimate and grew by what was appended since.
-    this.lastSnapshotBytes ??= Math.max(0, this.run.approxBytes - this.bytesSinceSnapshot);
-    if (this.bytesSinceSnapshot < this.lastSnapshotBytes) return undefined;
-    const stateJson = JSON.stringify(state);
-    this.lastSnapshotSeq = state.seq;
-    this.lastSnapshotBytes = stateJson.length;
-    this.bytesSinceSnapshot = 0;
-    return { seq: state.seq, stateJson };
-  }
+  /** The run's size estimate, for a policy that does not know its last snapshot's (P2). */
+  private readonly stateBytes = (): number => this.run.approxBytes;
 
   /**
    * R9: a new step's STEP_STARTED is written at the next group commit only if the step is still
