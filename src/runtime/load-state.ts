@@ -29,7 +29,7 @@ import type { AppendBatch, Store } from "../store/spi.ts";
 import { spentOf } from "../store/spent.ts";
 import type { Journal } from "./journal.ts";
 import type { EventSpec } from "./journal.ts";
-import { EVENT_BYTES, SnapshotPolicy } from "./snapshot-policy.ts";
+import { SnapshotPolicy } from "./snapshot-policy.ts";
 
 export async function loadState(store: Store, id: string): Promise<ExecutionState | undefined> {
   const snapshot = await store.loadSnapshot(id);
@@ -63,9 +63,8 @@ const loads = new WeakMap<
 function policyOf(state: ExecutionState): SnapshotPolicy | undefined {
   const load = loads.get(state);
   if (load === undefined || load instanceof SnapshotPolicy) return load;
-  let tailBytes = 0;
-  for (const e of load.tail) tailBytes += approxJsonLength(e.payload) + EVENT_BYTES;
-  const policy = new SnapshotPolicy(load.seq, tailBytes, undefined);
+  const policy = new SnapshotPolicy(load.seq, 0, undefined);
+  for (const e of load.tail) policy.appended(approxJsonLength(e.payload));
   loads.set(state, policy);
   return policy;
 }
